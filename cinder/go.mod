@@ -1,0 +1,3 @@
+module github.com/kubeprov/external-storage/cinder
+
+go 1.26

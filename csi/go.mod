@@ -1,0 +1,3 @@
+module github.com/kubeprov/external-storage/csi
+
+go 1.26

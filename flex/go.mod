@@ -1,0 +1,3 @@
+module github.com/kubeprov/external-storage/flex
+
+go 1.26

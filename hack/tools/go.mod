@@ -1,0 +1,3 @@
+module github.com/kubeprov/external-storage/hack/tools
+
+go 1.26

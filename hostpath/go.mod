@@ -1,0 +1,3 @@
+module github.com/kubeprov/external-storage/hostpath
+
+go 1.26

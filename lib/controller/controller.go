@@ -1,0 +1,508 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// ProvisionController watches claims and volumes and calls a Provisioner to
+// create and delete their assets. Create one with NewProvisionController and
+// start it with Run.
+type ProvisionController struct {
+	client      kubernetes.Interface
+	name        string
+	names       sets.Set[string]
+	provisioner Provisioner
+	cfg         config
+
+	factory        informers.SharedInformerFactory
+	claimInformer  cache.SharedIndexInformer
+	volumeInformer cache.SharedIndexInformer
+	classInformer  cache.SharedIndexInformer
+	claims         corelisters.PersistentVolumeClaimLister
+	volumes        corelisters.PersistentVolumeLister
+	classes        storagelisters.StorageClassLister
+
+	claimQueue  workqueue.TypedRateLimitingInterface[string]
+	volumeQueue workqueue.TypedRateLimitingInterface[string]
+	saveQueue   workqueue.TypedRateLimitingInterface[string]
+
+	journal  *journal
+	events   *eventRecorder
+	metrics  *metrics
+	gatherer prometheus.Gatherer
+
+	mu         sync.Mutex
+	operations map[string]*operation   // in-flight provisioning by PV name
+	byClaim    map[string]sets.Set[string] // claim key -> PV names in operations
+	saves      map[string]*corev1.PersistentVolume
+	failures   map[string]*failureCount
+	deleted    sets.Set[string] // UIDs of PVs this controller deleted, until the informer sees them go
+
+	synced atomic.Bool
+}
+
+// operation is one provisioning that may have created an asset.
+type operation struct {
+	pvName       string
+	claimKey     string
+	entry        journalEntry
+	started      time.Time
+	inBackground bool
+}
+
+type failureCount struct {
+	n               int
+	resourceVersion string
+}
+
+// NewProvisionController returns a controller that serves claims whose
+// storage class names provisionerName. Invalid options are reported as one
+// error naming each of them.
+func NewProvisionController(client kubernetes.Interface, provisionerName string, provisioner Provisioner, options ...Option) (*ProvisionController, error) {
+	if client == nil {
+		return nil, errors.New("client is required")
+	}
+	if provisionerName == "" {
+		return nil, errors.New("provisioner name is required")
+	}
+	if provisioner == nil {
+		return nil, errors.New("provisioner is required")
+	}
+	cfg := defaultConfig()
+	var errs []error
+	for _, o := range options {
+		errs = append(errs, o.apply(&cfg))
+	}
+	errs = append(errs, cfg.validate())
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("invalid ProvisionController options: %w", err)
+	}
+	if cfg.identity == "" {
+		host, _ := os.Hostname()
+		cfg.identity = host + "_" + string(uuid.NewUUID())
+	}
+	if cfg.journalName == "" {
+		cfg.journalName = defaultJournalName(provisionerName)
+	}
+	gatherer := prometheus.Gatherer(nil)
+	if cfg.registerer == nil {
+		reg := prometheus.NewRegistry()
+		cfg.registerer, gatherer = reg, reg
+	} else if g, ok := cfg.registerer.(prometheus.Gatherer); ok {
+		gatherer = g
+	}
+	m, err := newMetrics(cfg.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	factory := cfg.informerFactory
+	if factory == nil {
+		factory = informers.NewSharedInformerFactoryWithOptions(client, cfg.resyncPeriod, informers.WithTransform(stripManagedFields))
+	}
+	eventClient := cfg.eventClient
+	if eventClient == nil {
+		eventClient = client
+	}
+	c := &ProvisionController{
+		client:         client,
+		name:           provisionerName,
+		names:          sets.New(append([]string{provisionerName}, cfg.extraNames...)...),
+		provisioner:    provisioner,
+		cfg:            cfg,
+		factory:        factory,
+		claimInformer:  factory.Core().V1().PersistentVolumeClaims().Informer(),
+		volumeInformer: factory.Core().V1().PersistentVolumes().Informer(),
+		classInformer:  factory.Storage().V1().StorageClasses().Informer(),
+		claims:         factory.Core().V1().PersistentVolumeClaims().Lister(),
+		volumes:        factory.Core().V1().PersistentVolumes().Lister(),
+		classes:        factory.Storage().V1().StorageClasses().Lister(),
+		journal:        newJournal(client, cfg.journalNamespace, cfg.journalName, m),
+		events:         newEventRecorder(eventClient, provisionerName, cfg.identity, cfg.eventFlushInterval, m),
+		metrics:        m,
+		gatherer:       gatherer,
+		operations:     map[string]*operation{},
+		byClaim:        map[string]sets.Set[string]{},
+		saves:          map[string]*corev1.PersistentVolume{},
+		failures:       map[string]*failureCount{},
+		deleted:        sets.New[string](),
+	}
+	if cfg.informerFactory != nil {
+		// Shared informers may have started already; stripping is only a saving.
+		for _, inf := range []cache.SharedIndexInformer{c.claimInformer, c.volumeInformer, c.classInformer} {
+			_ = inf.SetTransform(stripManagedFields)
+		}
+	}
+	limiter := func() workqueue.TypedRateLimiter[string] {
+		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.retryStart, cfg.retryMax)
+	}
+	newQueue := func(name string) workqueue.TypedRateLimitingInterface[string] {
+		return workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[string]{
+			Name: name, MetricsProvider: m.queues,
+		})
+	}
+	c.claimQueue = newQueue("claims")
+	c.volumeQueue = newQueue("volumes")
+	c.saveQueue = newQueue("volume-saves")
+
+	if _, err := c.claimInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.claimChanged,
+		UpdateFunc: func(_, obj any) { c.claimChanged(obj) },
+		DeleteFunc: c.claimDeleted,
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := c.volumeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.volumeChanged,
+		UpdateFunc: func(_, obj any) { c.volumeChanged(obj) },
+		DeleteFunc: c.volumeDeleted,
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// MetricsGatherer returns the registry the metrics are on when it is also a
+// Gatherer (always for the default private registry), for a /metrics handler.
+func (c *ProvisionController) MetricsGatherer() prometheus.Gatherer { return c.gatherer }
+
+// Ready reports whether the informer caches have synced. Standby replicas
+// under leader election are ready too: they take over at once.
+func (c *ProvisionController) Ready() bool { return c.synced.Load() }
+
+// Run works until ctx ends, then lets running operations finish and returns.
+// With leader election it returns an error when leadership is lost, so that
+// the process can restart and stand by again.
+func (c *ProvisionController) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("provisioner", c.name)
+	ctx = klog.NewContext(ctx, logger)
+	logger.Info("Starting provision controller", "identity", c.cfg.identity)
+	defer c.claimQueue.ShutDown()
+	defer c.volumeQueue.ShutDown()
+	defer c.saveQueue.ShutDown()
+
+	c.factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.claimInformer.HasSynced, c.volumeInformer.HasSynced, c.classInformer.HasSynced) {
+		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
+	}
+	c.synced.Store(true)
+	if !c.cfg.leaderElection {
+		return c.runActive(ctx)
+	}
+	return c.runWithLeaderElection(ctx)
+}
+
+func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metaForLease(c.cfg.leaderNamespace, c.name),
+		Client:     c.client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: c.cfg.identity},
+	}
+	var led atomic.Bool
+	done := make(chan error, 1)
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   c.cfg.leaseDuration,
+		RenewDeadline:   c.cfg.renewDeadline,
+		RetryPeriod:     c.cfg.retryPeriod,
+		ReleaseOnCancel: true,
+		Name:            c.name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leadCtx context.Context) {
+				led.Store(true)
+				logger.Info("Became leader")
+				done <- c.runActive(leadCtx)
+			},
+			OnStoppedLeading: func() { logger.Info("Stopped leading") },
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	elector.Run(ctx)
+	var runErr error
+	if led.Load() {
+		runErr = <-done
+	}
+	if ctx.Err() == nil {
+		return errors.Join(errors.New("leader election lost"), runErr)
+	}
+	return runErr
+}
+
+// runActive does the work of the active instance until ctx ends.
+func (c *ProvisionController) runActive(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	if err := c.recover(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { c.journal.run(ctx) })
+	wg.Go(func() { c.events.run(ctx) })
+	for range c.cfg.threadiness {
+		wg.Go(func() { c.work(ctx, c.claimQueue, c.syncClaim) })
+		wg.Go(func() { c.work(ctx, c.volumeQueue, c.syncVolume) })
+	}
+	wg.Go(func() { c.work(ctx, c.saveQueue, c.syncSave) })
+	logger.Info("Workers started", "threadiness", c.cfg.threadiness)
+	<-ctx.Done()
+	c.claimQueue.ShutDownWithDrain()
+	c.volumeQueue.ShutDownWithDrain()
+	c.saveQueue.ShutDown()
+	wg.Wait()
+	logger.Info("Workers stopped")
+	return nil
+}
+
+// recover loads the in-flight journal: operations whose PV exists are done;
+// the others are looked at again, whether their claim still exists or not.
+func (c *ProvisionController) recover(ctx context.Context) error {
+	var entries map[string]journalEntry
+	err := retryUntil(ctx, c.cfg.retryStart, c.cfg.retryMax, func() error {
+		var err error
+		entries, err = c.journal.load(ctx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for pvName, e := range entries {
+		if pv, err := c.volumes.Get(pvName); err == nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == e.Claim.UID {
+			c.journal.forget(pvName)
+			continue
+		}
+		key := e.Claim.Namespace + "/" + e.Claim.Name
+		c.trackOperation(pvName, key, e, true)
+		klog.FromContext(ctx).V(2).Info("Resuming in-flight operation", "pv", pvName, "claim", key)
+		c.claimQueue.Add(key)
+	}
+	return nil
+}
+
+// retryUntil calls f with exponential backoff until it succeeds or ctx ends.
+func retryUntil(ctx context.Context, start, maxInterval time.Duration, f func() error) error {
+	delay := start
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		klog.FromContext(ctx).Error(err, "Retrying", "after", delay)
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, maxInterval)
+	}
+}
+
+// work is the classic worker loop: get, sync, forget or requeue with backoff.
+func (c *ProvisionController) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
+	for {
+		key, quit := q.Get()
+		if quit {
+			return
+		}
+		func() {
+			defer q.Done(key)
+			if err := sync(ctx, key); err != nil {
+				klog.FromContext(ctx).V(2).Info("Will retry", "key", key, "err", err)
+				q.AddRateLimited(key)
+				return
+			}
+			q.Forget(key)
+		}()
+	}
+}
+
+func (c *ProvisionController) claimChanged(obj any) {
+	claim, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return
+	}
+	key := claim.Namespace + "/" + claim.Name
+	if claim.Spec.VolumeName == "" || c.hasOperations(key) {
+		c.claimQueue.Add(key)
+	}
+}
+
+func (c *ProvisionController) claimDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	claim, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	delete(c.failures, "claim/"+string(claim.UID))
+	c.mu.Unlock()
+	key := claim.Namespace + "/" + claim.Name
+	if c.hasOperations(key) {
+		c.claimQueue.Add(key)
+	}
+}
+
+func (c *ProvisionController) volumeChanged(obj any) {
+	pv, ok := obj.(*corev1.PersistentVolume)
+	if !ok || !c.provisionedByUs(pv) {
+		return
+	}
+	if c.operationSaved(pv) {
+		return
+	}
+	if pv.Status.Phase == corev1.VolumeReleased || pv.DeletionTimestamp != nil {
+		c.volumeQueue.Add(pv.Name)
+	}
+}
+
+func (c *ProvisionController) volumeDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pv, ok := obj.(*corev1.PersistentVolume)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deleted.Delete(string(pv.UID))
+	delete(c.failures, "volume/"+string(pv.UID))
+}
+
+func (c *ProvisionController) provisionedByUs(pv *corev1.PersistentVolume) bool {
+	return c.names.Has(pv.Annotations[AnnProvisionedBy])
+}
+
+// operationSaved ends the operation of a PV that has appeared, whoever saved it.
+func (c *ProvisionController) operationSaved(pv *corev1.PersistentVolume) bool {
+	c.mu.Lock()
+	op := c.operations[pv.Name]
+	c.mu.Unlock()
+	if op == nil || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != op.entry.Claim.UID {
+		return false
+	}
+	c.endOperation(pv.Name)
+	return true
+}
+
+func (c *ProvisionController) trackOperation(pvName, claimKey string, e journalEntry, inBackground bool) *operation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if op, ok := c.operations[pvName]; ok {
+		return op
+	}
+	op := &operation{pvName: pvName, claimKey: claimKey, entry: e, started: time.Now(), inBackground: inBackground}
+	c.operations[pvName] = op
+	if c.byClaim[claimKey] == nil {
+		c.byClaim[claimKey] = sets.New[string]()
+	}
+	c.byClaim[claimKey].Insert(pvName)
+	c.metrics.inFlight.WithLabelValues("provision").Inc()
+	return op
+}
+
+// endOperation forgets an operation: its asset is saved as a PV or gone.
+func (c *ProvisionController) endOperation(pvName string) {
+	c.mu.Lock()
+	op, ok := c.operations[pvName]
+	if ok {
+		delete(c.operations, pvName)
+		if s := c.byClaim[op.claimKey]; s != nil {
+			s.Delete(pvName)
+			if s.Len() == 0 {
+				delete(c.byClaim, op.claimKey)
+			}
+		}
+		c.metrics.inFlight.WithLabelValues("provision").Dec()
+	}
+	c.mu.Unlock()
+	c.journal.forget(pvName)
+}
+
+func (c *ProvisionController) hasOperations(claimKey string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byClaim[claimKey].Len() > 0
+}
+
+// operationsFor returns the operations of a claim key, oldest claim first.
+func (c *ProvisionController) operationsFor(claimKey string) []*operation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ops []*operation
+	for name := range c.byClaim[claimKey] {
+		ops = append(ops, c.operations[name])
+	}
+	return ops
+}
+
+// recordFailure counts a failure of obj and reports whether the threshold is
+// reached. The count survives resyncs and is reset by a real change of the
+// object (a new resourceVersion), so a user's fix re-arms the retries.
+func (c *ProvisionController) recordFailure(key, resourceVersion string, threshold int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.failures[key]
+	if f == nil || f.resourceVersion != resourceVersion {
+		f = &failureCount{resourceVersion: resourceVersion}
+		c.failures[key] = f
+	}
+	f.n++
+	return threshold > 0 && f.n >= threshold
+}
+
+func (c *ProvisionController) exhausted(key, resourceVersion string, threshold int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.failures[key]
+	return f != nil && f.resourceVersion == resourceVersion && threshold > 0 && f.n >= threshold
+}
+
+func (c *ProvisionController) resetFailures(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.failures, key)
+}
+
+// operationContext bounds one Provision or Delete call.
+func (c *ProvisionController) operationContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.cfg.operationTimeout > 0 {
+		return context.WithTimeout(ctx, c.cfg.operationTimeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// stripManagedFields drops managed fields from cached objects: they are most
+// of an object's size and the controller never reads them.
+func stripManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
+}

@@ -1,0 +1,130 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+)
+
+// syncVolume deletes the asset and then the PV of a released volume whose
+// reclaim policy is Delete, and lets go of deleted PVs it holds a finalizer on.
+func (c *ProvisionController) syncVolume(ctx context.Context, name string) error {
+	pv, err := c.volumes.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !c.provisionedByUs(pv) || c.wasDeleted(pv) {
+		return nil
+	}
+	ours := slices.Contains(pv.Finalizers, VolumeFinalizer)
+	reclaimDelete := pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete
+	switch {
+	case pv.DeletionTimestamp != nil && ours && !reclaimDelete:
+		// Retained: the asset stays, the PV object may go.
+		return c.removeFinalizer(ctx, pv)
+	case pv.DeletionTimestamp != nil && !ours:
+		return nil
+	case pv.DeletionTimestamp == nil && pv.Status.Phase != corev1.VolumeReleased:
+		return nil
+	case pv.DeletionTimestamp != nil && pv.Status.Phase == corev1.VolumeBound:
+		// Still in use; kube-controller-manager releases it when the claim goes.
+		return nil
+	case !reclaimDelete:
+		return nil
+	}
+	return c.deleteVolume(ctx, pv)
+}
+
+func (c *ProvisionController) deleteVolume(ctx context.Context, pv *corev1.PersistentVolume) error {
+	logger := klog.FromContext(ctx).WithValues("pv", klog.KObj(pv))
+	ctx = klog.NewContext(ctx, logger)
+	failureKey := "volume/" + string(pv.UID)
+	if c.exhausted(failureKey, pv.ResourceVersion, c.cfg.failedDeleteThreshold) {
+		return nil
+	}
+	if guard, ok := c.provisioner.(DeletionGuard); ok && !guard.ShouldDelete(ctx, pv) {
+		logger.V(2).Info("Deletion vetoed by the provisioner")
+		return nil
+	}
+	className := pv.Spec.StorageClassName
+	start := time.Now()
+	logger.V(2).Info("Deleting volume")
+	err := c.callDelete(ctx, pv)
+	if IsIgnored(err) {
+		logger.V(2).Info("Provisioner does not own this volume; leaving it", "reason", err)
+		return nil
+	}
+	if err != nil {
+		c.metrics.deleteFailed.WithLabelValues(className).Inc()
+		if c.recordFailure(failureKey, pv.ResourceVersion, c.cfg.failedDeleteThreshold) {
+			c.events.event(volumeReference(pv), className, corev1.EventTypeWarning, EventVolumeFailedDelete,
+				"%v; giving up after %d attempts: fix the cause, then change the PV (for example add an annotation) or restart the provisioner to retry",
+				err, c.cfg.failedDeleteThreshold)
+			return nil
+		}
+		c.events.event(volumeReference(pv), className, corev1.EventTypeWarning, EventVolumeFailedDelete, "%v", err)
+		return err
+	}
+	// The asset is gone; now the PV object, which must never outlive it stuck.
+	if slices.Contains(pv.Finalizers, VolumeFinalizer) {
+		if err := c.removeFinalizer(ctx, pv); err != nil {
+			return err
+		}
+	}
+	if pv.DeletionTimestamp == nil {
+		uid := pv.UID
+		err := c.client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting PersistentVolume %s: %w", pv.Name, err)
+		}
+	}
+	c.mu.Lock()
+	c.deleted.Insert(string(pv.UID))
+	c.mu.Unlock()
+	c.resetFailures(failureKey)
+	c.metrics.deleteTotal.WithLabelValues(className).Inc()
+	c.metrics.deleteDuration.WithLabelValues(className).Observe(time.Since(start).Seconds())
+	logger.V(2).Info("Volume deleted")
+	return nil
+}
+
+func (c *ProvisionController) callDelete(ctx context.Context, pv *corev1.PersistentVolume) error {
+	opCtx, cancel := c.operationContext(ctx)
+	defer cancel()
+	c.metrics.inFlight.WithLabelValues("delete").Inc()
+	defer c.metrics.inFlight.WithLabelValues("delete").Dec()
+	return c.provisioner.Delete(opCtx, pv)
+}
+
+func (c *ProvisionController) removeFinalizer(ctx context.Context, pv *corev1.PersistentVolume) error {
+	updated := pv.DeepCopy()
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == VolumeFinalizer })
+	_, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("removing finalizer from PersistentVolume %s: %w", pv.Name, err)
+	}
+	return nil
+}
+
+// wasDeleted reports whether this controller already deleted pv and only the
+// cache has not caught up: acting again would only cost writes that fail.
+func (c *ProvisionController) wasDeleted(pv *corev1.PersistentVolume) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deleted.Has(string(pv.UID))
+}

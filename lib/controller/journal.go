@@ -1,0 +1,273 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+)
+
+const (
+	// journalMaxBytes keeps the journal ConfigMap well under the 1 MiB object limit.
+	journalMaxBytes = 800 * 1024
+	// journalForgetDelay lets removals wait for the next write instead of
+	// costing one each: a stale entry only makes a restart look at a claim again.
+	journalForgetDelay = 5 * time.Second
+	lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+)
+
+var errJournalFull = errors.New("too many operations in flight: the in-flight journal is full, retrying later")
+
+// journalEntry is what the controller needs, after a crash, to finish or undo
+// a Provision call whose PV may never have been saved: enough to call
+// Provision again (it is idempotent) and then Delete when the claim is gone.
+type journalEntry struct {
+	Claim        *corev1.PersistentVolumeClaim `json:"claim"`
+	Class        *storagev1.StorageClass       `json:"class"`
+	SelectedNode string                        `json:"selectedNode,omitempty"`
+}
+
+// journal is the durable record of in-flight provisioning: a ConfigMap with
+// one key per PV name, written before Provision is called and cleared after
+// the PV is saved or the asset deleted. Writes are batched: every caller that
+// arrives while one write is under way shares the next one.
+type journal struct {
+	client          kubernetes.Interface
+	namespace, name string
+	metrics         *metrics
+
+	mu        sync.Mutex
+	entries   map[string]string // PV name -> serialized journalEntry: the desired content
+	committed map[string]string // what the server has, as far as we know
+	object    *corev1.ConfigMap // last object read or written; nil if there is none
+	waiters   []chan error
+	kick      chan struct{}
+	size      int
+}
+
+func newJournal(client kubernetes.Interface, namespace, name string, m *metrics) *journal {
+	return &journal{
+		client: client, namespace: namespace, name: name, metrics: m,
+		entries: map[string]string{}, committed: map[string]string{}, kick: make(chan struct{}, 1),
+	}
+}
+
+var invalidNameChars = regexp.MustCompile(`[^a-z0-9.-]+`)
+
+// defaultJournalName derives a valid ConfigMap name from a provisioner name.
+func defaultJournalName(provisioner string) string {
+	return sanitizeName(provisioner) + "-inflight"
+}
+
+// load reads the journal and returns its entries by PV name.
+func (j *journal) load(ctx context.Context) (map[string]journalEntry, error) {
+	cm, err := j.client.CoreV1().ConfigMaps(j.namespace).Get(ctx, j.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		cm, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading in-flight journal %s/%s: %w", j.namespace, j.name, err)
+	}
+	out := map[string]journalEntry{}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.object = cm
+	j.entries, j.committed, j.size = map[string]string{}, map[string]string{}, 0
+	if cm == nil {
+		return out, nil
+	}
+	for pvName, data := range cm.Data {
+		var e journalEntry
+		if err := json.Unmarshal([]byte(data), &e); err != nil || e.Claim == nil {
+			klog.FromContext(ctx).Error(err, "Dropping unreadable in-flight journal entry", "pv", pvName)
+			continue
+		}
+		out[pvName] = e
+		j.entries[pvName] = data
+		j.committed[pvName] = data
+		j.size += len(data)
+	}
+	return out, nil
+}
+
+// record makes the entry durable before it returns: only then may an asset
+// be created for pvName.
+func (j *journal) record(ctx context.Context, pvName string, e journalEntry) error {
+	data, err := json.Marshal(journalEntry{Claim: strippedClaim(e.Claim), Class: strippedClass(e.Class), SelectedNode: e.SelectedNode})
+	if err != nil {
+		return fmt.Errorf("encoding in-flight journal entry: %w", err)
+	}
+	j.mu.Lock()
+	if committed, ok := j.committed[pvName]; ok {
+		if _, present := j.entries[pvName]; !present {
+			j.entries[pvName] = committed
+			j.size += len(committed)
+		}
+		j.mu.Unlock()
+		return nil
+	}
+	if _, ok := j.entries[pvName]; !ok && j.size+len(data) > journalMaxBytes {
+		j.mu.Unlock()
+		return errJournalFull
+	}
+	if old, ok := j.entries[pvName]; ok {
+		j.size -= len(old)
+	}
+	j.entries[pvName] = string(data)
+	j.size += len(data)
+	done := make(chan error, 1)
+	j.waiters = append(j.waiters, done)
+	j.mu.Unlock()
+	j.poke()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// has reports whether an operation for pvName is recorded.
+func (j *journal) has(pvName string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, ok := j.entries[pvName]
+	return ok
+}
+
+// forget drops the entry; the removal is written with the next write or
+// after journalForgetDelay.
+func (j *journal) forget(pvName string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if old, ok := j.entries[pvName]; ok {
+		j.size -= len(old)
+		delete(j.entries, pvName)
+	}
+}
+
+func (j *journal) poke() {
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run writes the journal whenever records wait, and removals lazily.
+func (j *journal) run(ctx context.Context) {
+	lazy := time.NewTicker(journalForgetDelay)
+	defer lazy.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-j.kick:
+		case <-lazy.C:
+		}
+		j.flush(ctx)
+	}
+}
+
+func (j *journal) flush(ctx context.Context) {
+	j.mu.Lock()
+	waiters := j.waiters
+	j.waiters = nil
+	desired := maps.Clone(j.entries)
+	object := j.object
+	same := maps.Equal(desired, j.committed)
+	j.mu.Unlock()
+
+	err := error(nil)
+	if !same && !(object == nil && len(desired) == 0) {
+		err = j.write(ctx, object, desired)
+	}
+	for _, w := range waiters {
+		w <- err
+	}
+}
+
+func (j *journal) write(ctx context.Context, object *corev1.ConfigMap, desired map[string]string) error {
+	for attempt := 0; ; attempt++ {
+		var written *corev1.ConfigMap
+		var err error
+		if object == nil {
+			written, err = j.client.CoreV1().ConfigMaps(j.namespace).Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: j.name, Namespace: j.namespace,
+					Labels: map[string]string{"app.kubernetes.io/managed-by": "kubeprov-external-storage"}},
+				Data: desired,
+			}, metav1.CreateOptions{})
+		} else {
+			cm := object.DeepCopy()
+			cm.Data = desired
+			written, err = j.client.CoreV1().ConfigMaps(j.namespace).Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		j.metrics.journalWrites.Inc()
+		if err == nil {
+			j.mu.Lock()
+			j.object, j.committed = written, desired
+			j.mu.Unlock()
+			return nil
+		}
+		// Only the active controller writes its journal; a conflict means the
+		// object changed under us (or was created by an earlier incarnation),
+		// so write our content on top of the current version once.
+		if attempt == 0 && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) {
+			fresh, gerr := j.client.CoreV1().ConfigMaps(j.namespace).Get(ctx, j.name, metav1.GetOptions{})
+			if apierrors.IsNotFound(gerr) {
+				object = nil
+				continue
+			}
+			if gerr == nil {
+				object = fresh
+				continue
+			}
+		}
+		return fmt.Errorf("writing in-flight journal %s/%s: %w", j.namespace, j.name, err)
+	}
+}
+
+// strippedClaim keeps what Provision may read and drops bulky bookkeeping.
+func strippedClaim(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+	if c == nil {
+		return nil
+	}
+	out := &corev1.PersistentVolumeClaim{
+		TypeMeta: metav1.TypeMeta{Kind: "PersistentVolumeClaim", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, UID: c.UID,
+			Labels: c.Labels, Annotations: withoutLastApplied(c.Annotations)},
+		Spec: *c.Spec.DeepCopy(),
+	}
+	return out
+}
+
+func strippedClass(c *storagev1.StorageClass) *storagev1.StorageClass {
+	if c == nil {
+		return nil
+	}
+	out := c.DeepCopy()
+	out.ObjectMeta = metav1.ObjectMeta{Name: c.Name, UID: c.UID, Labels: c.Labels, Annotations: withoutLastApplied(c.Annotations)}
+	return out
+}
+
+func withoutLastApplied(a map[string]string) map[string]string {
+	if _, ok := a[lastAppliedAnnotation]; !ok {
+		return a
+	}
+	out := maps.Clone(a)
+	delete(out, lastAppliedAnnotation)
+	return out
+}

@@ -1,0 +1,262 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Defaults of the options. Each option documents its own.
+const (
+	DefaultResyncPeriod             = 15 * time.Minute
+	DefaultThreadiness              = 4
+	DefaultRetryIntervalStart       = 1 * time.Second
+	DefaultRetryIntervalMax         = 5 * time.Minute
+	DefaultFailedProvisionThreshold = 15
+	DefaultFailedDeleteThreshold    = 15
+	DefaultOperationTimeout         = 10 * time.Minute
+	DefaultLeaseDuration            = 15 * time.Second
+	DefaultRenewDeadline            = 10 * time.Second
+	DefaultRetryPeriod              = 2 * time.Second
+	DefaultJournalNamespace         = "default"
+	DefaultVolumeNamePrefix         = "pvc"
+	DefaultAddFinalizer             = false
+	// DefaultEventFlushInterval is how long Normal events are gathered before
+	// they are written; during a burst the gathered ones are aggregated.
+	DefaultEventFlushInterval = 1 * time.Second
+)
+
+// VolumeFinalizer is put on PVs when WithFinalizer(true) is set, so that
+// deleting the PV object before its claim still deletes the asset.
+const VolumeFinalizer = "kubeprov.io/volume-cleanup"
+
+// Option configures a ProvisionController.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	extraNames               []string
+	resyncPeriod             time.Duration
+	threadiness              int
+	retryStart, retryMax     time.Duration
+	failedProvisionThreshold int
+	failedDeleteThreshold    int
+	operationTimeout         time.Duration
+	leaderElection           bool
+	leaderNamespace          string
+	leaseDuration            time.Duration
+	renewDeadline            time.Duration
+	retryPeriod              time.Duration
+	identity                 string
+	registerer               prometheus.Registerer
+	informerFactory          informers.SharedInformerFactory
+	volumeName               func(*corev1.PersistentVolumeClaim) string
+	addFinalizer             bool
+	journalNamespace         string
+	journalName              string
+	eventClient              kubernetes.Interface
+	eventFlushInterval       time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		resyncPeriod:             DefaultResyncPeriod,
+		threadiness:              DefaultThreadiness,
+		retryStart:               DefaultRetryIntervalStart,
+		retryMax:                 DefaultRetryIntervalMax,
+		failedProvisionThreshold: DefaultFailedProvisionThreshold,
+		failedDeleteThreshold:    DefaultFailedDeleteThreshold,
+		operationTimeout:         DefaultOperationTimeout,
+		leaseDuration:            DefaultLeaseDuration,
+		renewDeadline:            DefaultRenewDeadline,
+		retryPeriod:              DefaultRetryPeriod,
+		journalNamespace:         DefaultJournalNamespace,
+		addFinalizer:             DefaultAddFinalizer,
+		eventFlushInterval:       DefaultEventFlushInterval,
+		volumeName: func(claim *corev1.PersistentVolumeClaim) string {
+			return DefaultVolumeNamePrefix + "-" + string(claim.UID)
+		},
+	}
+}
+
+// validate rejects combinations that cannot work, naming the option.
+func (c *config) validate() error {
+	var errs []error
+	if c.threadiness < 1 {
+		errs = append(errs, fmt.Errorf("WithThreadiness: must be at least 1, got %d", c.threadiness))
+	}
+	if c.retryStart <= 0 || c.retryMax < c.retryStart {
+		errs = append(errs, fmt.Errorf("WithRetryInterval: need 0 < start <= max, got start %v, max %v", c.retryStart, c.retryMax))
+	}
+	if c.failedProvisionThreshold < 0 || c.failedDeleteThreshold < 0 {
+		errs = append(errs, errors.New("failure thresholds must be 0 (retry forever) or more"))
+	}
+	if c.operationTimeout < 0 {
+		errs = append(errs, fmt.Errorf("WithOperationTimeout: must be 0 (none) or more, got %v", c.operationTimeout))
+	}
+	if c.resyncPeriod < 0 {
+		errs = append(errs, fmt.Errorf("WithResyncPeriod: must be 0 (never) or more, got %v", c.resyncPeriod))
+	}
+	if c.leaderElection {
+		if c.leaderNamespace == "" {
+			errs = append(errs, errors.New("WithLeaderElection: namespace is required"))
+		}
+		if !(c.leaseDuration > c.renewDeadline && c.renewDeadline > c.retryPeriod && c.retryPeriod > 0) {
+			errs = append(errs, fmt.Errorf("WithLeaderElectionTimings: need lease duration > renew deadline > retry period > 0, got %v, %v, %v",
+				c.leaseDuration, c.renewDeadline, c.retryPeriod))
+		}
+	}
+	if c.journalNamespace == "" {
+		errs = append(errs, errors.New("WithJournal: namespace is required"))
+	}
+	if c.eventFlushInterval <= 0 {
+		errs = append(errs, fmt.Errorf("WithEventFlushInterval: must be more than 0, got %v", c.eventFlushInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// WithExtraProvisionerNames makes the controller also serve claims and
+// volumes of these provisioner names (for example a name used before a rename).
+func WithExtraProvisionerNames(names ...string) Option {
+	return optionFunc(func(c *config) error {
+		for _, n := range names {
+			if n == "" {
+				return errors.New("WithExtraProvisionerNames: empty name")
+			}
+		}
+		c.extraNames = append(c.extraNames, names...)
+		return nil
+	})
+}
+
+// WithResyncPeriod sets how often every claim and volume is looked at again
+// even without a change. Default DefaultResyncPeriod; 0 disables resync.
+func WithResyncPeriod(d time.Duration) Option {
+	return optionFunc(func(c *config) error { c.resyncPeriod = d; return nil })
+}
+
+// WithThreadiness sets how many claims and how many volumes are worked on at
+// once (each). Default DefaultThreadiness.
+func WithThreadiness(n int) Option {
+	return optionFunc(func(c *config) error { c.threadiness = n; return nil })
+}
+
+// WithRetryInterval sets the per-item exponential backoff of failed
+// operations: the first retry after start, doubling up to max. Defaults
+// DefaultRetryIntervalStart and DefaultRetryIntervalMax.
+func WithRetryInterval(start, maxInterval time.Duration) Option {
+	return optionFunc(func(c *config) error { c.retryStart, c.retryMax = start, maxInterval; return nil })
+}
+
+// WithFailedProvisionThreshold sets after how many failed attempts a claim is
+// given up (with a Warning event) until it changes or the controller
+// restarts; 0 retries forever. Default DefaultFailedProvisionThreshold.
+// Operations that may still complete in the background are never given up.
+func WithFailedProvisionThreshold(n int) Option {
+	return optionFunc(func(c *config) error { c.failedProvisionThreshold = n; return nil })
+}
+
+// WithFailedDeleteThreshold is WithFailedProvisionThreshold for deletion.
+// Default DefaultFailedDeleteThreshold.
+func WithFailedDeleteThreshold(n int) Option {
+	return optionFunc(func(c *config) error { c.failedDeleteThreshold = n; return nil })
+}
+
+// WithOperationTimeout bounds each Provision and Delete call through its
+// context; 0 means no bound. Default DefaultOperationTimeout.
+func WithOperationTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error { c.operationTimeout = d; return nil })
+}
+
+// WithLeaderElection makes replicas elect one active controller through a
+// Lease in namespace (one Lease per provisioner name). Off by default.
+func WithLeaderElection(namespace string) Option {
+	return optionFunc(func(c *config) error { c.leaderElection, c.leaderNamespace = true, namespace; return nil })
+}
+
+// WithLeaderElectionTimings sets the Lease timings. Defaults
+// DefaultLeaseDuration, DefaultRenewDeadline, DefaultRetryPeriod.
+func WithLeaderElectionTimings(leaseDuration, renewDeadline, retryPeriod time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		c.leaseDuration, c.renewDeadline, c.retryPeriod = leaseDuration, renewDeadline, retryPeriod
+		return nil
+	})
+}
+
+// WithIdentity names this instance in the leader Lease and in events.
+// Default: the host name plus a random suffix.
+func WithIdentity(identity string) Option {
+	return optionFunc(func(c *config) error { c.identity = identity; return nil })
+}
+
+// WithMetricsRegisterer registers the controller's metrics on r. Default: a
+// private registry, available from MetricsGatherer. The global registry is
+// never used, so several controllers can live in one process.
+func WithMetricsRegisterer(r prometheus.Registerer) Option {
+	return optionFunc(func(c *config) error {
+		if r == nil {
+			return errors.New("WithMetricsRegisterer: nil registerer")
+		}
+		c.registerer = r
+		return nil
+	})
+}
+
+// WithInformerFactory shares the caller's informers for claims, volumes and
+// classes instead of starting private ones. Run starts the factory.
+func WithInformerFactory(f informers.SharedInformerFactory) Option {
+	return optionFunc(func(c *config) error { c.informerFactory = f; return nil })
+}
+
+// WithVolumeNameFunc overrides how PV names are made. Default:
+// "pvc-<claim uid>". The name must be stable for a claim: retries rely on it.
+func WithVolumeNameFunc(f func(*corev1.PersistentVolumeClaim) string) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return errors.New("WithVolumeNameFunc: nil function")
+		}
+		c.volumeName = f
+		return nil
+	})
+}
+
+// WithFinalizer puts VolumeFinalizer on new PVs, so that deleting a PV object
+// directly still deletes its asset first. Default DefaultAddFinalizer.
+func WithFinalizer(add bool) Option {
+	return optionFunc(func(c *config) error { c.addFinalizer = add; return nil })
+}
+
+// WithJournal sets the ConfigMap that records in-flight operations so that a
+// controller killed mid-operation finds and finishes them after a restart.
+// Default namespace DefaultJournalNamespace; default name derived from the
+// provisioner name. Instances that run side by side (one per node) need
+// distinct names.
+func WithJournal(namespace, name string) Option {
+	return optionFunc(func(c *config) error { c.journalNamespace, c.journalName = namespace, name; return nil })
+}
+
+// WithEventClient writes events through a client of their own, so that a
+// burst of events never takes API budget from PV writes. Default: the main
+// client.
+func WithEventClient(client kubernetes.Interface) Option {
+	return optionFunc(func(c *config) error { c.eventClient = client; return nil })
+}
+
+// WithEventFlushInterval sets how long Normal events are gathered before they
+// are written. Default DefaultEventFlushInterval.
+func WithEventFlushInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) error { c.eventFlushInterval = d; return nil })
+}

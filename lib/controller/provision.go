@@ -1,0 +1,369 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// syncClaim provisions the claim at key if it needs a volume, and finishes
+// operations of earlier claims of that name that are gone.
+func (c *ProvisionController) syncClaim(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	claim, err := c.claims.PersistentVolumeClaims(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		claim = nil
+	} else if err != nil {
+		return err
+	}
+	var errs []error
+	for _, op := range c.operationsFor(key) {
+		if claim == nil || claim.UID != op.entry.Claim.UID || claim.DeletionTimestamp != nil {
+			errs = append(errs, c.finishOrphan(ctx, op))
+		}
+	}
+	if claim != nil {
+		errs = append(errs, c.provisionClaim(ctx, claim))
+	}
+	return errors.Join(errs...)
+}
+
+// provisionClaim runs one provisioning attempt for a claim that exists.
+func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
+	if claim.Spec.VolumeName != "" || claim.DeletionTimestamp != nil || !c.claimIsOurs(claim) {
+		return nil
+	}
+	failureKey := "claim/" + string(claim.UID)
+	if c.exhausted(failureKey, claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
+		return nil
+	}
+	ref := claimReference(claim)
+	className := claimClass(claim)
+	class, err := c.classes.Get(className)
+	if apierrors.IsNotFound(err) {
+		return c.provisionFailed(ctx, claim, className, fmt.Errorf("StorageClass %q not found: create it or fix spec.storageClassName", className))
+	}
+	if err != nil {
+		return err
+	}
+	if !c.names.Has(class.Provisioner) {
+		return nil
+	}
+	selectedNode := claim.Annotations[AnnSelectedNode]
+	if class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer && selectedNode == "" {
+		return nil
+	}
+	if q, ok := c.provisioner.(Qualifier); ok && !q.ShouldProvision(ctx, claim) {
+		return nil
+	}
+	pvName := c.cfg.volumeName(claim)
+	if _, err := c.volumes.Get(pvName); err == nil || c.saving(pvName) {
+		return nil
+	}
+	if claim.Spec.Selector != nil {
+		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+			"Claims with spec.selector cannot be dynamically provisioned: remove the selector, or bind the claim to an existing PersistentVolume")
+		return nil
+	}
+	if claim.Spec.VolumeMode != nil && *claim.Spec.VolumeMode == corev1.PersistentVolumeBlock {
+		if b, ok := c.provisioner.(BlockProvisioner); !ok || !b.SupportsBlock(ctx) {
+			c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+				"Provisioner %s does not support volumeMode Block: use volumeMode Filesystem or another StorageClass", c.name)
+			return nil
+		}
+	}
+
+	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "pv", pvName)
+	ctx = klog.NewContext(ctx, logger)
+	entry := journalEntry{Claim: claim, Class: class, SelectedNode: selectedNode}
+	// The record must be durable before any asset can exist: it is how a
+	// restarted controller finds an asset whose PV was never saved.
+	if err := c.journal.record(ctx, pvName, entry); err != nil {
+		return err
+	}
+	op := c.trackOperation(pvName, claimKey(claim), entry, false)
+	c.events.event(ref, className, corev1.EventTypeNormal, EventProvisioning,
+		"External provisioner is provisioning volume for claim %q", claimKey(claim))
+	logger.V(2).Info("Provisioning")
+
+	options := ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNodeName: selectedNode}
+	pv, state, err := c.callProvision(ctx, options)
+	if err == nil {
+		return c.saveVolume(ctx, op, options, pv)
+	}
+	if IsIgnored(err) {
+		logger.V(2).Info("Provisioner ignored the claim", "reason", err)
+		c.settle(op, ProvisioningNoChange)
+		return nil
+	}
+	c.metrics.provisionFailed.WithLabelValues(className).Inc()
+	c.settle(op, state)
+	if state == ProvisioningReschedule && selectedNode != "" {
+		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+			"Failed to provision volume on node %s, asking the scheduler for another node: %v", selectedNode, err)
+		return c.dropSelectedNode(ctx, claim)
+	}
+	if op.inBackground {
+		// The asset may still appear: retry forever, whatever the threshold.
+		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+			"Failed to provision volume with StorageClass %q (still in progress, will retry): %v", className, err)
+		return err
+	}
+	return c.provisionFailed(ctx, claim, className, fmt.Errorf("failed to provision volume with StorageClass %q: %w", className, err))
+}
+
+// provisionFailed tells the user and decides between retry and giving up.
+func (c *ProvisionController) provisionFailed(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string, err error) error {
+	ref := claimReference(claim)
+	if c.recordFailure("claim/"+string(claim.UID), claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
+		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+			"%v; giving up after %d attempts: fix the cause, then change the claim (for example add an annotation) or restart the provisioner to retry",
+			err, c.cfg.failedProvisionThreshold)
+		klog.FromContext(ctx).Info("Giving up provisioning", "claim", klog.KObj(claim), "err", err)
+		return nil
+	}
+	c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, "%v", err)
+	return err
+}
+
+// settle applies a failed attempt's state to the operation: it stays only
+// while an asset may exist.
+func (c *ProvisionController) settle(op *operation, state ProvisioningState) {
+	c.mu.Lock()
+	switch state {
+	case ProvisioningInBackground:
+		op.inBackground = true
+	case ProvisioningNoChange:
+	default:
+		op.inBackground = false
+	}
+	keep := op.inBackground
+	c.mu.Unlock()
+	if !keep {
+		c.endOperation(op.pvName)
+	}
+}
+
+func (c *ProvisionController) callProvision(ctx context.Context, options ProvisionOptions) (*corev1.PersistentVolume, ProvisioningState, error) {
+	opCtx, cancel := c.operationContext(ctx)
+	defer cancel()
+	pv, state, err := c.provisioner.Provision(opCtx, options)
+	if err == nil && pv == nil {
+		err, state = errors.New("provisioner returned no PersistentVolume and no error"), ProvisioningFinished
+	}
+	return pv, state, err
+}
+
+// finishOrphan finishes the operation of a claim that is gone: Provision is
+// idempotent, so calling it again yields the asset, which is then deleted.
+func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) error {
+	logger := klog.FromContext(ctx).WithValues("claim", op.claimKey, "pv", op.pvName)
+	ctx = klog.NewContext(ctx, logger)
+	// A PV that exists is the normal release path's business, never ours.
+	if _, err := c.client.CoreV1().PersistentVolumes().Get(ctx, op.pvName, metav1.GetOptions{}); err == nil {
+		c.endOperation(op.pvName)
+		return nil
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	}
+	class := op.entry.Class
+	if current, err := c.classes.Get(class.Name); err == nil {
+		class = current
+	}
+	options := ProvisionOptions{StorageClass: class, PVName: op.pvName, PVC: op.entry.Claim, SelectedNodeName: op.entry.SelectedNode}
+	logger.V(2).Info("Claim is gone; finishing its provisioning to delete the asset")
+	pv, state, err := c.callProvision(ctx, options)
+	if err != nil {
+		if IsIgnored(err) {
+			c.settle(op, ProvisioningNoChange)
+			return nil
+		}
+		c.settle(op, state)
+		if op.inBackground {
+			return fmt.Errorf("provisioning for deleted claim %s still in progress: %w", op.claimKey, err)
+		}
+		return nil
+	}
+	return c.deleteUnsaved(ctx, op, c.completeVolume(pv, options))
+}
+
+// deleteUnsaved deletes the asset of a PV that was never saved because its
+// claim went away.
+func (c *ProvisionController) deleteUnsaved(ctx context.Context, op *operation, pv *corev1.PersistentVolume) error {
+	if err := c.callDelete(ctx, pv); err != nil && !IsIgnored(err) {
+		ref := claimReference(op.entry.Claim)
+		c.events.event(ref, pv.Spec.StorageClassName, corev1.EventTypeWarning, EventProvisioningCleanup,
+			"Claim was deleted during provisioning and deleting volume %s failed (will retry): %v", pv.Name, err)
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Deleted the asset of a claim deleted during provisioning")
+	c.endOperation(op.pvName)
+	return nil
+}
+
+// completeVolume makes sure the PV names its claim, class and provisioner,
+// whatever the provisioner filled in.
+func (c *ProvisionController) completeVolume(pv *corev1.PersistentVolume, options ProvisionOptions) *corev1.PersistentVolume {
+	pv = pv.DeepCopy()
+	pv.Name = options.PVName
+	pv.Spec.ClaimRef = claimRef(options.PVC)
+	if options.StorageClass != nil {
+		pv.Spec.StorageClassName = options.StorageClass.Name
+	}
+	if pv.Spec.PersistentVolumeReclaimPolicy == "" {
+		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+	}
+	if pv.Annotations == nil {
+		pv.Annotations = map[string]string{}
+	}
+	pv.Annotations[AnnProvisionedBy] = c.name
+	if c.cfg.addFinalizer && !slices.Contains(pv.Finalizers, VolumeFinalizer) {
+		pv.Finalizers = append(pv.Finalizers, VolumeFinalizer)
+	}
+	return pv
+}
+
+// saveVolume saves a provisioned PV, or deletes its asset if the claim went
+// away meanwhile. A failed save is retried in the background so the worker
+// is free; the journal keeps the operation until the PV is saved.
+func (c *ProvisionController) saveVolume(ctx context.Context, op *operation, options ProvisionOptions, pv *corev1.PersistentVolume) error {
+	pv = c.completeVolume(pv, options)
+	if pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete && c.claimGone(ctx, options.PVC) {
+		return c.deleteUnsaved(ctx, op, pv)
+	}
+	err := c.createVolume(ctx, pv)
+	if err == nil {
+		c.volumeSaved(ctx, op, pv)
+		return nil
+	}
+	klog.FromContext(ctx).Error(err, "Saving PersistentVolume failed; retrying in the background")
+	c.mu.Lock()
+	c.saves[pv.Name] = pv
+	c.mu.Unlock()
+	c.saveQueue.AddRateLimited(pv.Name)
+	return nil
+}
+
+// createVolume creates pv; an existing PV for the same claim counts as saved.
+func (c *ProvisionController) createVolume(ctx context.Context, pv *corev1.PersistentVolume) error {
+	_, err := c.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		existing, gerr := c.client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		if existing.Spec.ClaimRef == nil || existing.Spec.ClaimRef.UID != pv.Spec.ClaimRef.UID {
+			return fmt.Errorf("PersistentVolume %s exists and belongs to another claim", pv.Name)
+		}
+		return nil
+	}
+	return err
+}
+
+func (c *ProvisionController) volumeSaved(ctx context.Context, op *operation, pv *corev1.PersistentVolume) {
+	className := pv.Spec.StorageClassName
+	claim := op.entry.Claim
+	c.metrics.provisionTotal.WithLabelValues(className).Inc()
+	c.metrics.provisionDuration.WithLabelValues(className, dataSourceKind(claim)).Observe(time.Since(op.started).Seconds())
+	c.resetFailures("claim/" + string(claim.UID))
+	c.endOperation(op.pvName)
+	c.events.event(claimReference(claim), className, corev1.EventTypeNormal, EventProvisioningSucceeded,
+		"Successfully provisioned volume %s", pv.Name)
+	klog.FromContext(ctx).V(2).Info("Volume provisioned", "pv", pv.Name)
+}
+
+// syncSave retries saving one PV.
+func (c *ProvisionController) syncSave(ctx context.Context, pvName string) error {
+	c.mu.Lock()
+	pv := c.saves[pvName]
+	op := c.operations[pvName]
+	c.mu.Unlock()
+	if pv == nil {
+		return nil
+	}
+	if err := c.createVolume(ctx, pv); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.saves, pvName)
+	c.mu.Unlock()
+	if op != nil {
+		c.volumeSaved(ctx, op, pv)
+	}
+	return nil
+}
+
+func (c *ProvisionController) saving(pvName string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.saves[pvName]
+	return ok
+}
+
+// claimGone asks the cache and then the API server whether a claim was deleted.
+func (c *ProvisionController) claimGone(ctx context.Context, claim *corev1.PersistentVolumeClaim) bool {
+	if cached, err := c.claims.PersistentVolumeClaims(claim.Namespace).Get(claim.Name); err == nil && cached.UID == claim.UID && cached.DeletionTimestamp == nil {
+		return false
+	}
+	live, err := c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	return err == nil && (live.UID != claim.UID || live.DeletionTimestamp != nil)
+}
+
+// dropSelectedNode asks the scheduler to choose another node.
+func (c *ProvisionController) dropSelectedNode(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null},"resourceVersion":%q}}`, AnnSelectedNode, claim.ResourceVersion)
+	_, err := c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Patch(ctx, claim.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or changed: the next event decides again
+	}
+	return err
+}
+
+func (c *ProvisionController) claimIsOurs(claim *corev1.PersistentVolumeClaim) bool {
+	if p, ok := claim.Annotations[AnnStorageProvisioner]; ok {
+		return c.names.Has(p)
+	}
+	return c.names.Has(claim.Annotations[AnnBetaStorageProvisioner])
+}
+
+func claimKey(claim *corev1.PersistentVolumeClaim) string { return claim.Namespace + "/" + claim.Name }
+
+// claimClass returns the claim's class name, from the field or the old annotation.
+func claimClass(claim *corev1.PersistentVolumeClaim) string {
+	if c, ok := claim.Annotations[corev1.BetaStorageClassAnnotation]; ok {
+		return c
+	}
+	if claim.Spec.StorageClassName != nil {
+		return *claim.Spec.StorageClassName
+	}
+	return ""
+}
+
+func dataSourceKind(claim *corev1.PersistentVolumeClaim) string {
+	if claim.Spec.DataSourceRef != nil {
+		return claim.Spec.DataSourceRef.Kind
+	}
+	if claim.Spec.DataSource != nil {
+		return claim.Spec.DataSource.Kind
+	}
+	return ""
+}

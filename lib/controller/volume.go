@@ -1,0 +1,113 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+)
+
+// Provisioner creates and deletes the storage asset behind a PersistentVolume.
+// It is the whole contract between a provisioner and the ProvisionController;
+// extra capabilities are optional interfaces (Qualifier, DeletionGuard,
+// BlockProvisioner) found by type assertion.
+type Provisioner interface {
+	// Provision creates the asset for options.PVC and returns the PV that
+	// represents it. The PV should be built with options.NewVolume so that claim
+	// reference, class, access modes, capacity and reclaim policy are right.
+	//
+	// Provision must be idempotent for one options.PVName: after a restart or a
+	// lost answer the controller calls it again and expects the same asset, not
+	// a second one.
+	//
+	// With a nil error the state is ignored. With an error the state says what
+	// the controller must assume about the asset (see ProvisioningState).
+	// Return an IgnoredError to stop quietly (for example: another instance
+	// owns this claim).
+	Provision(ctx context.Context, options ProvisionOptions) (*corev1.PersistentVolume, ProvisioningState, error)
+
+	// Delete removes the asset behind pv. An asset that is already gone is
+	// success. Return an IgnoredError when this instance does not own the
+	// asset: the PV is then left alone for its owner.
+	Delete(ctx context.Context, pv *corev1.PersistentVolume) error
+}
+
+// ProvisioningState tells the controller, after a failed Provision, whether an
+// asset may exist.
+type ProvisioningState string
+
+const (
+	// ProvisioningFinished: the operation is over; no asset exists. The claim is
+	// retried with backoff (after a Warning event) until the failure threshold.
+	ProvisioningFinished ProvisioningState = "Finished"
+	// ProvisioningInBackground: the operation may still complete (a timeout, a
+	// lost connection). The controller keeps calling Provision for the same PV
+	// name, even after the claim is deleted, and deletes the asset once Provision
+	// returns it for a claim that is gone.
+	ProvisioningInBackground ProvisioningState = "InBackground"
+	// ProvisioningNoChange: nothing happened; whatever was true before this call
+	// (in particular an earlier InBackground) still holds.
+	ProvisioningNoChange ProvisioningState = "NoChange"
+	// ProvisioningReschedule: the selected node cannot host the volume; the
+	// controller removes the selected-node annotation so that the scheduler
+	// picks another node. No asset exists.
+	ProvisioningReschedule ProvisioningState = "Reschedule"
+)
+
+// ProvisionOptions is everything Provision needs to know about one claim.
+type ProvisionOptions struct {
+	// StorageClass is the claim's class, as it is in the informer cache: do not modify.
+	StorageClass *storagev1.StorageClass
+	// PVName is the name the PV must have.
+	PVName string
+	// PVC is the claim being provisioned: do not modify.
+	PVC *corev1.PersistentVolumeClaim
+	// SelectedNodeName is the node chosen by the scheduler for
+	// WaitForFirstConsumer classes, empty for Immediate ones.
+	SelectedNodeName string
+}
+
+// Qualifier is implemented by provisioners that can cheaply tell, before any
+// work, that a claim is not theirs to provision (for example: node-local
+// provisioners that serve only their own node). A claim that does not qualify
+// is skipped silently: no event, no retry.
+type Qualifier interface {
+	ShouldProvision(ctx context.Context, claim *corev1.PersistentVolumeClaim) bool
+}
+
+// DeletionGuard is implemented by provisioners that must veto the deletion of
+// some volumes (for example volumes owned by another instance).
+type DeletionGuard interface {
+	ShouldDelete(ctx context.Context, pv *corev1.PersistentVolume) bool
+}
+
+// BlockProvisioner is implemented by provisioners that can serve claims with
+// volumeMode Block. Without it, such claims get a Warning event.
+type BlockProvisioner interface {
+	SupportsBlock(ctx context.Context) bool
+}
+
+// IgnoredError tells the controller to stop without an error event: from
+// Provision, the claim is not this instance's to serve; from Delete, this
+// instance does not own the asset and the PV is left alone.
+type IgnoredError struct {
+	Reason string
+}
+
+func (e *IgnoredError) Error() string { return fmt.Sprintf("ignored: %s", e.Reason) }
+
+// Ignore returns an IgnoredError with the given reason.
+func Ignore(format string, args ...any) error {
+	return &IgnoredError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// IsIgnored reports whether err is, or wraps, an IgnoredError.
+func IsIgnored(err error) bool {
+	var ignored *IgnoredError
+	return errors.As(err, &ignored)
+}

@@ -1,0 +1,3 @@
+module github.com/kubeprov/external-storage/nfs
+
+go 1.26
