@@ -1,0 +1,266 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package cli is the plumbing every provisioner binary shares: the flag
+// family CSI sidecar users know, environment overrides, Kubernetes clients,
+// leader election, and the HTTP endpoint for metrics and health.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/httpendpoint"
+	"github.com/kubeprov/external-storage/lib/version"
+)
+
+// Defaults of the shared flags.
+const (
+	DefaultKubeAPIQPS    = 5
+	DefaultKubeAPIBurst  = 10
+	DefaultWorkerThreads = controller.DefaultThreadiness
+	DefaultTimeout       = controller.DefaultOperationTimeout
+	shutdownGrace        = 5 * time.Second
+	inClusterNamespace   = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+)
+
+// Common holds the flags every provisioner binary has.
+type Common struct {
+	Kubeconfig              string
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
+	HTTPEndpoint            string
+	MetricsPath             string
+	KubeAPIQPS              float32
+	KubeAPIBurst            int
+	WorkerThreads           int
+	Timeout                 time.Duration
+	RetryIntervalStart      time.Duration
+	RetryIntervalMax        time.Duration
+}
+
+// NewCommon returns the shared options with their defaults.
+func NewCommon() Common {
+	return Common{
+		LeaseDuration:      controller.DefaultLeaseDuration,
+		RenewDeadline:      controller.DefaultRenewDeadline,
+		RetryPeriod:        controller.DefaultRetryPeriod,
+		MetricsPath:        httpendpoint.DefaultMetricsPath,
+		KubeAPIQPS:         DefaultKubeAPIQPS,
+		KubeAPIBurst:       DefaultKubeAPIBurst,
+		WorkerThreads:      DefaultWorkerThreads,
+		Timeout:            DefaultTimeout,
+		RetryIntervalStart: controller.DefaultRetryIntervalStart,
+		RetryIntervalMax:   controller.DefaultRetryIntervalMax,
+	}
+}
+
+// AddFlags adds the shared flags to fs.
+func (o *Common) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig file; empty means in-cluster configuration.")
+	fs.BoolVar(&o.LeaderElection, "leader-election", o.LeaderElection, "Elect one active replica through a Lease.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace,
+		"Namespace of the leader Lease and of the in-flight journal; empty means the pod's namespace (or default out of cluster).")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "How long standby replicas wait before taking over.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "How long the leader retries renewing before it gives up.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "How often replicas try to acquire or renew the Lease.")
+	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", o.HTTPEndpoint, "Address (host:port) serving metrics, /healthz and /readyz; empty disables it.")
+	fs.StringVar(&o.MetricsPath, "metrics-path", o.MetricsPath, "Path of the metrics on --http-endpoint.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server (events have a budget of their own).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server.")
+	fs.IntVar(&o.WorkerThreads, "worker-threads", o.WorkerThreads, "Claims, and volumes, worked on at once.")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "Bound of one provision or delete operation.")
+	fs.DurationVar(&o.RetryIntervalStart, "retry-interval-start", o.RetryIntervalStart, "First retry delay of a failed operation; doubles each time.")
+	fs.DurationVar(&o.RetryIntervalMax, "retry-interval-max", o.RetryIntervalMax, "Longest retry delay of a failed operation.")
+}
+
+// Validate checks the shared flags, naming the flag at fault.
+func (o *Common) Validate() error {
+	var errs []error
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be more than 0"))
+	}
+	if o.WorkerThreads < 1 {
+		errs = append(errs, errors.New("--worker-threads must be at least 1"))
+	}
+	if o.Timeout < 0 {
+		errs = append(errs, errors.New("--timeout must not be negative"))
+	}
+	if o.RetryIntervalStart <= 0 || o.RetryIntervalMax < o.RetryIntervalStart {
+		errs = append(errs, errors.New("--retry-interval-start must be more than 0 and at most --retry-interval-max"))
+	}
+	if o.LeaderElection && !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
+		errs = append(errs, errors.New("need --leader-election-lease-duration > --leader-election-renew-deadline > --leader-election-retry-period > 0"))
+	}
+	if o.HTTPEndpoint != "" {
+		if _, _, err := net.SplitHostPort(o.HTTPEndpoint); err != nil {
+			errs = append(errs, fmt.Errorf("--http-endpoint: %w", err))
+		}
+	}
+	if !strings.HasPrefix(o.MetricsPath, "/") {
+		errs = append(errs, errors.New("--metrics-path must start with /"))
+	}
+	return errors.Join(errs...)
+}
+
+// EnvName is the environment variable that sets a flag: --node-name is NODE_NAME.
+func EnvName(flag string) string {
+	return strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// ApplyEnv sets every flag of fs that was not given on the command line from
+// its environment variable (see EnvName), so that every flag can come from a
+// ConfigMap or the downward API. Single-letter flags (-v) are left alone.
+func ApplyEnv(fs *pflag.FlagSet) error {
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || len(f.Name) < 2 {
+			return
+		}
+		if v, ok := os.LookupEnv(EnvName(f.Name)); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("environment variable %s (--%s): %w", EnvName(f.Name), f.Name, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Namespace is where the Lease and the journal live.
+func (o *Common) Namespace() string {
+	if o.LeaderElectionNamespace != "" {
+		return o.LeaderElectionNamespace
+	}
+	if ns, ok := os.LookupEnv("POD_NAMESPACE"); ok && ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(inClusterNamespace); err == nil && len(b) > 0 {
+		return strings.TrimSpace(string(b))
+	}
+	return "default"
+}
+
+// Clients are the API clients a binary uses.
+type Clients struct {
+	Config *rest.Config
+	Kube   kubernetes.Interface
+	// Events has a rate limiter of its own, so events never starve PV writes.
+	Events kubernetes.Interface
+}
+
+// NewClients builds clients from --kubeconfig (or in-cluster) with the QPS
+// settings; userAgent names the binary.
+func (o *Common) NewClients(userAgent string) (*Clients, error) {
+	var cfg *rest.Config
+	var err error
+	if o.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration (set --kubeconfig when running out of cluster): %w", err)
+	}
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg.UserAgent = userAgent + "/" + version.Version
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	events, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{Config: cfg, Kube: kube, Events: events}, nil
+}
+
+// ControllerOptions turns the shared flags into controller options.
+func (o *Common) ControllerOptions(clients *Clients) []controller.Option {
+	opts := []controller.Option{
+		controller.WithThreadiness(o.WorkerThreads),
+		controller.WithOperationTimeout(o.Timeout),
+		controller.WithRetryInterval(o.RetryIntervalStart, o.RetryIntervalMax),
+		controller.WithEventClient(clients.Events),
+		controller.WithJournal(o.Namespace(), ""),
+	}
+	if o.LeaderElection {
+		opts = append(opts, controller.WithLeaderElection(o.Namespace()),
+			controller.WithLeaderElectionTimings(o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+	}
+	return opts
+}
+
+// RunOptions are what a binary adds to Run.
+type RunOptions struct {
+	// Ready checks each real dependency (driver socket, backend endpoint).
+	Ready map[string]httpendpoint.Check
+	// Controller options beyond the shared ones; later ones win.
+	Controller []controller.Option
+}
+
+// Run starts the controller and the HTTP endpoint and returns when ctx ends
+// (nil) or when something fails.
+func (o *Common) Run(ctx context.Context, clients *Clients, provisionerName string, p controller.Provisioner, ro RunOptions) error {
+	logger := klog.FromContext(ctx)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts := append(o.ControllerOptions(clients), controller.WithMetricsRegisterer(registry))
+	opts = append(opts, ro.Controller...)
+	ctrl, err := controller.NewProvisionController(clients.Kube, provisionerName, p, opts...)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if o.HTTPEndpoint != "" {
+		ready := map[string]httpendpoint.Check{"informers": func(*http.Request) error {
+			if !ctrl.Ready() {
+				return errors.New("informer caches not synced")
+			}
+			return nil
+		}}
+		for n, c := range ro.Ready {
+			ready[n] = c
+		}
+		srv := &http.Server{
+			Addr:              o.HTTPEndpoint,
+			Handler:           httpendpoint.NewHandler(httpendpoint.Options{Gatherer: registry, MetricsPath: o.MetricsPath, Ready: ready}),
+			ReadHeaderTimeout: 10 * time.Second,
+		}
+		ln, err := net.Listen("tcp", o.HTTPEndpoint)
+		if err != nil {
+			return fmt.Errorf("--http-endpoint: %w", err)
+		}
+		logger.Info("Serving metrics and health", "address", ln.Addr().String())
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error(err, "HTTP endpoint failed")
+				cancel()
+			}
+		}()
+		defer func() {
+			sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+			defer scancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	return ctrl.Run(ctx)
+}

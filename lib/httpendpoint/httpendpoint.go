@@ -1,0 +1,82 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package httpendpoint serves a provisioner's /metrics, /healthz and /readyz
+// on a mux of its own (never http.DefaultServeMux).
+package httpendpoint
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Check reports a dependency's health: nil when healthy.
+type Check func(r *http.Request) error
+
+// DefaultMetricsPath is where metrics are served unless told otherwise.
+const DefaultMetricsPath = "/metrics"
+
+// Options of the handler.
+type Options struct {
+	// Gatherer provides the metrics; nil serves no /metrics.
+	Gatherer prometheus.Gatherer
+	// MetricsPath defaults to DefaultMetricsPath.
+	MetricsPath string
+	// Live checks answer /healthz: failing means the process should restart.
+	Live map[string]Check
+	// Ready checks answer /readyz: failing means do not send work yet
+	// (caches not synced, driver socket or backend unreachable).
+	Ready map[string]Check
+}
+
+// NewHandler returns the mux. Each check endpoint answers 200 "ok" or 503
+// with one line per failed check naming it, and ?verbose lists every check.
+func NewHandler(o Options) http.Handler {
+	mux := http.NewServeMux()
+	if o.Gatherer != nil {
+		path := o.MetricsPath
+		if path == "" {
+			path = DefaultMetricsPath
+		}
+		mux.Handle(path, promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
+	}
+	mux.Handle("/healthz", checksHandler(o.Live))
+	mux.Handle("/readyz", checksHandler(o.Ready))
+	return mux
+}
+
+func checksHandler(checks map[string]Check) http.Handler {
+	names := make([]string, 0, len(checks))
+	for n := range checks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var report strings.Builder
+		failed := false
+		for _, n := range names {
+			if err := checks[n](r); err != nil {
+				failed = true
+				fmt.Fprintf(&report, "[-]%s failed: %v\n", n, err)
+			} else {
+				fmt.Fprintf(&report, "[+]%s ok\n", n)
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if failed {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprint(w, report.String())
+			return
+		}
+		if _, verbose := r.URL.Query()["verbose"]; verbose {
+			_, _ = fmt.Fprint(w, report.String())
+		}
+		_, _ = fmt.Fprint(w, "ok\n")
+	})
+}
