@@ -1,0 +1,93 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package util
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func TestRoundUpToGiB(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+		err  string
+	}{
+		{"1Gi", 1, ""},
+		{"1", 1, ""},
+		{"1G", 1, ""},
+		{"1025Mi", 2, ""},
+		{"10Gi", 10, ""},
+		{"0", 0, ""},
+		{"1.5Gi", 2, ""},
+		{"100Ei", 0, "too large"},
+		{"-1Gi", 0, "negative"},
+	} {
+		got, err := RoundUpToGiB(resource.MustParse(tc.in))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("RoundUpToGiB(%s) error = %v, want containing %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("RoundUpToGiB(%s) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestBytesRoundsFractionsUp(t *testing.T) {
+	for in, want := range map[string]int64{"1500m": 2, "1k": 1000, "1Ki": 1024, "0.1": 1, "2": 2} {
+		got, err := Bytes(resource.MustParse(in))
+		if err != nil || got != want {
+			t.Errorf("Bytes(%s) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+}
+
+func TestRoundUpToMiB(t *testing.T) {
+	got, err := RoundUpToMiB(resource.MustParse("1Gi"))
+	if err != nil || got != 1024 {
+		t.Fatalf("RoundUpToMiB(1Gi) = %d, %v", got, err)
+	}
+}
+
+func TestRequestedBytes(t *testing.T) {
+	claim := &corev1.PersistentVolumeClaim{}
+	if _, err := RequestedBytes(claim); err != ErrNoRequest {
+		t.Fatalf("no request: err = %v", err)
+	}
+	claim.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Mi")}
+	if n, err := RequestedBytes(claim); err != nil || n != 2*MiB {
+		t.Fatalf("RequestedBytes = %d, %v", n, err)
+	}
+}
+
+func TestParseCapacityNamesParameter(t *testing.T) {
+	if _, err := ParseCapacity("maxSize", "ten"); err == nil || !strings.Contains(err.Error(), "maxSize") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := ParseCapacity("maxSize", "-1Gi"); err == nil {
+		t.Fatal("negative capacity accepted")
+	}
+	if q, err := ParseCapacity("maxSize", "5Gi"); err != nil || q.String() != "5Gi" {
+		t.Fatalf("q = %v, err = %v", q, err)
+	}
+}
+
+func TestCheckAccessModes(t *testing.T) {
+	claim := &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany},
+	}}
+	err := CheckAccessModes(claim, corev1.ReadWriteOnce, corev1.ReadWriteOncePod)
+	if err == nil || !strings.Contains(err.Error(), "ReadWriteMany") {
+		t.Fatalf("err = %v, want naming ReadWriteMany", err)
+	}
+	if err := CheckAccessModes(claim, corev1.ReadWriteOnce, corev1.ReadWriteMany); err != nil {
+		t.Fatalf("err = %v", err)
+	}
+}
