@@ -6,7 +6,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -151,23 +150,27 @@ func (r *eventRecorder) flush(ctx context.Context, withNormal bool) {
 		return
 	}
 	normal = dropSuperseded(normal)
-	byReason := map[string][]pendingEvent{}
-	var reasons []string
+	// Aggregate per reason and class: a burst in one class must not hide
+	// the single event of another.
+	type group struct{ reason, class string }
+	groups := map[group][]pendingEvent{}
+	var order []group
 	for _, e := range normal {
-		if _, ok := byReason[e.reason]; !ok {
-			reasons = append(reasons, e.reason)
+		g := group{e.reason, e.class}
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
 		}
-		byReason[e.reason] = append(byReason[e.reason], e)
+		groups[g] = append(groups[g], e)
 	}
-	for _, reason := range reasons {
-		events := byReason[reason]
+	for _, g := range order {
+		events := groups[g]
 		if len(events) <= eventAggregateThreshold {
 			for _, e := range events {
 				r.write(ctx, e)
 			}
 			continue
 		}
-		r.writeAggregated(ctx, events)
+		r.writeAggregated(ctx, g.class, events)
 	}
 }
 
@@ -190,44 +193,33 @@ func dropSuperseded(events []pendingEvent) []pendingEvent {
 	return kept
 }
 
-// writeAggregated writes one event per storage class for many events of one reason.
-func (r *eventRecorder) writeAggregated(ctx context.Context, events []pendingEvent) {
-	byClass := map[string][]pendingEvent{}
-	for _, e := range events {
-		byClass[e.class] = append(byClass[e.class], e)
+// writeAggregated writes one event on the storage class for many events of
+// one reason.
+func (r *eventRecorder) writeAggregated(ctx context.Context, class string, group []pendingEvent) {
+	names := make([]string, 0, eventAggregateListedNames)
+	for i, e := range group {
+		if i == eventAggregateListedNames {
+			break
+		}
+		names = append(names, e.ref.Namespace+"/"+e.ref.Name)
 	}
-	classes := make([]string, 0, len(byClass))
-	for c := range byClass {
-		classes = append(classes, c)
+	more := ""
+	if n := len(group) - len(names); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
 	}
-	sort.Strings(classes)
-	for _, class := range classes {
-		group := byClass[class]
-		names := make([]string, 0, eventAggregateListedNames)
-		for i, e := range group {
-			if i == eventAggregateListedNames {
-				break
-			}
-			names = append(names, e.ref.Namespace+"/"+e.ref.Name)
-		}
-		more := ""
-		if n := len(group) - len(names); n > 0 {
-			more = fmt.Sprintf(" and %d more", n)
-		}
-		first := group[0]
-		agg := pendingEvent{
-			ref:       corev1.ObjectReference{Kind: "StorageClass", APIVersion: "storage.k8s.io/v1", Name: class},
-			eventType: first.eventType,
-			reason:    first.reason,
-			message:   fmt.Sprintf("%d claims (%s%s): %s", len(group), strings.Join(names, ", "), more, first.message),
-			at:        first.at,
-		}
-		if len(agg.message) > eventMessageMaxLength {
-			agg.message = agg.message[:eventMessageMaxLength-3] + "..."
-		}
-		if r.create(ctx, agg, 1) != nil {
-			r.metrics.eventsWritten.WithLabelValues("aggregated").Inc()
-		}
+	first := group[0]
+	agg := pendingEvent{
+		ref:       corev1.ObjectReference{Kind: "StorageClass", APIVersion: "storage.k8s.io/v1", Name: class},
+		eventType: first.eventType,
+		reason:    first.reason,
+		message:   fmt.Sprintf("%d claims (%s%s): %s", len(group), strings.Join(names, ", "), more, first.message),
+		at:        first.at,
+	}
+	if len(agg.message) > eventMessageMaxLength {
+		agg.message = agg.message[:eventMessageMaxLength-3] + "..."
+	}
+	if r.create(ctx, agg, 1) != nil {
+		r.metrics.eventsWritten.WithLabelValues("aggregated").Inc()
 	}
 }
 

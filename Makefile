@@ -1,0 +1,66 @@
+# Copyright 2026 The external-storage Authors.
+# SPDX-License-Identifier: Apache-2.0
+#
+# One set of pattern rules over the module list in versions.yaml; nothing is
+# written out per module. `make help` lists the targets.
+
+SHELL := /usr/bin/env bash -o pipefail
+MODULES := $(shell hack/modules.sh)
+PROVISIONERS := $(filter-out lib,$(MODULES))
+GO_MODULES := $(MODULES) test
+GO_TEST_FLAGS ?= -race
+INTEGRATION_TIMEOUT ?= 40m
+
+.DEFAULT_GOAL := help
+.PHONY: help build test test-unit test-integration deps controlplane lint tidy verify demo bench image push clean
+
+help: ## List the targets.
+	@grep -hE '^[a-zA-Z/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
+
+build: $(GO_MODULES:%=build/%) ## Build every module and the provisioner binaries (into _output/bin).
+build/%:
+	cd $* && go build ./...
+	@if [ -f $*/Makefile ]; then $(MAKE) --no-print-directory -C $* build; fi
+
+test: deps controlplane test-unit test-integration ## Everything CI runs: install test dependencies, build the control plane, run all tests.
+
+test-unit: $(MODULES:%=test/%) ## Unit tests of every released module.
+test/%:
+	cd $* && go test $(GO_TEST_FLAGS) -count=1 ./...
+
+test-integration: controlplane ## Integration tests against the real control plane and backends.
+	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./...
+
+deps: ## Install the Debian packages the tests need (root; idempotent).
+	hack/install-test-deps.sh
+
+controlplane: ## Build etcd, kube-apiserver and kube-controller-manager into the cache (see docs/development.md).
+	hack/controlplane.sh
+
+demo: ## The main job: a local control plane with the hostpath provisioner binding a real claim (KEEP=1 leaves it running).
+	hack/controlplane.sh
+	cd test && go run ./cmd/demo $(if $(KEEP),--keep)
+
+bench: controlplane ## Provisioning benchmark on the real control plane (N=1000 claims; see docs/performance.md).
+	cd test && go run ./bench $(BENCH_ARGS)
+
+tidy: $(GO_MODULES:%=tidy/%) ## go mod tidy every module.
+tidy/%:
+	cd $* && GOWORK=off go mod tidy
+
+verify: ## gofmt, vet (workspace and GOWORK=off), tidy-clean, go.work up to date, license headers, shellcheck.
+	hack/verify.sh
+
+lint: ## golangci-lint v2 (pinned in hack/tools) over every module.
+	hack/lint.sh $(GO_MODULES)
+
+image: $(PROVISIONERS:%=image/%) ## OCI images of every provisioner, without a Docker engine.
+image/%:
+	$(MAKE) --no-print-directory -C $* image
+
+push: $(PROVISIONERS:%=push/%) ## Push every image: make push REGISTRY=host/namespace TAG=tag
+push/%:
+	$(MAKE) --no-print-directory -C $* push
+
+clean: ## Remove build outputs (not the control-plane cache: see docs/development.md).
+	rm -rf _output

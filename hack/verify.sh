@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Copyright 2026 The external-storage Authors.
+# SPDX-License-Identifier: Apache-2.0
+#
+# The checks a reviewer makes first. Prints every problem, exits non-zero if any.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+failed=0
+fail() { echo "verify: $*" >&2; failed=1; }
+step() { echo "[verify] $*"; }
+
+modules="$(hack/modules.sh) test"
+
+step "gofmt"
+unformatted=$(git ls-files -co --exclude-standard -- '*.go' | xargs -r gofmt -l)
+[[ -z "$unformatted" ]] || fail "not gofmt-clean (run gofmt -w):"$'\n'"$unformatted"
+
+step "license headers"
+for f in $(git ls-files -co --exclude-standard -- '*.go' '*.sh' 'Makefile' '*/Makefile' '*.make' '*.py'); do
+  [[ -f "$f" ]] || continue
+  head -n 5 "$f" | grep -q 'SPDX-License-Identifier: Apache-2.0' || fail "$f: missing license header"
+done
+
+step "lib depends on no sibling module and has no replace"
+grep -q 'kubeprov/external-storage/' <(grep -v '^module' lib/go.mod) && fail "lib/go.mod requires a sibling module"
+grep -q '^replace' lib/go.mod && fail "lib/go.mod has a replace directive"
+
+step "go.work matches versions.yaml"
+expected=$( (hack/modules.sh; echo test) | sort)
+actual=$(sed -n 's#^\s*\./\([a-z0-9/-]*\)$#\1#p' go.work | sort)
+[[ "$expected" == "$actual" ]] || fail "go.work is stale: run hack/update-gowork.sh"
+
+for m in $modules; do
+  step "$m: vet (workspace), build + vet + tidy (GOWORK=off)"
+  (cd "$m" && go vet ./...) || fail "$m: go vet failed"
+  (cd "$m" && GOWORK=off go build ./... && GOWORK=off go vet ./...) || fail "$m: GOWORK=off build/vet failed"
+  (cd "$m" && GOWORK=off go mod tidy -diff >/dev/null) || fail "$m: go.mod/go.sum not tidy (run make tidy)"
+done
+
+if command -v shellcheck >/dev/null; then
+  step "shellcheck"
+  git ls-files -co --exclude-standard -- '*.sh' | xargs -r shellcheck -S warning || fail "shellcheck found problems"
+else
+  step "shellcheck not installed; skipped (apt-get install shellcheck)"
+fi
+
+if [[ $failed -ne 0 ]]; then
+  echo "verify: FAILED" >&2
+  exit 1
+fi
+echo "verify: all checks passed"
