@@ -56,7 +56,7 @@ type ProvisionController struct {
 	gatherer prometheus.Gatherer
 
 	mu         sync.Mutex
-	operations map[string]*operation   // in-flight provisioning by PV name
+	operations map[string]*operation       // in-flight provisioning by PV name
 	byClaim    map[string]sets.Set[string] // claim key -> PV names in operations
 	saves      map[string]*corev1.PersistentVolume
 	failures   map[string]*failureCount

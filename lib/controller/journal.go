@@ -26,7 +26,7 @@ const (
 	journalMaxBytes = 800 * 1024
 	// journalForgetDelay lets removals wait for the next write instead of
 	// costing one each: a stale entry only makes a restart look at a claim again.
-	journalForgetDelay = 5 * time.Second
+	journalForgetDelay    = 5 * time.Second
 	lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 )
 
