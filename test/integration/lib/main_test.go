@@ -1,0 +1,113 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package lib proves the ProvisionController against the real control plane:
+// binding, deletion, reclaim policies, topology, leader election, API server
+// restarts and process kills.
+package lib
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/test/framework"
+	"github.com/kubeprov/external-storage/test/internal/dirstore"
+)
+
+var (
+	cp *framework.ControlPlane
+	// client has a high QPS so that tests are limited by the controller, not by themselves.
+	client kubernetes.Interface
+	// faultBinary is test/cmd/faultprovisioner, built once.
+	faultBinary string
+	names       atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	framework.RunMain(m, framework.Options{}, func(c *framework.ControlPlane) {
+		cp = c
+		cfg := c.RestConfig()
+		cfg.QPS, cfg.Burst = 500, 1000
+		client = kubernetes.NewForConfigOrDie(cfg)
+		dir, err := os.MkdirTemp("", "faultprovisioner")
+		if err != nil {
+			panic(err)
+		}
+		faultBinary = filepath.Join(dir, "faultprovisioner")
+		build := exec.Command("go", "build", "-o", faultBinary, "./cmd/faultprovisioner")
+		build.Dir = repoTest()
+		if out, err := build.CombinedOutput(); err != nil {
+			panic(fmt.Sprintf("building faultprovisioner: %v\n%s", err, out))
+		}
+	})
+}
+
+// repoTest is the test module's directory (this package is test/integration/lib).
+func repoTest() string {
+	wd, _ := os.Getwd()
+	return filepath.Join(wd, "..", "..")
+}
+
+// uniqueName gives each test a provisioner name (and with it a journal and a
+// Lease) of its own, so tests never see each other's claims.
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d.test.kubeprov.io/dir", prefix, names.Add(1))
+}
+
+// testOptions make retries and event flushes fast enough for tests.
+func testOptions(extra ...controller.Option) []controller.Option {
+	return append([]controller.Option{
+		controller.WithRetryInterval(100*time.Millisecond, 2*time.Second),
+		controller.WithEventFlushInterval(100 * time.Millisecond),
+		controller.WithThreadiness(8),
+	}, extra...)
+}
+
+// runController runs a controller in this process until the test ends (or
+// the returned stop is called) and fails the test if Run returns an error
+// other than through stop.
+func runController(t *testing.T, name string, p controller.Provisioner, opts ...controller.Option) (stop func()) {
+	t.Helper()
+	c, err := controller.NewProvisionController(client, name, p, testOptions(opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var stopped atomic.Bool
+	stop = func() {
+		if stopped.Swap(true) {
+			return
+		}
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("controller %s: Run returned %v", name, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("controller %s did not stop within 30s", name)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func newStore(t *testing.T) *dirstore.Store {
+	t.Helper()
+	s, err := dirstore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
