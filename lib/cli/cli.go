@@ -214,14 +214,23 @@ type RunOptions struct {
 	Ready map[string]httpendpoint.Check
 	// Controller options beyond the shared ones; later ones win.
 	Controller []controller.Option
+	// Registry receives the controller's and the process's metrics and is
+	// served on --http-endpoint; nil means a new one. Pass one to add
+	// metrics of your own.
+	Registry *prometheus.Registry
 }
 
 // Run starts the controller and the HTTP endpoint and returns when ctx ends
 // (nil) or when something fails.
 func (o *Common) Run(ctx context.Context, clients *Clients, provisionerName string, p controller.Provisioner, ro RunOptions) error {
 	logger := klog.FromContext(ctx)
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry := ro.Registry
+	if registry == nil {
+		registry = prometheus.NewRegistry()
+	}
+	if err := registerProcessMetrics(registry); err != nil {
+		return err
+	}
 	opts := append(o.ControllerOptions(clients), controller.WithMetricsRegisterer(registry))
 	opts = append(opts, ro.Controller...)
 	ctrl, err := controller.NewProvisionController(clients.Kube, provisionerName, p, opts...)
@@ -263,4 +272,16 @@ func (o *Common) Run(ctx context.Context, clients *Clients, provisionerName stri
 		}()
 	}
 	return ctrl.Run(ctx)
+}
+
+// registerProcessMetrics adds Go runtime and process metrics, tolerating a
+// registry that has them already.
+func registerProcessMetrics(r *prometheus.Registry) error {
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		var are prometheus.AlreadyRegisteredError
+		if err := r.Register(c); err != nil && !errors.As(err, &are) {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,0 +1,162 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+// recorder timestamps each claim's stages as the watches see them.
+type recorder struct {
+	namespace string
+
+	mu        sync.Mutex
+	created   map[types.UID]time.Time
+	pvCreated map[types.UID]time.Time
+	bound     map[types.UID]time.Time
+	byName    map[string]string // claim name -> PV name
+	delIssued map[string]time.Time
+	pvGone    map[string]time.Time
+	changed   chan struct{}
+}
+
+func newRecorder(ns string) *recorder {
+	return &recorder{
+		namespace: ns, created: map[types.UID]time.Time{}, pvCreated: map[types.UID]time.Time{},
+		bound: map[types.UID]time.Time{}, byName: map[string]string{}, delIssued: map[string]time.Time{},
+		pvGone: map[string]time.Time{}, changed: make(chan struct{}, 1),
+	}
+}
+
+func (r *recorder) notify() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) claimCreated(uid types.UID, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.created[uid] = at
+}
+
+func (r *recorder) claimSeen(pvc *corev1.PersistentVolumeClaim) {
+	if pvc.Namespace != r.namespace || pvc.Status.Phase != corev1.ClaimBound {
+		return
+	}
+	r.mu.Lock()
+	if _, ok := r.bound[pvc.UID]; !ok {
+		r.bound[pvc.UID] = time.Now()
+		r.byName[pvc.Name] = pvc.Spec.VolumeName
+	}
+	r.mu.Unlock()
+	r.notify()
+}
+
+func (r *recorder) volumeAdded(pv *corev1.PersistentVolume) {
+	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.Namespace != r.namespace {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pvCreated[pv.Spec.ClaimRef.UID] = time.Now()
+}
+
+func (r *recorder) volumeDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pv, ok := obj.(*corev1.PersistentVolume)
+	if !ok || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.Namespace != r.namespace {
+		return
+	}
+	r.mu.Lock()
+	r.pvGone[pv.Name] = time.Now()
+	r.mu.Unlock()
+	r.notify()
+}
+
+func (r *recorder) deleteIssued(claim string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.delIssued[r.byName[claim]] = at
+}
+
+func (r *recorder) waitFor(ctx context.Context, what string, n int, count func() int) error {
+	for {
+		r.mu.Lock()
+		got := count()
+		r.mu.Unlock()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d %s: %w", got, n, what, ctx.Err())
+		case <-r.changed:
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (r *recorder) waitBound(ctx context.Context, n int) error {
+	return r.waitFor(ctx, "claims bound", n, func() int { return len(r.bound) })
+}
+
+func (r *recorder) waitVolumesGone(ctx context.Context, n int) error {
+	return r.waitFor(ctx, "volumes deleted", n, func() int { return len(r.pvGone) })
+}
+
+// provisionStats returns per-claim latencies and the rate of each stage.
+func (r *recorder) provisionStats() (toPV, toBound, endToEnd []time.Duration, provisionRate, bindRate float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var firstCreated, lastPV, firstPV, lastBound time.Time
+	for uid, c := range r.created {
+		pv, b := r.pvCreated[uid], r.bound[uid]
+		toPV = append(toPV, pv.Sub(c))
+		toBound = append(toBound, b.Sub(pv))
+		endToEnd = append(endToEnd, b.Sub(c))
+		if firstCreated.IsZero() || c.Before(firstCreated) {
+			firstCreated = c
+		}
+		if firstPV.IsZero() || pv.Before(firstPV) {
+			firstPV = pv
+		}
+		if pv.After(lastPV) {
+			lastPV = pv
+		}
+		if b.After(lastBound) {
+			lastBound = b
+		}
+	}
+	n := float64(len(r.created))
+	return toPV, toBound, endToEnd, n / lastPV.Sub(firstCreated).Seconds(), n / lastBound.Sub(firstPV).Seconds()
+}
+
+func (r *recorder) deleteStats() ([]time.Duration, float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []time.Duration
+	var first, last time.Time
+	for pv, issued := range r.delIssued {
+		gone := r.pvGone[pv]
+		out = append(out, gone.Sub(issued))
+		if first.IsZero() || issued.Before(first) {
+			first = issued
+		}
+		if gone.After(last) {
+			last = gone
+		}
+	}
+	return out, float64(len(out)) / last.Sub(first).Seconds()
+}
