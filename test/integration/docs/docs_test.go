@@ -1,0 +1,111 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package docs keeps docs/writing-a-provisioner.md honest: the program it
+// shows is the one CI compiles, its excerpts are in the code they quote, and
+// the program binds a claim on the real control plane.
+package docs
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeprov/external-storage/test/framework"
+)
+
+var cp *framework.ControlPlane
+
+func TestMain(m *testing.M) {
+	framework.RunMain(m, framework.Options{}, func(c *framework.ControlPlane) { cp = c })
+}
+
+const guide = "../../../docs/writing-a-provisioner.md"
+
+// blocks returns the Go code blocks preceded by a marker comment, by kind
+// ("file" or "excerpt") and path.
+var marked = regexp.MustCompile("(?s)<!-- (file|excerpt): ([^ ]+) -->\n```go\n(.*?)```")
+
+func TestGuideShowsTheCodeCIBuilds(t *testing.T) {
+	doc, err := os.ReadFile(guide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	matches := marked.FindAllStringSubmatch(string(doc), -1)
+	if len(matches) < 2 {
+		t.Fatalf("found %d marked code blocks, want the program and excerpts", len(matches))
+	}
+	for _, m := range matches {
+		kind, path, code := m[1], m[2], m[3]
+		src, err := os.ReadFile(filepath.Join("../../..", path))
+		if err != nil {
+			t.Errorf("%s %s: %v", kind, path, err)
+			continue
+		}
+		switch kind {
+		case "file":
+			if string(src) != code {
+				t.Errorf("the guide's copy of %s differs from the file: update the guide", path)
+			}
+		case "excerpt":
+			if !strings.Contains(string(src), code) {
+				t.Errorf("excerpt not found in %s:\n%s", path, code)
+			}
+		}
+	}
+}
+
+func TestGuideProgramBindsAClaim(t *testing.T) {
+	ctx := framework.TestContext(t, 2*time.Minute)
+	bin := filepath.Join(t.TempDir(), "minimal-provisioner")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./examples/minimal-provisioner")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the guide's program: %v\n%s", err, out)
+	}
+	root := t.TempDir()
+	run := exec.Command(bin, "--kubeconfig", cp.KubeconfigPath, "--root", root, "--leader-election-namespace=default")
+	logs := &strings.Builder{}
+	run.Stdout, run.Stderr = logs, logs
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = run.Process.Kill()
+		_ = run.Wait()
+		if t.Failed() {
+			t.Logf("provisioner output:\n%s", logs.String())
+		}
+	})
+
+	sc := framework.NewStorageClass("minimal", "example.com/minimal", nil)
+	if _, err := cp.Client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ns := cp.CreateTestNamespace(t, "guide")
+	if _, err := cp.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, framework.NewPVC(ns, "data", "minimal", "1Gi"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, pv, err := framework.WaitForPVCBound(ctx, cp.Client, ns, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, pv.Name)); err != nil {
+		t.Fatalf("the volume's directory: %v", err)
+	}
+	if err := cp.Client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.WaitForPVDeleted(ctx, cp.Client, pv.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, pv.Name)); !os.IsNotExist(err) {
+		t.Fatalf("directory left after delete: %v", err)
+	}
+}
