@@ -4,7 +4,7 @@
 #
 # The checks a reviewer makes first. Prints every problem, exits non-zero if any.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 failed=0
 fail() { echo "verify: $*" >&2; failed=1; }
 step() { echo "[verify] $*"; }
