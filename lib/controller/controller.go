@@ -346,7 +346,8 @@ func (c *ProvisionController) claimChanged(obj any) {
 		return
 	}
 	key := claim.Namespace + "/" + claim.Name
-	if claim.Spec.VolumeName == "" || c.hasOperations(key) {
+	// Claims of other provisioners never enter the queue: clusters have many.
+	if (claim.Spec.VolumeName == "" && c.claimIsOurs(claim)) || c.hasOperations(key) {
 		c.claimQueue.Add(key)
 	}
 }
