@@ -22,7 +22,9 @@ build/%:
 	cd $* && go build ./...
 	@if [ -f $*/Makefile ]; then $(MAKE) --no-print-directory -C $* build; fi
 
-test: deps controlplane test-unit test-integration ## Everything CI runs: install test dependencies, build the control plane, run all tests.
+test: ## Everything CI runs: install test dependencies and build the control plane (in parallel), then run all tests.
+	hack/prepare-test.sh
+	$(MAKE) --no-print-directory test-unit test-integration
 
 test-unit: $(MODULES:%=test/%) ## Unit tests of every released module.
 test/%:

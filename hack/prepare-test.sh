@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Copyright 2026 The external-storage Authors.
+# SPDX-License-Identifier: Apache-2.0
+#
+# Gets a machine ready for `make test`: installs the Debian packages of the
+# test backends while the control plane compiles (one is mostly download and
+# unpack, the other CPU), and fails if either fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+log_dir=$(mktemp -d)
+hack/controlplane.sh >"$log_dir/controlplane.log" 2>&1 &
+cp_pid=$!
+deps_ok=0
+hack/install-test-deps.sh || deps_ok=$?
+cp_ok=0
+wait "$cp_pid" || cp_ok=$?
+cat "$log_dir/controlplane.log"
+rm -rf "$log_dir"
+if [[ $deps_ok -ne 0 ]]; then
+  echo "prepare-test: installing test dependencies failed (see above)" >&2
+  exit 1
+fi
+if [[ $cp_ok -ne 0 ]]; then
+  echo "prepare-test: building the control plane failed (see above)" >&2
+  exit 1
+fi
