@@ -108,8 +108,9 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		return c.saveVolume(ctx, op, options, pv)
 	}
 	if IsIgnored(err) {
+		// Not this instance's claim: it created nothing for it.
 		logger.V(2).Info("Provisioner ignored the claim", "reason", err)
-		c.settle(op, ProvisioningNoChange)
+		c.endOperation(pvName)
 		return nil
 	}
 	c.metrics.provisionFailed.WithLabelValues(className).Inc()
@@ -183,15 +184,22 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 		return err
 	}
 	class := op.entry.Class
-	if current, err := c.classes.Get(class.Name); err == nil {
+	name := claimClass(op.entry.Claim)
+	if class != nil {
+		name = class.Name
+	}
+	if current, err := c.classes.Get(name); err == nil {
 		class = current
+	}
+	if class == nil {
+		return fmt.Errorf("cannot finish provisioning %s for deleted claim %s: StorageClass %q is gone and was not recorded", op.pvName, op.claimKey, name)
 	}
 	options := ProvisionOptions{StorageClass: class, PVName: op.pvName, PVC: op.entry.Claim, SelectedNodeName: op.entry.SelectedNode}
 	logger.V(2).Info("Claim is gone; finishing its provisioning to delete the asset")
 	pv, state, err := c.callProvision(ctx, options)
 	if err != nil {
 		if IsIgnored(err) {
-			c.settle(op, ProvisioningNoChange)
+			c.endOperation(op.pvName)
 			return nil
 		}
 		c.settle(op, state)
