@@ -478,11 +478,21 @@ func (c *ProvisionController) recordFailure(key, resourceVersion string, thresho
 	return threshold > 0 && f.n >= threshold
 }
 
+// giveUp marks an object as not to be retried until it changes.
+func (c *ProvisionController) giveUp(key, resourceVersion string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failures[key] = &failureCount{n: -1, resourceVersion: resourceVersion}
+}
+
 func (c *ProvisionController) exhausted(key, resourceVersion string, threshold int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f := c.failures[key]
-	return f != nil && f.resourceVersion == resourceVersion && threshold > 0 && f.n >= threshold
+	if f == nil || f.resourceVersion != resourceVersion {
+		return false
+	}
+	return f.n < 0 || (threshold > 0 && f.n >= threshold)
 }
 
 func (c *ProvisionController) resetFailures(key string) {

@@ -780,3 +780,66 @@ func TestRunDrainsAndReturnsOnCancel(t *testing.T) {
 		t.Fatal("Run did not return after cancel")
 	}
 }
+
+func TestPermanentFailureIsReportedOnceAndNotRetried(t *testing.T) {
+	store := newStore(t)
+	store.provisionF = func(int, ProvisionOptions) (ProvisioningState, error) {
+		return ProvisioningFinished, Permanent(errors.New("driver says: encryption is not supported"))
+	}
+	pvc := claim("c", "gold")
+	f := newFixture(t, store, nil, class("gold"), pvc)
+	if err := f.c.syncClaim(f.ctx, "ns/c"); err != nil {
+		t.Fatalf("permanent failure asks for a retry: %v", err)
+	}
+	f.requireEvent(EventProvisioningFailed, "encryption is not supported; not retrying")
+	_ = f.c.syncClaim(f.ctx, "ns/c")
+	if store.provisionCount() != 1 {
+		t.Fatalf("permanent failure retried: %d calls", store.provisionCount())
+	}
+	changed := pvc.DeepCopy()
+	changed.ResourceVersion = "2"
+	_ = f.c.claimInformer.GetIndexer().Update(changed)
+	_ = f.c.syncClaim(f.ctx, "ns/c")
+	if store.provisionCount() != 2 {
+		t.Fatal("a changed claim was not retried")
+	}
+}
+
+func TestInvalidPVDeletesAssetAndReports(t *testing.T) {
+	f := newFixture(t, newStore(t), nil, class("gold"), claim("c", "gold"))
+	f.client.PrependReactor("create", "persistentvolumes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("PersistentVolume").GroupKind(), "pvc-uid-c", nil)
+	})
+	if err := f.c.syncClaim(f.ctx, "ns/c"); err == nil {
+		t.Fatal("invalid PV not counted as a failed attempt")
+	}
+	f.requireEvent(EventProvisioningFailed, "the asset was deleted")
+	if len(f.store.assets(t)) != 0 || f.c.saving("pvc-uid-c") || f.c.journal.has("pvc-uid-c") {
+		t.Fatal("invalid PV left an asset, a pending save or a journal entry")
+	}
+}
+
+func TestPVReadFromTheAPIIsSavedClean(t *testing.T) {
+	store := newStore(t)
+	f := newFixture(t, store, nil, class("gold"), claim("c", "gold"))
+	store.provisionF = func(int, ProvisionOptions) (ProvisioningState, error) { return "", nil }
+	wrapped := &stampingProvisioner{store}
+	f.c.provisioner = wrapped
+	if err := f.c.syncClaim(f.ctx, "ns/c"); err != nil {
+		t.Fatal(err)
+	}
+	if pv := f.pv("pvc-uid-c"); pv == nil || pv.ResourceVersion == "12345" {
+		t.Fatalf("PV with server-set fields not saved cleanly: %+v", pv)
+	}
+}
+
+// stampingProvisioner returns PVs as if read back from the API server.
+type stampingProvisioner struct{ *dirStore }
+
+func (s *stampingProvisioner) Provision(ctx context.Context, o ProvisionOptions) (*corev1.PersistentVolume, ProvisioningState, error) {
+	pv, state, err := s.dirStore.Provision(ctx, o)
+	if pv != nil {
+		pv.ResourceVersion, pv.UID, pv.CreationTimestamp = "12345", "server-uid", metav1.Now()
+	}
+	return pv, state, err
+}

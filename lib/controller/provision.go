@@ -132,6 +132,12 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 // provisionFailed tells the user and decides between retry and giving up.
 func (c *ProvisionController) provisionFailed(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string, err error) error {
 	ref := claimReference(claim)
+	if IsPermanent(err) {
+		c.giveUp("claim/"+string(claim.UID), claim.ResourceVersion)
+		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+			"%v; not retrying: fix the cause, then change the claim (for example add an annotation) or restart the provisioner", err)
+		return nil
+	}
 	if c.recordFailure("claim/"+string(claim.UID), claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
 		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
 			"%v; giving up after %d attempts: fix the cause, then change the claim (for example add an annotation) or restart the provisioner to retry",
@@ -229,6 +235,11 @@ func (c *ProvisionController) deleteUnsaved(ctx context.Context, op *operation, 
 // whatever the provisioner filled in.
 func (c *ProvisionController) completeVolume(pv *corev1.PersistentVolume, options ProvisionOptions) *corev1.PersistentVolume {
 	pv = pv.DeepCopy()
+	// A provisioner may hand back a PV it read from the API (one its helper
+	// created); fields the server sets would make the create invalid.
+	pv.ResourceVersion, pv.UID, pv.Generation, pv.SelfLink = "", "", 0, ""
+	pv.CreationTimestamp, pv.DeletionTimestamp, pv.ManagedFields = metav1.Time{}, nil, nil
+	pv.Status = corev1.PersistentVolumeStatus{}
 	pv.Name = options.PVName
 	pv.Spec.ClaimRef = claimRef(options.PVC)
 	if options.StorageClass != nil {
@@ -259,6 +270,15 @@ func (c *ProvisionController) saveVolume(ctx context.Context, op *operation, opt
 	if err == nil {
 		c.volumeSaved(ctx, op, pv)
 		return nil
+	}
+	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		// Saving again cannot help: undo the asset and report the provisioner's bug.
+		if derr := c.callDelete(ctx, pv); derr != nil && !IsIgnored(derr) {
+			return fmt.Errorf("the API server rejected the PersistentVolume (%v) and deleting its asset failed: %w", err, derr)
+		}
+		c.endOperation(op.pvName)
+		return c.provisionFailed(ctx, options.PVC, pv.Spec.StorageClassName,
+			fmt.Errorf("provisioner returned a PersistentVolume the API server rejects (the asset was deleted): %w", err))
 	}
 	klog.FromContext(ctx).Error(err, "Saving PersistentVolume failed; retrying in the background")
 	c.mu.Lock()

@@ -111,3 +111,28 @@ func IsIgnored(err error) bool {
 	var ignored *IgnoredError
 	return errors.As(err, &ignored)
 }
+
+// PermanentError marks a Provision failure that retrying cannot fix (for
+// example a backend that does not support what the class asks for): the
+// controller reports it once in a ProvisioningFailed event and does not retry
+// until the claim changes or the controller restarts.
+type PermanentError struct {
+	Err error
+}
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err as a PermanentError.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// IsPermanent reports whether err is, or wraps, a PermanentError.
+func IsPermanent(err error) bool {
+	var permanent *PermanentError
+	return errors.As(err, &permanent)
+}
