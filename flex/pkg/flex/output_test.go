@@ -1,0 +1,123 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package flex
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/kubeprov/external-storage/lib/controller"
+)
+
+func TestParseOutput(t *testing.T) {
+	for _, tc := range []struct {
+		in, wantErr string
+		status      string
+	}{
+		{in: "", wantErr: "driver printed nothing"},
+		{in: "hello", wantErr: "driver printed invalid JSON"},
+		{in: `{"status": "OK"}`, wantErr: `driver printed status "OK"`},
+		{in: `{"status": "Success", "capabilities": {"attach": false}}`, status: StatusSuccess},
+		{in: "  {\"status\": \"Failure\", \"message\": \"m\"}\n", status: StatusFailure},
+	} {
+		out, err := ParseOutput([]byte(tc.in))
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("ParseOutput(%q) = %v, want error %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || out.Status != tc.status {
+			t.Errorf("ParseOutput(%q) = %+v, %v", tc.in, out, err)
+		}
+	}
+}
+
+func TestOutputErr(t *testing.T) {
+	if err := (&Output{Status: StatusSuccess}).Err(); err != nil {
+		t.Error(err)
+	}
+	err := (&Output{Status: StatusNotSupported, Message: "no"}).Err()
+	if !errors.Is(err, ErrNotSupported) {
+		t.Errorf("Not supported: %v does not wrap ErrNotSupported", err)
+	}
+	err = (&Output{Status: StatusFailure}).Err()
+	if err == nil || errors.Is(err, ErrNotSupported) || err.Error() != "Failure: no message" {
+		t.Errorf("Failure: %v", err)
+	}
+}
+
+func TestVolumeSpec(t *testing.T) {
+	in := Input{"pool": "a", KeyPVName: "pvc-1"}
+	for _, tc := range []struct {
+		name, volume, flexDriver, wantErr string
+		check                             func(t *testing.T, s controller.VolumeSpec)
+	}{
+		{name: "no volume makes a FlexVolume of the class parameters", flexDriver: "x~y", check: func(t *testing.T, s controller.VolumeSpec) {
+			if f := s.Source.FlexVolume; f == nil || f.Driver != "x~y" || len(f.Options) != 1 || f.Options["pool"] != "a" {
+				t.Errorf("flexVolume = %+v", f)
+			}
+		}},
+		{name: "no volume without --flex-driver", wantErr: "--flex-driver is not set"},
+		{name: "flexVolume gets the driver name", volume: `{"flexVolume": {"options": {"id": "7"}}}`, flexDriver: "x~y", check: func(t *testing.T, s controller.VolumeSpec) {
+			if f := s.Source.FlexVolume; f == nil || f.Driver != "x~y" || f.Options["id"] != "7" {
+				t.Errorf("flexVolume = %+v", f)
+			}
+		}},
+		{name: "flexVolume keeps its own driver", volume: `{"flexVolume": {"driver": "a~b"}}`, check: func(t *testing.T, s controller.VolumeSpec) {
+			if s.Source.FlexVolume.Driver != "a~b" {
+				t.Errorf("driver = %s", s.Source.FlexVolume.Driver)
+			}
+		}},
+		{name: "flexVolume without any driver", volume: `{"flexVolume": {}}`, wantErr: `flexVolume without "driver"`},
+		{name: "native source with capacity and affinity", volume: `{"nfs": {"server": "s", "path": "/e"}, "capacity": "5Gi",
+			"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}}}`,
+			check: func(t *testing.T, s controller.VolumeSpec) {
+				if s.Source.NFS == nil || s.Source.NFS.Server != "s" || s.Capacity.Cmp(resource.MustParse("5Gi")) != 0 || s.NodeAffinity == nil {
+					t.Errorf("spec = %+v", s)
+				}
+			}},
+		{name: "two sources", volume: `{"nfs": {"server": "s", "path": "/e"}, "hostPath": {"path": "/x"}}`, wantErr: "2 sources (hostPath, nfs)"},
+		{name: "no source", volume: `{"capacity": "1Gi"}`, wantErr: "0 sources"},
+		{name: "misspelt source", volume: `{"hostPth": {"path": "/x"}}`, wantErr: `unknown field "hostPth"`},
+		{name: "bad capacity", volume: `{"hostPath": {"path": "/x"}, "capacity": "lots"}`, wantErr: `invalid "capacity" "lots"`},
+		{name: "zero capacity", volume: `{"hostPath": {"path": "/x"}, "capacity": "0"}`, wantErr: `invalid "capacity"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := &Output{Status: StatusSuccess, Volume: []byte(tc.volume)}
+			spec, err := out.VolumeSpec(tc.flexDriver, in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, spec)
+		})
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	s := strings.Repeat("é", MaxMessageBytes) // 2 bytes each
+	got := Truncate(s)
+	if !strings.HasSuffix(got, "...(truncated)") || len(got) > MaxMessageBytes+len("...(truncated)") || !strings.HasPrefix(got, "éé") {
+		t.Errorf("Truncate gave %d bytes: %q...", len(got), got[:10])
+	}
+	if strings.ContainsRune(got, '\uFFFD') {
+		t.Error("cut inside a rune")
+	}
+	tail := truncateTail(strings.Repeat("a", 1000) + "END")
+	if !strings.HasPrefix(tail, "(truncated)...") || !strings.HasSuffix(tail, "END") || len(tail) != MaxMessageBytes+len("(truncated)...") {
+		t.Errorf("truncateTail = %q", tail)
+	}
+	if Truncate(" short \n") != "short" {
+		t.Error("short text changed")
+	}
+}

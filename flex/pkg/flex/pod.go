@@ -1,0 +1,562 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package flex
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeprov/external-storage/lib/controller"
+)
+
+// What provisioning pods look like.
+const (
+	// ContainerName is the name of the pod's only container.
+	ContainerName = "driver"
+	// TerminationMessagePath is where the container writes its Output.
+	TerminationMessagePath = "/dev/termination-log"
+	// SecretMountPath is where the class's secret (ParamSecretName) is mounted.
+	SecretMountPath = "/etc/flex/secret"
+	// LabelManagedBy, LabelAction and LabelPV label every pod.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelAction    = "flex.kubeprov.io/action"
+	LabelPV        = "flex.kubeprov.io/pv"
+	// ManagedBy is the value of LabelManagedBy.
+	ManagedBy = "flex-provisioner"
+	// DefaultPodStartTimeout is how long a pod may take to be scheduled and
+	// to start (image pull) before it is given up.
+	DefaultPodStartTimeout = 2 * time.Minute
+	// maxPodNameLength keeps pod names usable as host names and label values.
+	maxPodNameLength = 63
+	// cleanupTimeout bounds the deletion of a finished pod.
+	cleanupTimeout = 30 * time.Second
+)
+
+// Environment variables of a provisioning pod besides the input's (EnvName).
+const (
+	EnvAction              = "FLEX_ACTION"
+	EnvInput               = "FLEX_INPUT"
+	EnvTerminationLog      = "FLEX_TERMINATION_LOG"
+	EnvSecretDir           = "FLEX_SECRET_DIR"
+	reasonDeadlineExceeded = "DeadlineExceeded"
+)
+
+// PodLauncher runs each operation as a pod from the image a provisioner
+// ConfigMap names (the container launcher). A pod answers either by writing
+// an Output to its termination message, or, for provision, by creating the
+// PV itself with its service account.
+type PodLauncher struct {
+	// Client talks to the API server.
+	Client kubernetes.Interface
+	// Namespace is the provisioner's namespace: where ConfigMaps are found by
+	// label and named without a namespace, and where pods run by default.
+	Namespace string
+	// Deadline is the pods' default activeDeadlineSeconds; 0 means DefaultDriverTimeout.
+	Deadline time.Duration
+	// StartTimeout is how long a pod may take to be scheduled and started;
+	// 0 means DefaultPodStartTimeout.
+	StartTimeout time.Duration
+}
+
+var _ Launcher = &PodLauncher{}
+
+// Name implements Launcher.
+func (l *PodLauncher) Name() string { return "container" }
+
+// Provision implements Launcher.
+func (l *PodLauncher) Provision(ctx context.Context, call *Call) (*Result, controller.ProvisioningState, error) {
+	class := call.Options.StorageClass
+	if class == nil {
+		return nil, controller.ProvisioningFinished, errors.New("the container launcher needs a StorageClass naming its provisioner ConfigMap")
+	}
+	cm, err := l.findConfigMap(ctx, class)
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	cfg, props, err := ParseConfigMap(cm, l.Namespace, int64(l.deadline().Seconds()))
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	if s := class.Parameters[ParamSecretName]; s != "" {
+		if msgs := validation.IsDNS1123Subdomain(s); len(msgs) > 0 {
+			return nil, controller.ProvisioningFinished, fmt.Errorf("StorageClass %q: parameter %s %q is not a valid Secret name: %s", class.Name, ParamSecretName, s, strings.Join(msgs, "; "))
+		}
+		cfg.SecretName = s
+	}
+	// ConfigMap properties first: the class's parameters override them.
+	for k, v := range props {
+		if _, ok := call.Input[k]; !ok {
+			call.Input[k] = v
+		}
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	call.Record[AnnPod] = string(b)
+
+	var owner *metav1.OwnerReference
+	// An owner must live in the dependent's namespace, or the garbage
+	// collector deletes the dependent at once: only own pods in the claim's.
+	if claim := call.Options.PVC; claim.Namespace == cfg.Namespace {
+		owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: claim.Name, UID: claim.UID}
+	}
+	pod, state, err := l.run(ctx, ActionProvision, call, cfg, owner)
+	if err != nil {
+		return nil, state, err
+	}
+	desc := describePod(pod)
+	if pod.Status.Phase == corev1.PodFailed {
+		return nil, failedState(pod), podFailure(desc, pod)
+	}
+	// Success: the pod created the PV itself, or wrote its Output.
+	pv, err := l.Client.CoreV1().PersistentVolumes().Get(ctx, call.PVName, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		adopted, err := l.adopt(ctx, call, class, pv, desc)
+		if err != nil {
+			return nil, controller.ProvisioningFinished, err
+		}
+		return &Result{Volume: adopted}, controller.ProvisioningFinished, nil
+	case !apierrors.IsNotFound(err):
+		// The pod is gone and has done its work; provisioning again is safe.
+		return nil, controller.ProvisioningInBackground, fmt.Errorf("looking for PersistentVolume %s after %s succeeded: %w", call.PVName, desc, err)
+	}
+	msg := terminationMessage(pod)
+	if strings.TrimSpace(msg) == "" {
+		// It ran to the end, so it may have made something.
+		return nil, controller.ProvisioningFinished, unknownOutcome{fmt.Errorf("%s succeeded but neither created PersistentVolume %s nor wrote a volume to %s",
+			desc, call.PVName, TerminationMessagePath)}
+	}
+	out, err := ParseOutput([]byte(msg))
+	if err != nil {
+		return nil, controller.ProvisioningFinished, unknownOutcome{fmt.Errorf("%s: %w", desc, err)}
+	}
+	if err := out.Err(); err != nil {
+		return nil, controller.ProvisioningFinished, fmt.Errorf("%s: %w", desc, err)
+	}
+	return &Result{Output: out}, controller.ProvisioningFinished, nil
+}
+
+// Delete implements Launcher: the same image, with FLEX_ACTION=delete.
+func (l *PodLauncher) Delete(ctx context.Context, call *Call) error {
+	cfg, err := podConfigFrom(call.Record)
+	if err != nil {
+		return fmt.Errorf("PV %s does not say how to run its delete pod (%v): delete the asset by hand, then the PV", call.PVName, err)
+	}
+	var owner *metav1.OwnerReference
+	if pv := call.Volume; pv != nil && pv.UID != "" {
+		owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "PersistentVolume", Name: pv.Name, UID: pv.UID}
+	}
+	pod, _, err := l.run(ctx, ActionDelete, call, cfg, owner)
+	if err != nil {
+		return err
+	}
+	desc := describePod(pod)
+	if pod.Status.Phase == corev1.PodFailed {
+		return podFailure(desc, pod)
+	}
+	if msg := strings.TrimSpace(terminationMessage(pod)); msg != "" {
+		out, err := ParseOutput([]byte(msg))
+		if err == nil {
+			err = out.Err()
+		}
+		if err != nil {
+			return fmt.Errorf("%s exited 0 but its termination message says: %w", desc, err)
+		}
+	}
+	return nil
+}
+
+func (l *PodLauncher) deadline() time.Duration {
+	if l.Deadline > 0 {
+		return l.Deadline
+	}
+	return DefaultDriverTimeout
+}
+
+func (l *PodLauncher) startTimeout() time.Duration {
+	if l.StartTimeout > 0 {
+		return l.StartTimeout
+	}
+	return DefaultPodStartTimeout
+}
+
+// findConfigMap finds the class's provisioner ConfigMap: by parameter, or by
+// the labels storage-class=<class>,type=provisioner-config.
+func (l *PodLauncher) findConfigMap(ctx context.Context, class *storagev1.StorageClass) (*corev1.ConfigMap, error) {
+	if ref := class.Parameters[ParamProvisionerConfig]; ref != "" {
+		ns, name, ok := strings.Cut(ref, "/")
+		if !ok {
+			ns, name = l.Namespace, ref
+		}
+		cm, err := l.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("StorageClass %q: provisioner ConfigMap %s/%s (parameter %s) not found: create it", class.Name, ns, name, ParamProvisionerConfig)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("StorageClass %q: reading provisioner ConfigMap %s/%s: %w", class.Name, ns, name, err)
+		}
+		return cm, nil
+	}
+	sel := labels.Set{LabelStorageClass: class.Name, LabelType: TypeProvisionerConfig}
+	list, err := l.Client.CoreV1().ConfigMaps(l.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("StorageClass %q: listing provisioner ConfigMaps in namespace %s: %w", class.Name, l.Namespace, err)
+	}
+	switch len(list.Items) {
+	case 0:
+		return nil, fmt.Errorf("StorageClass %q has no provisioner ConfigMap: set parameter %s to <namespace>/<name>, or label a ConfigMap in namespace %s with %s",
+			class.Name, ParamProvisionerConfig, l.Namespace, sel.String())
+	case 1:
+		return &list.Items[0], nil
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, cm := range list.Items {
+		names = append(names, cm.Name)
+	}
+	return nil, fmt.Errorf("StorageClass %q has %d provisioner ConfigMaps in namespace %s (%s): keep one, or set parameter %s",
+		class.Name, len(names), l.Namespace, strings.Join(names, ", "), ParamProvisionerConfig)
+}
+
+// adopt accepts a PV the provisioning pod created itself, if it is for this
+// claim and class, and annotates it like a PV the provisioner made.
+func (l *PodLauncher) adopt(ctx context.Context, call *Call, class *storagev1.StorageClass, pv *corev1.PersistentVolume, desc string) (*corev1.PersistentVolume, error) {
+	claim := call.Options.PVC
+	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != claim.UID || ref.Namespace != claim.Namespace || ref.Name != claim.Name {
+		return nil, fmt.Errorf("%s created PersistentVolume %s without a claimRef to this claim (namespace %s, name %s, uid %s from FLEX_PVC_*): fix the image",
+			desc, pv.Name, claim.Namespace, claim.Name, claim.UID)
+	}
+	if pv.Spec.StorageClassName != class.Name {
+		return nil, fmt.Errorf("%s created PersistentVolume %s with storageClassName %q instead of %q (FLEX_STORAGE_CLASS): fix the image",
+			desc, pv.Name, pv.Spec.StorageClassName, class.Name)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": call.Annotations()}})
+	if err != nil {
+		return nil, err
+	}
+	adopted, err := l.Client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("annotating PersistentVolume %s created by %s: %w", pv.Name, desc, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Adopted the PV the provisioning pod created", "pv", pv.Name)
+	// The controller saves what Provision returns with a create, which counts
+	// an existing PV of the same claim as saved; a create must not carry the
+	// server-set fields.
+	adopted = adopted.DeepCopy()
+	adopted.ResourceVersion, adopted.UID, adopted.CreationTimestamp, adopted.ManagedFields = "", "", metav1.Time{}, nil
+	adopted.Status = corev1.PersistentVolumeStatus{}
+	return adopted, nil
+}
+
+// run gets the operation's pod (an existing one is waited on, never
+// duplicated) or creates it, waits until it ends, and deletes it once its
+// result is read. A pod still running when ctx ends is left to finish; the
+// next attempt waits on it. The error is for a pod that did not end.
+func (l *PodLauncher) run(ctx context.Context, action string, call *Call, cfg *PodConfig, owner *metav1.OwnerReference) (*corev1.Pod, controller.ProvisioningState, error) {
+	logger := klog.FromContext(ctx)
+	want, err := l.pod(action, call, cfg, owner)
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	pods := l.Client.CoreV1().Pods(want.Namespace)
+	pod, err := pods.Create(ctx, want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		pod, err = pods.Get(ctx, want.Name, metav1.GetOptions{})
+		if err == nil && (pod.Labels[LabelManagedBy] != ManagedBy || pod.Labels[LabelAction] != action) {
+			return nil, controller.ProvisioningFinished, fmt.Errorf("pod %s/%s exists but is not a flex %s pod: delete or rename it", pod.Namespace, pod.Name, action)
+		}
+		if err == nil {
+			logger.V(2).Info("Waiting on the existing pod of an earlier attempt", "pod", klog.KObj(pod))
+		}
+	}
+	if err != nil {
+		// Whatever an earlier attempt left running still runs.
+		return nil, controller.ProvisioningNoChange, fmt.Errorf("creating %s pod %s/%s from ConfigMap %s: %w", action, want.Namespace, want.Name, cfg.ConfigMap, err)
+	}
+	desc := describePod(pod)
+	logger.V(2).Info("Waiting for pod", "pod", klog.KObj(pod), "action", action)
+	bound := pod.CreationTimestamp.Add(l.startTimeout() + time.Duration(cfg.ActiveDeadlineSeconds)*time.Second)
+	final, err := l.wait(ctx, pod, bound)
+	switch {
+	case err == nil:
+		defer l.cleanup(ctx, final)
+		return final, controller.ProvisioningFinished, nil
+	case errors.Is(err, errPodGone):
+		return nil, controller.ProvisioningInBackground, fmt.Errorf("%s was deleted before it finished; it will run again, so the image must be idempotent", desc)
+	case ctx.Err() != nil:
+		return nil, controller.ProvisioningInBackground, fmt.Errorf("%s is still running when the operation ended (--timeout); waiting for it again later", desc)
+	}
+	// Our own bound passed: a pod that never started is given up.
+	current, gerr := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	if gerr != nil {
+		return nil, controller.ProvisioningInBackground, fmt.Errorf("%s did not finish in time and cannot be read: %w", desc, gerr)
+	}
+	if current.UID == pod.UID && (current.Status.Phase == corev1.PodSucceeded || current.Status.Phase == corev1.PodFailed) {
+		defer l.cleanup(ctx, current)
+		return current, controller.ProvisioningFinished, nil
+	}
+	if neverRan(current) {
+		defer l.cleanup(ctx, current)
+		return nil, controller.ProvisioningFinished, fmt.Errorf("%s did not start within %v (--pod-start-timeout): %s", desc, l.startTimeout(), whyNotStarted(current))
+	}
+	return nil, controller.ProvisioningInBackground, fmt.Errorf("%s is still running past its deadline of %ds; waiting for it again later", desc, cfg.ActiveDeadlineSeconds)
+}
+
+var errPodGone = errors.New("pod gone")
+
+// wait watches pod until it succeeds or fails, is deleted, ctx ends or bound passes.
+func (l *PodLauncher) wait(ctx context.Context, pod *corev1.Pod, bound time.Time) (*corev1.Pod, error) {
+	ctx, cancel := context.WithDeadline(ctx, bound)
+	defer cancel()
+	pods := l.Client.CoreV1().Pods(pod.Namespace)
+	sel := fields.OneTermEqualSelector("metadata.name", pod.Name).String()
+	// The wrapper tells the reflector whether the client can stream lists
+	// (fake clients cannot).
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return pods.Watch(ctx, o)
+		},
+	}, l.Client)
+	present := func(store cache.Store) (bool, error) {
+		if _, ok, err := store.GetByKey(pod.Namespace + "/" + pod.Name); err != nil || !ok {
+			return false, errPodGone
+		}
+		return false, nil
+	}
+	ev, err := watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, present, func(ev watch.Event) (bool, error) {
+		if ev.Type == watch.Deleted {
+			return false, errPodGone
+		}
+		p, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			return false, nil
+		}
+		if p.UID != pod.UID {
+			return false, errPodGone
+		}
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ev.Object.(*corev1.Pod), nil
+}
+
+// cleanup deletes a finished pod, even when ctx has ended.
+func (l *PodLauncher) cleanup(ctx context.Context, pod *corev1.Pod) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	uid := pod.UID
+	err := l.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		klog.FromContext(ctx).Error(err, "Deleting finished pod failed; the next attempt reads its result and deletes it", "pod", klog.KObj(pod))
+	}
+}
+
+// pod builds the operation's pod.
+func (l *PodLauncher) pod(action string, call *Call, cfg *PodConfig, owner *metav1.OwnerReference) (*corev1.Pod, error) {
+	env, err := inputEnv(call.Input)
+	if err != nil {
+		return nil, err
+	}
+	env = append([]corev1.EnvVar{
+		{Name: EnvAction, Value: action},
+		{Name: EnvInput, Value: call.Input.JSON()},
+		{Name: EnvTerminationLog, Value: TerminationMessagePath},
+	}, env...)
+	container := corev1.Container{
+		Name:                     ContainerName,
+		Image:                    cfg.Image,
+		ImagePullPolicy:          corev1.PullIfNotPresent,
+		Env:                      env,
+		TerminationMessagePath:   TerminationMessagePath,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      PodName(action, call.PVName),
+			Namespace: cfg.Namespace,
+			Labels: map[string]string{
+				LabelManagedBy: ManagedBy,
+				LabelAction:    action,
+				LabelPV:        labelValue(call.PVName),
+			},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			ActiveDeadlineSeconds:        ptr.To(cfg.ActiveDeadlineSeconds),
+			NodeSelector:                 cfg.NodeSelector,
+			ServiceAccountName:           cfg.ServiceAccountName,
+			AutomountServiceAccountToken: ptr.To(cfg.ServiceAccountName != ""),
+		},
+	}
+	if cfg.HostPath != "" {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+			Name: "host",
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+				Path: cfg.HostPath, Type: ptr.To(corev1.HostPathDirectoryOrCreate),
+			}},
+		})
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "host", MountPath: cfg.HostPath})
+	}
+	if cfg.SecretName != "" {
+		// Secrets are files, never environment variables: env leaks into
+		// process listings, crash dumps and child processes.
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+			Name: "secret",
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: cfg.SecretName, DefaultMode: ptr.To[int32](0o400),
+			}},
+		})
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "secret", MountPath: SecretMountPath, ReadOnly: true})
+		container.Env = append(container.Env, corev1.EnvVar{Name: EnvSecretDir, Value: SecretMountPath})
+	}
+	pod.Spec.Containers = []corev1.Container{container}
+	if owner != nil {
+		pod.OwnerReferences = []metav1.OwnerReference{*owner}
+	}
+	return pod, nil
+}
+
+// PodName is the deterministic name of an operation's pod, at most 63
+// characters: one PV never has two pods of the same action at once.
+func PodName(action, pvName string) string {
+	return capName("flex-" + action + "-" + pvName)
+}
+
+// labelValue makes a PV name usable as a label value.
+func labelValue(s string) string {
+	if len(validation.IsValidLabelValue(s)) == 0 {
+		return s
+	}
+	return capName(s)
+}
+
+// capName keeps names of up to 63 characters and otherwise cuts them,
+// ending with a hash of the whole name so that they stay distinct.
+func capName(s string) string {
+	if len(s) <= maxPodNameLength {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	h := hex.EncodeToString(sum[:])[:10]
+	return strings.TrimRight(s[:maxPodNameLength-len(h)-1], "-.") + "-" + h
+}
+
+func describePod(pod *corev1.Pod) string {
+	return fmt.Sprintf("%s pod %s/%s", pod.Labels[LabelAction], pod.Namespace, pod.Name)
+}
+
+// terminated is the driver container's final state, if any.
+func terminated(pod *corev1.Pod) *corev1.ContainerStateTerminated {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == ContainerName {
+			return cs.State.Terminated
+		}
+	}
+	return nil
+}
+
+func terminationMessage(pod *corev1.Pod) string {
+	if t := terminated(pod); t != nil {
+		return t.Message
+	}
+	return ""
+}
+
+// failedState: a pod killed at its deadline may have created something.
+func failedState(pod *corev1.Pod) controller.ProvisioningState {
+	if pod.Status.Reason == reasonDeadlineExceeded {
+		return controller.ProvisioningInBackground
+	}
+	return controller.ProvisioningFinished
+}
+
+// podFailure describes a failed pod with its exit code and termination
+// message (the log tail when the container wrote none).
+func podFailure(desc string, pod *corev1.Pod) error {
+	t := terminated(pod)
+	if pod.Status.Reason == reasonDeadlineExceeded {
+		msg := ""
+		if t != nil && strings.TrimSpace(t.Message) != "" {
+			msg = ": " + Truncate(t.Message)
+		}
+		return fmt.Errorf("%s exceeded its deadline of %ds (active-deadline-seconds) and was killed; it will run again, so the image must be idempotent%s",
+			desc, ptr.Deref(pod.Spec.ActiveDeadlineSeconds, 0), msg)
+	}
+	if t == nil {
+		return fmt.Errorf("%s failed: %s %s", desc, pod.Status.Reason, Truncate(pod.Status.Message))
+	}
+	if out, err := ParseOutput([]byte(t.Message)); err == nil {
+		if err := out.Err(); err != nil {
+			return fmt.Errorf("%s failed with exit code %d: %w", desc, t.ExitCode, err)
+		}
+	}
+	msg := Truncate(t.Message)
+	if msg == "" {
+		msg = "no termination message or log"
+	}
+	return fmt.Errorf("%s failed with exit code %d: %s", desc, t.ExitCode, msg)
+}
+
+// neverRan reports whether no container of pod ever started.
+func neverRan(pod *corev1.Pod) bool {
+	// A pod nobody has reported on yet has no phase: it is pending too.
+	if pod.Status.Phase != corev1.PodPending && pod.Status.Phase != "" {
+		return false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// whyNotStarted says what kept a pod from starting, as the scheduler or the
+// kubelet reported it.
+func whyNotStarted(pod *corev1.Pod) string {
+	if pod.Spec.NodeName == "" {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				return fmt.Sprintf("not scheduled: %s %s", c.Reason, Truncate(c.Message))
+			}
+		}
+		return fmt.Sprintf("not scheduled to any node (node-selector %v)", labels.Set(pod.Spec.NodeSelector))
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			return fmt.Sprintf("on node %s, container is waiting: %s %s", pod.Spec.NodeName, w.Reason, Truncate(w.Message))
+		}
+	}
+	return fmt.Sprintf("on node %s, container has not started", pod.Spec.NodeName)
+}

@@ -1,0 +1,348 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package flex
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubeprov/external-storage/lib/controller"
+)
+
+const provNS = "sys"
+
+func configMap(name string, labels, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: provNS, Name: name, Labels: labels}, Data: data}
+}
+
+// newClient is a fake clientset that stamps created pods with a creation
+// time, as the API server does (the launcher's wait bound counts from it).
+func newClient(objs ...runtime.Object) *fake.Clientset {
+	c := fake.NewClientset(objs...)
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		a.(k8stesting.CreateActionImpl).Object.(*corev1.Pod).CreationTimestamp = metav1.Now()
+		return false, nil, nil
+	})
+	return c
+}
+
+var classLabels = map[string]string{LabelStorageClass: "gold", LabelType: TypeProvisionerConfig}
+
+// kubelet plays the kubelet for the fake clientset: every pod created in ns
+// gets the status finish returns. It returns the pods it saw.
+func kubelet(t *testing.T, ctx context.Context, c kubernetes.Interface, ns string, finish func(*corev1.Pod) corev1.PodStatus) <-chan *corev1.Pod {
+	t.Helper()
+	w, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan *corev1.Pod, 10)
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok || ev.Type != watch.Added {
+				continue
+			}
+			seen <- pod.DeepCopy()
+			pod.Status = finish(pod)
+			if _, err := c.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
+				t.Errorf("updating pod status: %v", err)
+			}
+		}
+	}()
+	return seen
+}
+
+func terminatedStatus(phase corev1.PodPhase, code int32, msg string) corev1.PodStatus {
+	return corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: ContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg}},
+	}}}
+}
+
+func provisionCall(t *testing.T, params map[string]string) *Call {
+	t.Helper()
+	o := testOptions("1Gi", params)
+	in, err := NewInput(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Call{PVName: o.PVName, Input: in, Options: &o, Record: map[string]string{AnnIdentity: "me"}}
+}
+
+func TestPodLauncherProvisionThroughTerminationMessage(t *testing.T) {
+	ctx := t.Context()
+	c := newClient(configMap("gold", classLabels, map[string]string{
+		ConfigImage: "img:v1", ConfigNodeSelector: "disk=ssd", ConfigHostPath: "/srv/v", "zone": "west", "pool": "cm",
+	}))
+	seen := kubelet(t, ctx, c, provNS, func(*corev1.Pod) corev1.PodStatus {
+		return terminatedStatus(corev1.PodSucceeded, 0, `{"status": "Success", "volume": {"hostPath": {"path": "/srv/v/x"}}}`)
+	})
+	l := &PodLauncher{Client: c, Namespace: provNS, Deadline: 90 * time.Second}
+	call := provisionCall(t, map[string]string{ParamSecretName: "creds", "pool": "class"})
+	res, _, err := l.Provision(ctx, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Output == nil || !strings.Contains(string(res.Output.Volume), "/srv/v/x") {
+		t.Errorf("result = %+v", res)
+	}
+	pod := <-seen
+	if pod.Name != "flex-provision-pvc-123" || pod.Labels[LabelAction] != ActionProvision || pod.Labels[LabelPV] != "pvc-123" || pod.Labels[LabelManagedBy] != ManagedBy {
+		t.Errorf("pod %s labels %v", pod.Name, pod.Labels)
+	}
+	spec := pod.Spec
+	if spec.RestartPolicy != corev1.RestartPolicyNever || *spec.ActiveDeadlineSeconds != 90 || spec.NodeSelector["disk"] != "ssd" ||
+		*spec.AutomountServiceAccountToken || len(pod.OwnerReferences) != 0 {
+		t.Errorf("pod spec = %+v, owners %v", spec, pod.OwnerReferences)
+	}
+	ctr := spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range ctr.Env {
+		env[e.Name] = e.Value
+	}
+	// Class parameters override ConfigMap properties.
+	for k, v := range map[string]string{EnvAction: "provision", "FLEX_PARAM_ZONE": "west", "FLEX_PARAM_POOL": "class", EnvSecretDir: SecretMountPath,
+		EnvTerminationLog: TerminationMessagePath, "FLEX_PVC_NAME": "data", "FLEX_REQUEST_BYTES": "1073741824"} {
+		if env[k] != v {
+			t.Errorf("env %s = %q, want %q", k, env[k], v)
+		}
+	}
+	if in, err := ParseInput(env[EnvInput]); err != nil || in["zone"] != "west" {
+		t.Errorf("FLEX_INPUT = %q", env[EnvInput])
+	}
+	if ctr.Image != "img:v1" || ctr.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError || len(ctr.VolumeMounts) != 2 || len(spec.Volumes) != 2 {
+		t.Errorf("container = %+v, volumes %+v", ctr, spec.Volumes)
+	}
+	if s := spec.Volumes[1].Secret; s == nil || s.SecretName != "creds" || !ctr.VolumeMounts[1].ReadOnly {
+		t.Errorf("secret volume = %+v", spec.Volumes[1])
+	}
+	var cfg PodConfig
+	if err := json.Unmarshal([]byte(call.Record[AnnPod]), &cfg); err != nil || cfg.SecretName != "creds" || cfg.Image != "img:v1" || cfg.ConfigMap != "sys/gold" {
+		t.Errorf("recorded %s = %q", AnnPod, call.Record[AnnPod])
+	}
+	if call.Input["zone"] != "west" {
+		t.Errorf("input lacks the ConfigMap property: %v", call.Input)
+	}
+	if _, err := c.CoreV1().Pods(provNS).Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("finished pod not deleted: %v", err)
+	}
+}
+
+func TestPodLauncherOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		status  corev1.PodStatus
+		state   controller.ProvisioningState
+		want    string
+		unknown bool
+		notSupp bool
+	}{
+		{name: "exit code", status: terminatedStatus(corev1.PodFailed, 2, "boom"), state: controller.ProvisioningFinished,
+			want: "provision pod sys/flex-provision-pvc-123 failed with exit code 2: boom"},
+		{name: "failure JSON", status: terminatedStatus(corev1.PodFailed, 1, `{"status": "Failure", "message": "full"}`), state: controller.ProvisioningFinished,
+			want: "failed with exit code 1: Failure: full"},
+		{name: "not supported", status: terminatedStatus(corev1.PodFailed, 1, `{"status": "Not supported"}`), state: controller.ProvisioningFinished,
+			want: "Not supported", notSupp: true},
+		{name: "deadline", status: func() corev1.PodStatus {
+			s := terminatedStatus(corev1.PodFailed, 137, "")
+			s.Reason = "DeadlineExceeded"
+			return s
+		}(), state: controller.ProvisioningInBackground, want: "exceeded its deadline of 120s"},
+		{name: "no terminated state", status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on disk"}, state: controller.ProvisioningFinished,
+			want: "failed: Evicted low on disk"},
+		{name: "garbage", status: terminatedStatus(corev1.PodSucceeded, 0, "done!"), state: controller.ProvisioningFinished, want: "invalid JSON", unknown: true},
+		{name: "nothing", status: terminatedStatus(corev1.PodSucceeded, 0, ""), state: controller.ProvisioningFinished,
+			want: "neither created PersistentVolume pvc-123 nor wrote a volume", unknown: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}))
+			kubelet(t, t.Context(), c, provNS, func(*corev1.Pod) corev1.PodStatus { return tc.status })
+			_, state, err := (&PodLauncher{Client: c, Namespace: provNS}).Provision(t.Context(), provisionCall(t, nil))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if state != tc.state || isUnknownOutcome(err) != tc.unknown || errors.Is(err, ErrNotSupported) != tc.notSupp {
+				t.Errorf("state %s, unknown %v, not supported %v", state, isUnknownOutcome(err), errors.Is(err, ErrNotSupported))
+			}
+		})
+	}
+}
+
+func TestPodLauncherAdoptsThePodsPV(t *testing.T) {
+	call := provisionCall(t, nil)
+	claim := call.Options.PVC
+	pv := func(uid, class string) *corev1.PersistentVolume {
+		return &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: "pvc-123", ResourceVersion: "5", Annotations: map[string]string{"made-by": "pod"}},
+			Spec: corev1.PersistentVolumeSpec{StorageClassName: class,
+				ClaimRef: &corev1.ObjectReference{Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}},
+		}
+	}
+	good := pv(string(claim.UID), "gold")
+	c := newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}), good)
+	kubelet(t, t.Context(), c, provNS, func(*corev1.Pod) corev1.PodStatus { return terminatedStatus(corev1.PodSucceeded, 0, "") })
+	res, _, err := (&PodLauncher{Client: c, Namespace: provNS}).Provision(t.Context(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := res.Volume
+	if v == nil || v.ResourceVersion != "" || v.Annotations["made-by"] != "pod" || v.Annotations[AnnIdentity] != "me" || v.Annotations[AnnPod] == "" || v.Annotations[AnnInput] == "" {
+		t.Fatalf("adopted = %+v", v)
+	}
+	saved, _ := c.CoreV1().PersistentVolumes().Get(t.Context(), "pvc-123", metav1.GetOptions{})
+	if saved.Annotations[AnnIdentity] != "me" {
+		t.Errorf("the PV on the server is not annotated: %v", saved.Annotations)
+	}
+
+	wrongClass := pv(string(claim.UID), "silver")
+	c = newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}), wrongClass)
+	kubelet(t, t.Context(), c, provNS, func(*corev1.Pod) corev1.PodStatus { return terminatedStatus(corev1.PodSucceeded, 0, "") })
+	if _, _, err := (&PodLauncher{Client: c, Namespace: provNS}).Provision(t.Context(), provisionCall(t, nil)); err == nil || !strings.Contains(err.Error(), `storageClassName "silver" instead of "gold"`) {
+		t.Errorf("wrong class: %v", err)
+	}
+}
+
+// An existing pod of the operation is waited on, never duplicated.
+func TestPodLauncherUsesExistingPod(t *testing.T) {
+	existing := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: provNS, Name: "flex-provision-pvc-123", Labels: map[string]string{LabelManagedBy: ManagedBy, LabelAction: ActionProvision}},
+		Status:     terminatedStatus(corev1.PodSucceeded, 0, `{"status": "Success", "volume": {"hostPath": {"path": "/a"}}}`),
+	}
+	c := newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}), existing)
+	res, _, err := (&PodLauncher{Client: c, Namespace: provNS}).Provision(t.Context(), provisionCall(t, nil))
+	if err != nil || res.Output == nil {
+		t.Fatalf("res %+v, err %v", res, err)
+	}
+	creates := 0
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "pods" {
+			creates++
+		}
+	}
+	if creates != 1 { // the attempt that found it
+		t.Errorf("%d pod creates", creates)
+	}
+
+	foreign := existing.DeepCopy()
+	foreign.Labels = nil
+	c = newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}), foreign)
+	if _, _, err := (&PodLauncher{Client: c, Namespace: provNS}).Provision(t.Context(), provisionCall(t, nil)); err == nil || !strings.Contains(err.Error(), "is not a flex provision pod") {
+		t.Errorf("foreign pod: %v", err)
+	}
+}
+
+// A pod that never ran is given up and deleted; a running one is left.
+func TestPodLauncherGivesUpOnPodsThatNeverStart(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status corev1.PodStatus
+		state  controller.ProvisioningState
+		want   string
+		kept   bool
+	}{
+		{name: "unschedulable", status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes are available"}}},
+			state: controller.ProvisioningFinished, want: "did not start within 1ms (--pod-start-timeout): not scheduled: Unschedulable 0/3 nodes are available"},
+		{name: "running", status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: ContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
+			state: controller.ProvisioningInBackground, want: "still running past its deadline", kept: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(configMap("gold", classLabels, map[string]string{ConfigImage: "img", ConfigActiveDeadline: "1"}))
+			// The status is there from the start, so the launcher's look at the
+			// pod after its bound cannot race a kubelet.
+			c.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				action.(k8stesting.CreateAction).GetObject().(*corev1.Pod).Status = tc.status
+				return false, nil, nil
+			})
+			// The fake server sets no creationTimestamp: the bound has passed at once.
+			_, state, err := (&PodLauncher{Client: c, Namespace: provNS, StartTimeout: time.Millisecond}).Provision(t.Context(), provisionCall(t, nil))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || state != tc.state {
+				t.Fatalf("state %s, err %v", state, err)
+			}
+			_, gerr := c.CoreV1().Pods(provNS).Get(t.Context(), "flex-provision-pvc-123", metav1.GetOptions{})
+			if kept := gerr == nil; kept != tc.kept {
+				t.Errorf("pod kept = %v, want %v", kept, tc.kept)
+			}
+		})
+	}
+}
+
+func TestPodLauncherDelete(t *testing.T) {
+	c := newClient()
+	seen := kubelet(t, t.Context(), c, "work", func(*corev1.Pod) corev1.PodStatus { return terminatedStatus(corev1.PodSucceeded, 0, "") })
+	l := &PodLauncher{Client: c, Namespace: provNS}
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-123", UID: "pv-uid"}}
+	cfg := `{"configMap": "sys/gold", "image": "img", "namespace": "work", "activeDeadlineSeconds": 60}`
+	err := l.Delete(t.Context(), &Call{PVName: pv.Name, Input: Input{KeyPVName: pv.Name}, Record: map[string]string{AnnPod: cfg}, Volume: pv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := <-seen
+	if pod.Name != "flex-delete-pvc-123" || pod.Spec.Containers[0].Env[0].Value != ActionDelete {
+		t.Errorf("delete pod %s env %v", pod.Name, pod.Spec.Containers[0].Env)
+	}
+	if o := pod.OwnerReferences; len(o) != 1 || o[0].Kind != "PersistentVolume" || o[0].UID != "pv-uid" {
+		t.Errorf("owners = %v", o)
+	}
+	if err := l.Delete(t.Context(), &Call{PVName: "x", Input: Input{}, Record: map[string]string{}}); err == nil || !strings.Contains(err.Error(), "annotation "+AnnPod+" is missing") {
+		t.Errorf("no record: %v", err)
+	}
+}
+
+func TestFindConfigMap(t *testing.T) {
+	class := testOptions("1Gi", nil).StorageClass
+	l := func(objs ...*corev1.ConfigMap) *PodLauncher {
+		c := fake.NewClientset()
+		for _, o := range objs {
+			_, _ = c.CoreV1().ConfigMaps(o.Namespace).Create(context.Background(), o, metav1.CreateOptions{})
+		}
+		return &PodLauncher{Client: c, Namespace: provNS}
+	}
+	if _, err := l().findConfigMap(t.Context(), class); err == nil || !strings.Contains(err.Error(), "has no provisioner ConfigMap") || !strings.Contains(err.Error(), "storage-class=gold,type=provisioner-config") {
+		t.Errorf("none: %v", err)
+	}
+	if _, err := l(configMap("a", classLabels, nil), configMap("b", classLabels, nil)).findConfigMap(t.Context(), class); err == nil || !strings.Contains(err.Error(), "has 2 provisioner ConfigMaps in namespace sys (a, b)") {
+		t.Errorf("two: %v", err)
+	}
+	other := configMap("x", nil, nil)
+	other.Namespace = "elsewhere"
+	byParam := class.DeepCopy()
+	byParam.Parameters = map[string]string{ParamProvisionerConfig: "elsewhere/x"}
+	if cm, err := l(other).findConfigMap(t.Context(), byParam); err != nil || cm.Name != "x" {
+		t.Errorf("by parameter: %v, %v", cm, err)
+	}
+	byParam.Parameters[ParamProvisionerConfig] = "missing"
+	if _, err := l(other).findConfigMap(t.Context(), byParam); err == nil || !strings.Contains(err.Error(), "sys/missing (parameter provisionerConfig) not found") {
+		t.Errorf("missing: %v", err)
+	}
+}
+
+func TestPodName(t *testing.T) {
+	if n := PodName(ActionProvision, "pvc-0f4c7a62-4e3c-4b5e-9a3e-2f6d1c7b8a90"); n != "flex-provision-pvc-0f4c7a62-4e3c-4b5e-9a3e-2f6d1c7b8a90" {
+		t.Errorf("short name changed: %s", n)
+	}
+	long := strings.Repeat("a", 80)
+	a, b := PodName(ActionDelete, long+"1"), PodName(ActionDelete, long+"2")
+	if len(a) > 63 || a == b || a != PodName(ActionDelete, long+"1") {
+		t.Errorf("capped names %q %q", a, b)
+	}
+	if v := labelValue(long); len(v) > 63 {
+		t.Errorf("label value %q", v)
+	}
+}

@@ -1,0 +1,228 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package flex
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/kubeprov/external-storage/flex/pkg/flex"
+	"github.com/kubeprov/external-storage/test/framework"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds flex-provisioner once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "flex-provisioner-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "flex-provisioner")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/kubeprov/external-storage/flex/cmd/flex-provisioner").CombinedOutput()
+		if err != nil {
+			buildErr = &buildError{err: err, out: string(out)}
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building flex-provisioner: %v", buildErr)
+	}
+	return binPath
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+
+// applyDeployRBAC creates the RBAC objects of flex/deploy/rbac.yaml for a
+// provisioner in namespace ns and returns a kubeconfig of its service
+// account's user name, which those objects bind.
+func applyDeployRBAC(t *testing.T, ctx context.Context, ns string) string {
+	t.Helper()
+	data, err := os.ReadFile(mustAbs("../../../flex/deploy/rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client(t)
+	const sa = "flex-provisioner"
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("flex/deploy/rbac.yaml: %v", err)
+		}
+		subjects := func(s []rbacv1.Subject) {
+			for i := range s {
+				s[i].Namespace = ns
+			}
+		}
+		switch o := obj.(type) {
+		case *rbacv1.ClusterRole:
+			o.Name = ns + "-" + o.Name
+			_, err = c.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+			name := o.Name
+			t.Cleanup(func() { _ = c.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		case *rbacv1.ClusterRoleBinding:
+			o.Name = ns + "-" + o.Name
+			o.RoleRef.Name = ns + "-" + o.RoleRef.Name
+			subjects(o.Subjects)
+			_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+			name := o.Name
+			t.Cleanup(func() {
+				_ = c.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+			})
+		case *rbacv1.Role:
+			o.Namespace = ns
+			_, err = c.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			o.Namespace = ns
+			subjects(o.Subjects)
+			_, err = c.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("flex/deploy/rbac.yaml: unexpected %T", obj)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, kubeconfig, err := cp.AddUser("system:serviceaccount:"+ns+":"+sa, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
+}
+
+// runBinary runs flex-provisioner as the deployment does (POD_NAMESPACE,
+// leader election) until the test ends, and returns its output so far on demand.
+func runBinary(t *testing.T, kubeconfig, ns string, env []string, args ...string) func() string {
+	t.Helper()
+	var out bytes.Buffer
+	var mu sync.Mutex
+	cmd := exec.Command(binary(t), append([]string{
+		"--kubeconfig", kubeconfig, "--leader-election", "--retry-interval-start=100ms", "--retry-interval-max=2s", "-v=2",
+	}, args...)...)
+	cmd.Env = append(os.Environ(), append([]string{"POD_NAMESPACE=" + ns}, env...)...)
+	w := &lockedWriter{mu: &mu, w: &out}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	output := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return out.String()
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("flex-provisioner exited with %v after SIGTERM; output:\n%s", err, output())
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("flex-provisioner did not stop on SIGTERM; output:\n%s", output())
+		}
+		if t.Failed() {
+			t.Logf("flex-provisioner output:\n%s", output())
+		}
+	})
+	return output
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// The binary with the exec launcher and the permissions of flex/deploy:
+// flags and environment overrides, the default identity, provision and delete.
+func TestBinaryExecLauncherWithDeployRBAC(t *testing.T) {
+	requireTools(t, "sh", "jq", "go")
+	ctx := framework.TestContext(t, 3*time.Minute)
+	ns := cp.CreateTestNamespace(t, "flex-sys")
+	claims := cp.CreateTestNamespace(t, "flex")
+	root := t.TempDir()
+	name := "test.kubeprov.io/" + uniqueName(t, "flex")
+	kubeconfig := applyDeployRBAC(t, ctx, ns)
+
+	out, err := exec.Command(binary(t), "--version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "flex-provisioner ") {
+		t.Errorf("--version: %q, %v", out, err)
+	}
+	// DRIVER_TIMEOUT sets --driver-timeout, as every flag can be set.
+	runBinary(t, kubeconfig, ns, []string{"DRIVER_TIMEOUT=45s"}, "--launcher=exec", "--driver", hostdirDriver, "--provisioner", name)
+	class := createClass(t, ctx, uniqueName(t, "sc"), name, map[string]string{"root": root})
+	pvc := createPVC(t, ctx, claims, "data", class.Name, "1Gi")
+	_, pv, err := framework.WaitForPVCBound(ctx, client(t), claims, pvc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectAnnotations(t, pv, name, name+"/"+ns, "exec")
+	deleteAndWaitGone(t, ctx, pvc, pv.Name)
+	if dirs := volumeDirs(t, root); len(dirs) != 0 {
+		t.Errorf("directories left after delete: %v", dirs)
+	}
+}
+
+// The binary with the container launcher and the permissions of flex/deploy
+// (pods and ConfigMaps in its namespace only).
+func TestBinaryContainerLauncherWithDeployRBAC(t *testing.T) {
+	requireTools(t, "sh", "jq", "go")
+	ctx := framework.TestContext(t, 3*time.Minute)
+	e := &podEnv{ns: cp.CreateTestNamespace(t, "flex"), work: cp.CreateTestNamespace(t, "flex-sys"), root: t.TempDir()}
+	e.name = "test.kubeprov.io/" + uniqueName(t, "flex")
+	kubeconfig := applyDeployRBAC(t, ctx, e.work)
+	sim := startSim(t, ctx, map[string]map[string]string{e.work + "-node": nil})
+	e.sim = sim
+
+	runBinary(t, kubeconfig, e.work, nil, "--launcher=container", "--provisioner", e.name, "--pod-start-timeout=30s")
+	class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{"root": e.root})
+	e.configMap(t, ctx, e.work, "hostdir", map[string]string{flex.LabelStorageClass: class.Name, flex.LabelType: flex.TypeProvisionerConfig},
+		map[string]string{flex.ConfigImage: imageHostdir, flex.ConfigHostPath: e.root})
+	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
+	_, pv, err := framework.WaitForPVCBound(ctx, client(t), e.ns, pvc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectAnnotations(t, pv, e.name, e.name+"/"+e.work, "container")
+	deleteAndWaitGone(t, ctx, pvc, pv.Name)
+	if dirs := volumeDirs(t, e.root); len(dirs) != 0 {
+		t.Errorf("directories left after delete: %v", dirs)
+	}
+	if n := len(e.runs(flex.ActionProvision)) + len(e.runs(flex.ActionDelete)); n != 2 {
+		t.Errorf("%d pods ran, want a provision and a delete pod", n)
+	}
+	expectNoPods(t, ctx, e.work)
+}

@@ -1,0 +1,427 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package flex
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeprov/external-storage/flex/pkg/flex"
+	"github.com/kubeprov/external-storage/test/framework"
+	"github.com/kubeprov/external-storage/test/kubeletsim"
+)
+
+// Images the simulated kubelet knows: what the example Dockerfile builds,
+// the same entrypoint around the test driver, and images of single scripts.
+const (
+	imageHostdir  = "registry.example.com/flex-hostdir:v1"
+	imageTest     = "registry.example.com/flex-test:v1"
+	imageCreatePV = "registry.example.com/flex-create-pv:v1"
+	imageStderr   = "registry.example.com/flex-stderr:v1"
+)
+
+func images() map[string]kubeletsim.Image {
+	return map[string]kubeletsim.Image{
+		imageHostdir:  {Command: []string{"sh", entrypoint}, Env: []string{"FLEX_DRIVER=" + hostdirDriver}},
+		imageTest:     {Command: []string{"sh", entrypoint}, Env: []string{"FLEX_DRIVER=" + testDriver}},
+		imageCreatePV: {Command: []string{"sh", createPV}},
+		// Fails without a termination message: the event shows the log tail.
+		imageStderr: {Command: []string{"sh", "-c", "echo 'cannot reach array 192.0.2.5: connection refused' >&2; exit 3"}},
+	}
+}
+
+type podEnv struct {
+	name string // provisioner name
+	ns   string // claims
+	work string // the provisioner's namespace: ConfigMaps and pods
+	root string // the drivers' root
+	sim  *kubeletsim.Sim
+}
+
+// containerSetup starts a kubelet simulator with nodes (name suffix ->
+// labels) and a container-launcher provisioner.
+func containerSetup(t *testing.T, deadline, startTimeout time.Duration, nodes map[string]map[string]string) *podEnv {
+	t.Helper()
+	requireTools(t, "sh", "jq")
+	ctx := framework.TestContext(t, testTimeout)
+	e := &podEnv{
+		name: "test.kubeprov.io/" + uniqueName(t, "flex"),
+		ns:   cp.CreateTestNamespace(t, "flex"),
+		work: cp.CreateTestNamespace(t, "flex-work"),
+		root: t.TempDir(),
+	}
+	named := map[string]map[string]string{}
+	for suffix, l := range nodes {
+		named[e.ns+"-"+suffix] = l
+	}
+	e.sim = startSim(t, ctx, named)
+	l := &flex.PodLauncher{Client: client(t), Namespace: e.work, Deadline: deadline, StartTimeout: startTimeout}
+	startController(t, e.name, newProvisioner(t, e.name, "id-"+e.ns, l, "kubeprov~test"), e.work, "ctrl-"+e.ns)
+	return e
+}
+
+// startSim runs a kubelet simulator with the given nodes until the test ends.
+func startSim(t *testing.T, ctx context.Context, nodes map[string]map[string]string) *kubeletsim.Sim {
+	t.Helper()
+	sim, err := kubeletsim.New(cp.RestConfig(), t.TempDir(), images())
+	if err != nil {
+		t.Fatal(err)
+	}
+	simCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sim.Run(simCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("kubeletsim: %v", err)
+		}
+	})
+	for node, l := range nodes {
+		if err := sim.AddNode(ctx, node, l); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = client(t).CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	}
+	return sim
+}
+
+func (e *podEnv) configMap(t *testing.T, ctx context.Context, ns, name string, labels, data map[string]string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Data: data}
+	if _, err := client(t).CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runs returns the simulator's runs of one action.
+func (e *podEnv) runs(action string) []kubeletsim.Run {
+	var out []kubeletsim.Run
+	for _, r := range e.sim.Runs() {
+		if r.Pod.Labels[flex.LabelAction] == action {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// expectNoPods waits until the provisioner has cleaned up every pod in ns.
+func expectNoPods(t *testing.T, ctx context.Context, ns string) {
+	t.Helper()
+	var left []string
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pods, err := client(t).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		left = left[:0]
+		for _, p := range pods.Items {
+			left = append(left, p.Name+" ("+string(p.Status.Phase)+")")
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("pods left in %s: %v", ns, left)
+	}
+}
+
+func envOf(pod *corev1.Pod) map[string]string {
+	env := map[string]string{}
+	for _, e := range pod.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	return env
+}
+
+// The example image, configured by a ConfigMap found by the design's labels:
+// it answers through its termination message, runs on the node its
+// node-selector picks, gets the ConfigMap's extra properties, and deletes
+// with the same image.
+func TestContainerTerminationMessageNodeSelectorAndDelete(t *testing.T) {
+	ctx := framework.TestContext(t, testTimeout)
+	e := containerSetup(t, time.Minute, 30*time.Second, map[string]map[string]string{"plain": nil, "ssd": {"disk": "ssd"}})
+	class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{"root": e.root})
+	e.configMap(t, ctx, e.work, "hostdir", map[string]string{flex.LabelStorageClass: class.Name, flex.LabelType: flex.TypeProvisionerConfig}, map[string]string{
+		flex.ConfigImage:          imageHostdir,
+		flex.ConfigNodeSelector:   "disk=ssd",
+		flex.ConfigHostPath:       e.root,
+		flex.ConfigActiveDeadline: "60",
+		"zone":                    "west",
+	})
+	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
+
+	_, pv, err := framework.WaitForPVCBound(ctx, client(t), e.ns, pvc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(e.root, pv.Name)
+	if pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != dir {
+		t.Errorf("PV source = %+v, want hostPath %s", pv.Spec.PersistentVolumeSource, dir)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("volume directory: %v", err)
+	}
+	in := expectAnnotations(t, pv, e.name, "id-"+e.ns, "container")
+	if in["zone"] != "west" || in["root"] != e.root {
+		t.Errorf("recorded input lacks the ConfigMap property or class parameter: %v", in)
+	}
+	var cfg flex.PodConfig
+	if err := json.Unmarshal([]byte(pv.Annotations[flex.AnnPod]), &cfg); err != nil || cfg.Image != imageHostdir || cfg.NodeSelector["disk"] != "ssd" || cfg.Namespace != e.work {
+		t.Errorf("annotation %s = %q (%v)", flex.AnnPod, pv.Annotations[flex.AnnPod], err)
+	}
+
+	runs := e.runs(flex.ActionProvision)
+	if len(runs) != 1 {
+		t.Fatalf("%d provision pods ran, want 1", len(runs))
+	}
+	r := runs[0]
+	if r.Node != e.ns+"-ssd" {
+		t.Errorf("provision pod ran on %s, want the node matching disk=ssd", r.Node)
+	}
+	if r.Pod.Name != flex.PodName(flex.ActionProvision, pv.Name) || r.Pod.Namespace != e.work || r.Pod.Labels[flex.LabelPV] != pv.Name {
+		t.Errorf("provision pod %s/%s, labels %v", r.Pod.Namespace, r.Pod.Name, r.Pod.Labels)
+	}
+	if d := r.Pod.Spec.ActiveDeadlineSeconds; d == nil || *d != 60 {
+		t.Errorf("activeDeadlineSeconds = %v, want 60", d)
+	}
+	env := envOf(r.Pod)
+	for k, v := range map[string]string{"FLEX_ACTION": "provision", "FLEX_PARAM_ZONE": "west", "FLEX_PVC_NAME": "data", "FLEX_PVC_NAMESPACE": e.ns, "FLEX_PV_NAME": pv.Name, "FLEX_REQUEST_GIB": "1"} {
+		if env[k] != v {
+			t.Errorf("pod env %s = %q, want %q", k, env[k], v)
+		}
+	}
+	if len(r.Pod.OwnerReferences) != 0 {
+		t.Errorf("a pod outside the claim's namespace must not be owned by the claim: %v", r.Pod.OwnerReferences)
+	}
+	expectNoPods(t, ctx, e.work)
+
+	deleteAndWaitGone(t, ctx, pvc, pv.Name)
+	if dirs := volumeDirs(t, e.root); len(dirs) != 0 {
+		t.Errorf("directories left after delete: %v", dirs)
+	}
+	runs = e.runs(flex.ActionDelete)
+	if len(runs) != 1 {
+		t.Fatalf("%d delete pods ran, want 1", len(runs))
+	}
+	owners := runs[0].Pod.OwnerReferences
+	if len(owners) != 1 || owners[0].Kind != "PersistentVolume" || owners[0].Name != pv.Name || owners[0].UID != pv.UID {
+		t.Errorf("delete pod owners = %v, want the PV", owners)
+	}
+	if env := envOf(runs[0].Pod); env["FLEX_ACTION"] != "delete" || env["FLEX_PARAM_ZONE"] != "west" || runs[0].Node != e.ns+"-ssd" {
+		t.Errorf("delete pod env %v on node %s", env, runs[0].Node)
+	}
+	expectNoPods(t, ctx, e.work)
+}
+
+// The pod creates the PV itself with its service account (RBAC: create
+// persistentvolumes only); the provisioner adopts it, and deletes it later.
+func TestContainerPodCreatesPV(t *testing.T) {
+	requireTools(t, "curl")
+	ctx := framework.TestContext(t, testTimeout)
+	e := containerSetup(t, time.Minute, 30*time.Second, map[string]map[string]string{"node": nil})
+	c := client(t)
+	if _, err := c.CoreV1().ServiceAccounts(e.work).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "pv-maker"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := e.work + "-pv-maker"
+	if _, err := c.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: role},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: []string{"create"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.RbacV1().ClusterRoles().Delete(context.Background(), role, metav1.DeleteOptions{}) })
+	if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: e.work, Name: "pv-maker"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.RbacV1().ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{})
+	})
+	e.configMap(t, ctx, e.work, "maker", nil, map[string]string{flex.ConfigImage: imageCreatePV, flex.ConfigServiceAccountName: "pv-maker"})
+	class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{flex.ParamProvisionerConfig: e.work + "/maker"})
+	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "2Gi")
+
+	if _, _, err := framework.WaitForPVCBound(ctx, c, e.ns, pvc.Name); err != nil {
+		t.Fatal(err)
+	}
+	// The binder may bind the pod's PV before the provisioner adopts it.
+	var pv *corev1.PersistentVolume
+	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var err error
+		pv, err = c.CoreV1().PersistentVolumes().Get(ctx, pvNameOf(pvc), metav1.GetOptions{})
+		return err == nil && pv.Annotations[flex.AnnIdentity] != "", nil
+	}); err != nil {
+		t.Fatalf("the provisioner never adopted PV %s: %v", pvNameOf(pvc), err)
+	}
+	if _, err := framework.WaitForEvent(ctx, c, pvc, "ProvisioningSucceeded"); err != nil {
+		t.Fatal(err)
+	}
+	if pv.Annotations["example.com/made-by"] != "provisioning-pod" || pv.Spec.NFS == nil || pv.Spec.NFS.Path != "/exports/"+pv.Name {
+		t.Fatalf("PV %s was not the one the pod made: annotations %v, source %+v", pv.Name, pv.Annotations, pv.Spec.PersistentVolumeSource)
+	}
+	expectAnnotations(t, pv, e.name, "id-"+e.ns, "container")
+	if r := e.runs(flex.ActionProvision); len(r) != 1 || r[0].ExitCode != 0 {
+		t.Fatalf("provision runs: %+v", r)
+	}
+	expectNoPods(t, ctx, e.work)
+
+	deleteAndWaitGone(t, ctx, pvc, pv.Name)
+	if r := e.runs(flex.ActionDelete); len(r) != 1 || r[0].ExitCode != 0 {
+		t.Fatalf("delete runs: %+v", r)
+	}
+	expectNoPods(t, ctx, e.work)
+}
+
+// A failed pod's exit code and termination message (or, without one, its
+// log tail) are in the ProvisioningFailed event.
+func TestContainerFailureInEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name, image, mode string
+		want              []string
+	}{
+		{"termination-message", imageTest, "fail", []string{"failed with exit code 1: Failure: pool gold has no space left for 1Gi"}},
+		{"log-tail", imageStderr, "", []string{"failed with exit code 3: cannot reach array 192.0.2.5: connection refused"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := framework.TestContext(t, testTimeout)
+			e := containerSetup(t, time.Minute, 30*time.Second, map[string]map[string]string{"node": nil})
+			e.configMap(t, ctx, e.work, "cfg", nil, map[string]string{flex.ConfigImage: tc.image})
+			class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{
+				flex.ParamProvisionerConfig: "cfg", "root": e.root, "mode": tc.mode,
+			})
+			pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
+			msg := waitForEventContaining(t, ctx, pvc, "ProvisioningFailed", append(tc.want, "provision pod "+e.work+"/"+flex.PodName(flex.ActionProvision, pvNameOf(pvc)))...)
+			t.Logf("event: %s", msg)
+			if err := client(t).CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx, pvc.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			expectNoPods(t, ctx, e.work)
+		})
+	}
+}
+
+// The class's secret is a read-only file in the pod, never an environment
+// variable or an annotation; pods in the claim's namespace are owned by it.
+func TestContainerSecretAndClaimOwner(t *testing.T) {
+	ctx := framework.TestContext(t, testTimeout)
+	e := containerSetup(t, time.Minute, 30*time.Second, map[string]map[string]string{"node": nil})
+	const secretValue = "s3cr3t-Value-42"
+	if _, err := client(t).CoreV1().Secrets(e.ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "backend"}, StringData: map[string]string{"password": secretValue},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.configMap(t, ctx, e.work, "cfg", nil, map[string]string{flex.ConfigImage: imageTest, flex.ConfigNamespace: e.ns})
+	class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{
+		flex.ParamProvisionerConfig: "cfg", flex.ParamSecretName: "backend", "root": e.root, "mode": "secret",
+	})
+	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
+	_, pv, err := framework.WaitForPVCBound(ctx, client(t), e.ns, pvc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := waitForFile(t, ctx, filepath.Join(e.root, pv.Name, "secret-check")); strings.TrimSpace(got) != "readable" {
+		t.Errorf("the driver could not read the secret file: %q", got)
+	}
+	for k, v := range pv.Annotations {
+		if strings.Contains(v, secretValue) {
+			t.Errorf("PV annotation %s holds the secret", k)
+		}
+	}
+	runs := e.runs(flex.ActionProvision)
+	if len(runs) != 1 {
+		t.Fatalf("%d provision pods ran", len(runs))
+	}
+	pod := runs[0].Pod
+	for k, v := range envOf(pod) {
+		if strings.Contains(v, secretValue) {
+			t.Errorf("pod env %s holds the secret", k)
+		}
+	}
+	if m := pod.Spec.Containers[0].VolumeMounts; len(m) != 1 || m[0].MountPath != flex.SecretMountPath || !m[0].ReadOnly {
+		t.Errorf("volume mounts = %+v", m)
+	}
+	if o := pod.OwnerReferences; len(o) != 1 || o[0].Kind != "PersistentVolumeClaim" || o[0].UID != pvc.UID {
+		t.Errorf("owners = %+v, want the claim", o)
+	}
+	deleteAndWaitGone(t, ctx, pvc, pv.Name)
+	expectNoPods(t, ctx, e.ns)
+}
+
+// A pod killed at activeDeadlineSeconds may have done its work: provisioning
+// runs again (a new pod) until it answers.
+func TestContainerDeadline(t *testing.T) {
+	ctx := framework.TestContext(t, testTimeout)
+	e := containerSetup(t, time.Minute, 30*time.Second, map[string]map[string]string{"node": nil})
+	e.configMap(t, ctx, e.work, "cfg", nil, map[string]string{flex.ConfigImage: imageTest, flex.ConfigActiveDeadline: "2"})
+	class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{flex.ParamProvisionerConfig: "cfg", "root": e.root, "mode": "slow"})
+	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
+
+	waitForEventContaining(t, ctx, pvc, "ProvisioningFailed", "still in progress, will retry", "exceeded its deadline of 2s")
+	_, pv, err := framework.WaitForPVCBound(ctx, client(t), e.ns, pvc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := e.runs(flex.ActionProvision)
+	if len(runs) != 2 || !runs[0].DeadlineExceeded || runs[1].DeadlineExceeded || runs[1].ExitCode != 0 {
+		t.Fatalf("provision runs: first must exceed its deadline, second succeed: %+v", runs)
+	}
+	pid, err := strconv.Atoi(trimNL(waitForFile(t, ctx, filepath.Join(e.root, "slow-child.pid"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		return syscall.Kill(pid, 0) == syscall.ESRCH, nil
+	}); err != nil {
+		t.Errorf("the killed pod's child process %d survived", pid)
+	}
+	deleteAndWaitGone(t, ctx, pvc, pv.Name)
+	expectNoPods(t, ctx, e.work)
+}
+
+// A pod that never starts is given up after --pod-start-timeout with what
+// kept it (the scheduler's or the kubelet's reason), and removed.
+func TestContainerPodNeverStarts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data map[string]string
+		want []string
+	}{
+		{"unschedulable", map[string]string{flex.ConfigImage: imageTest, flex.ConfigNodeSelector: "disk=nvme"},
+			[]string{"did not start within 1s", "didn't match Pod's node affinity/selector"}},
+		{"unknown-image", map[string]string{flex.ConfigImage: "registry.example.com/missing:v1"},
+			[]string{"did not start within 1s", "ErrImagePull", "registry.example.com/missing:v1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := framework.TestContext(t, testTimeout)
+			e := containerSetup(t, time.Second, time.Second, map[string]map[string]string{"node": {"disk": "ssd"}})
+			e.configMap(t, ctx, e.work, "cfg", nil, tc.data)
+			class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{flex.ParamProvisionerConfig: "cfg", "root": e.root, "mode": "flex"})
+			pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
+			waitForEventContaining(t, ctx, pvc, "ProvisioningFailed", tc.want...)
+			if err := client(t).CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx, pvc.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			expectNoPods(t, ctx, e.work)
+			if r := e.sim.Runs(); len(r) != 0 {
+				t.Errorf("pods ran: %+v", r)
+			}
+		})
+	}
+}
