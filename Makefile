@@ -40,7 +40,7 @@ controlplane: ## Build etcd, kube-apiserver and kube-controller-manager into the
 	hack/controlplane.sh
 
 demo: ## The main job: a local control plane with the hostpath provisioner binding a real claim (KEEP=1 leaves it running).
-	hack/controlplane.sh
+	@echo "Compiling the demo (a few minutes the first time)..."
 	cd test && go run ./cmd/demo $(if $(KEEP),--keep)
 
 bench: controlplane ## Provisioning benchmark on the real control plane (N=1000 claims; see docs/performance.md).

@@ -1,0 +1,94 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package app is the hostpath-provisioner command: its flags, their
+// validation, and the wiring of the provisioner into the shared controller.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kubeprov/external-storage/hostpath/pkg/hostpath"
+	"github.com/kubeprov/external-storage/lib/cli"
+)
+
+// Defaults of the hostpath flags.
+const (
+	DefaultProvisioner = "kubeprov.io/hostpath"
+	DefaultPVDir       = "/tmp/hostpath-provisioner"
+)
+
+// Options are the flags of hostpath-provisioner.
+type Options struct {
+	cli.Common
+	Provisioner string
+	PVDir       string
+	NodeName    string
+	DirMode     fs.FileMode
+	NodeLocal   bool
+}
+
+// NewOptions returns the options with their defaults.
+func NewOptions() *Options {
+	return &Options{
+		Common:      cli.NewCommon(),
+		Provisioner: DefaultProvisioner,
+		PVDir:       DefaultPVDir,
+		DirMode:     hostpath.DefaultDirMode,
+	}
+}
+
+// AddFlags adds the shared flags and the hostpath ones to fs. Each is also
+// read from the environment: --node-name from NODE_NAME, and so on.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.Common.AddFlags(fs)
+	fs.StringVar(&o.Provisioner, "provisioner", o.Provisioner, "Provisioner name that StorageClasses refer to.")
+	fs.StringVar(&o.PVDir, "pv-dir", o.PVDir, "Absolute directory on the node under which a directory is created per volume.")
+	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of the node this instance runs on (required; in a pod, from the downward API spec.nodeName).")
+	fs.Var((*octalMode)(&o.DirMode), "dir-mode", "Permission bits of new volume directories, in octal; the default lets pods of any uid write.")
+	fs.BoolVar(&o.NodeLocal, "node-local", o.NodeLocal,
+		"Run one instance per node (a DaemonSet): serve only claims scheduled to --node-name; needs WaitForFirstConsumer StorageClasses.")
+}
+
+// Validate checks the flags, naming the flag at fault.
+func (o *Options) Validate() error {
+	errs := []error{o.Common.Validate()}
+	if o.Provisioner == "" {
+		errs = append(errs, errors.New("--provisioner must not be empty"))
+	}
+	if !filepath.IsAbs(o.PVDir) {
+		errs = append(errs, fmt.Errorf("--pv-dir must be an absolute path, got %q", o.PVDir))
+	}
+	if o.NodeName == "" {
+		errs = append(errs, errors.New("--node-name (or NODE_NAME) is required: the name of the node whose --pv-dir this instance manages"))
+	}
+	if o.NodeLocal && o.LeaderElection {
+		errs = append(errs, errors.New("--leader-election cannot be combined with --node-local: every node's instance must be active"))
+	}
+	return errors.Join(errs...)
+}
+
+// octalMode is a pflag.Value for permission bits written in octal ("0750").
+type octalMode fs.FileMode
+
+func (m *octalMode) String() string { return fmt.Sprintf("%#o", uint32(*m)) }
+
+func (m *octalMode) Type() string { return "octal" }
+
+func (m *octalMode) Set(s string) error {
+	v, err := strconv.ParseUint(s, 8, 32)
+	if err != nil {
+		return fmt.Errorf("%q is not an octal number", s)
+	}
+	if v > uint64(fs.ModePerm) {
+		return fmt.Errorf("%s: only permission bits (0000 to 0777) are allowed", s)
+	}
+	*m = octalMode(v)
+	return nil
+}

@@ -1,0 +1,40 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeprov/external-storage/test/framework"
+)
+
+// TestDemo runs `make demo` as a newcomer would and checks that it told the
+// whole story.
+func TestDemo(t *testing.T) {
+	var out strings.Builder
+	d := &demo{out: &out, start: time.Now()}
+	err := d.run(framework.TestContext(t, framework.DefaultRunMainStartTimeout))
+	t.Logf("demo output:\n%s", out.String())
+	if errors.Is(err, errControlPlane) && os.Getenv("CI") != "true" {
+		t.Skipf("%v (set CI=true to fail instead)", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"persistentvolumeclaim/hostpath-example   Bound",
+		"drwxrwxrwx",
+		"its directory are gone",
+		"Stopped hostpath-provisioner",
+		"Stopped the control plane",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the demo did not print %q", want)
+		}
+	}
+}
