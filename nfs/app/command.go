@@ -1,0 +1,192 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/kubeprov/external-storage/lib/cli"
+	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/httpendpoint"
+	"github.com/kubeprov/external-storage/nfs/pkg/ganesha"
+	"github.com/kubeprov/external-storage/nfs/pkg/quota"
+	"github.com/kubeprov/external-storage/nfs/pkg/server"
+	"github.com/kubeprov/external-storage/nfs/pkg/subdir"
+	"github.com/kubeprov/external-storage/nfs/pkg/supervisor"
+)
+
+// Binary is the binary's name.
+const Binary = "nfs-provisioner"
+
+// recoveryDir is Ganesha's NFSv4 recovery directory inside the export root:
+// persistent, so that clients can reclaim their state after a restart
+// instead of hanging.
+const recoveryDir = ".ganesha-recovery"
+
+// NewCommand returns the nfs-provisioner command.
+func NewCommand() *cobra.Command {
+	o := NewOptions()
+	return cli.NewCommand(Binary, "Provisions NFS volumes: exports of its own NFS-Ganesha (server mode) or directories of an existing export (subdir mode).",
+		o.AddFlags, o.Validate, o.Run)
+}
+
+// Run runs the provisioner until ctx ends.
+func (o *Options) Run(ctx context.Context) error {
+	clients, err := o.NewClients(Binary)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(clients.Kube, controller.DefaultResyncPeriod)
+	var (
+		p     controller.Provisioner
+		ready func(context.Context) error
+	)
+	switch o.Mode {
+	case ModeServer:
+		sp, stop, err := o.serverMode(ctx, clients.Kube)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		p, ready = sp, sp.Ready
+	default:
+		sp, err := subdir.New(subdir.Config{
+			Root: o.NFSRoot, Server: o.NFSServer, Path: o.NFSPath,
+			Volumes: factory.Core().V1().PersistentVolumes().Lister(),
+		})
+		if err != nil {
+			return err
+		}
+		p, ready = sp, sp.Ready
+	}
+	return o.Common.Run(ctx, clients, o.Provisioner, p, cli.RunOptions{
+		Ready:      map[string]httpendpoint.Check{o.Mode: func(r *http.Request) error { return ready(r.Context()) }},
+		Controller: []controller.Option{controller.WithInformerFactory(factory)},
+	})
+}
+
+// serverMode prepares the export root and Ganesha (starting the daemons with
+// --run-server) and returns the provisioner and a function that stops what
+// was started.
+func (o *Options) serverMode(ctx context.Context, kube kubernetes.Interface) (*server.Provisioner, func(), error) {
+	logger := klog.FromContext(ctx)
+	if err := os.MkdirAll(o.ExportRoot, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("--export-root: %w", err)
+	}
+	identity, err := server.LoadIdentity(o.ExportRoot)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--export-root: %w", err)
+	}
+	wrote, err := ganesha.EnsureConfig(o.GaneshaConfig, ganesha.BaseOptions{
+		BindAddress:  o.BindAddress,
+		GracePeriod:  o.GracePeriod,
+		RecoveryRoot: filepath.Join(o.ExportRoot, recoveryDir),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--ganesha-config: %w", err)
+	}
+	if wrote {
+		logger.Info("Wrote a new Ganesha configuration", "path", o.GaneshaConfig)
+	}
+	if _, err := ganesha.ParseFile(o.GaneshaConfig); err != nil {
+		return nil, nil, fmt.Errorf("--ganesha-config: %w", err)
+	}
+	bus := ganesha.NewSystemBus()
+	stop := func() { _ = bus.Close() }
+	if o.RunServer {
+		sup, err := ganesha.Start(ctx, ganesha.DaemonOptions{ConfigPath: o.GaneshaConfig, LogFile: o.GaneshaLog, Bus: bus}, supervisor.Options{})
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("--run-server: %w", err)
+		}
+		stop = func() {
+			sup.Stop()
+			_ = bus.Close()
+		}
+	}
+	fail := func(err error) (*server.Provisioner, func(), error) {
+		stop()
+		return nil, nil, err
+	}
+	var q quota.Quota
+	if o.EnableXFSQuota {
+		xq, err := quota.NewXFS(ctx, o.ExportRoot)
+		if err != nil {
+			return fail(err)
+		}
+		q = xq
+	}
+	addr, err := o.serverAddress(ctx, kube)
+	if err != nil {
+		return fail(err)
+	}
+	p, err := server.New(server.Config{
+		ExportRoot:    o.ExportRoot,
+		GaneshaConfig: o.GaneshaConfig,
+		Clients:       o.ExportSubnet,
+		MaxExports:    o.MaxExports,
+		Server:        addr,
+		Identity:      identity,
+		Exports:       bus,
+		Quota:         q,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	logger.Info("Server mode ready", "server", addr, "exportRoot", o.ExportRoot, "identity", identity)
+	return p, stop, nil
+}
+
+// nfsPorts are the ports clients need; a Service without them still works
+// for NFSv4-only clients (2049), so a missing one is only a warning.
+var nfsPorts = []int32{ganesha.NFSPort, ganesha.MountdPort, ganesha.RPCBind}
+
+// serverAddress is what PVs name as NFS server: --server-hostname, else the
+// ClusterIP of --service-name, else --pod-ip, else --node-name.
+func (o *Options) serverAddress(ctx context.Context, kube kubernetes.Interface) (string, error) {
+	switch {
+	case o.ServerHostname != "":
+		return o.ServerHostname, nil
+	case o.ServiceName != "":
+		ns := os.Getenv("POD_NAMESPACE")
+		if ns == "" {
+			ns = o.Namespace()
+		}
+		svc, err := kube.CoreV1().Services(ns).Get(ctx, o.ServiceName, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("--service-name: %w", err)
+		}
+		if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+			return "", fmt.Errorf("--service-name: Service %s/%s has no ClusterIP (headless); clients need a stable address", ns, o.ServiceName)
+		}
+		warnMissingPorts(klog.FromContext(ctx), svc)
+		return svc.Spec.ClusterIP, nil
+	case o.PodIP != "":
+		return o.PodIP, nil
+	case o.NodeName != "":
+		return o.NodeName, nil
+	}
+	return "", fmt.Errorf("server mode needs an address for clients: set --server-hostname, --service-name (with POD_NAMESPACE), --pod-ip (POD_IP) or --node-name (NODE_NAME)")
+}
+
+func warnMissingPorts(logger klog.Logger, svc *corev1.Service) {
+	for _, want := range nfsPorts {
+		if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == want }) {
+			logger.Info("Warning: the Service does not expose an NFS port; some clients may fail to mount",
+				"service", klog.KObj(svc), "port", want)
+		}
+	}
+}

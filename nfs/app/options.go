@@ -1,0 +1,164 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package app is the nfs-provisioner command: its options and how it runs.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kubeprov/external-storage/lib/cli"
+	"github.com/kubeprov/external-storage/nfs/pkg/ganesha"
+	"github.com/kubeprov/external-storage/nfs/pkg/server"
+)
+
+// Modes.
+const (
+	ModeServer = "server"
+	ModeSubdir = "subdir"
+)
+
+// Defaults of the options.
+const (
+	DefaultProvisioner   = "kubeprov.io/nfs"
+	DefaultMode          = ModeServer
+	DefaultExportRoot    = "/export"
+	DefaultGaneshaConfig = "/export/ganesha.conf"
+	DefaultGaneshaLog    = "/dev/stderr"
+	DefaultGracePeriod   = 90
+	DefaultNFSRoot       = "/persistentvolumes"
+	// provisionerNameEnv is the former subdir provisioner's variable for the
+	// provisioner name; PROVISIONER (from --provisioner) wins over it.
+	provisionerNameEnv = "PROVISIONER_NAME"
+)
+
+// safePath is what the export root may look like: it is written unquoted
+// into Ganesha's configuration and xfs_quota commands.
+var safePath = regexp.MustCompile(`^/[A-Za-z0-9._/+-]*$`)
+
+// safeClients is what --export-subnet may look like: it is written
+// unquoted into Ganesha's configuration.
+var safeClients = regexp.MustCompile(`^[A-Za-z0-9.:/*_, -]+$`)
+
+// Options of nfs-provisioner.
+type Options struct {
+	cli.Common
+
+	Provisioner string
+	Mode        string
+
+	// Server mode.
+	RunServer      bool
+	ExportRoot     string
+	GaneshaConfig  string
+	GaneshaLog     string
+	BindAddress    string
+	GracePeriod    int
+	ExportSubnet   string
+	MaxExports     int
+	ServerHostname string
+	ServiceName    string
+	PodIP          string
+	NodeName       string
+	EnableXFSQuota bool
+
+	// Subdir mode.
+	NFSRoot   string
+	NFSServer string
+	NFSPath   string
+
+	fs *pflag.FlagSet
+}
+
+// NewOptions returns the options with their defaults.
+func NewOptions() *Options {
+	return &Options{
+		Common:        cli.NewCommon(),
+		Provisioner:   DefaultProvisioner,
+		Mode:          DefaultMode,
+		ExportRoot:    DefaultExportRoot,
+		GaneshaConfig: DefaultGaneshaConfig,
+		GaneshaLog:    DefaultGaneshaLog,
+		GracePeriod:   DefaultGracePeriod,
+		ExportSubnet:  ganesha.DefaultClients,
+		MaxExports:    server.DefaultMaxExports,
+		NFSRoot:       DefaultNFSRoot,
+	}
+}
+
+// AddFlags adds every flag to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.fs = fs
+	o.Common.AddFlags(fs)
+	fs.StringVar(&o.Provisioner, "provisioner", o.Provisioner, "Name of the provisioner, as in StorageClass.provisioner (also from PROVISIONER_NAME).")
+	fs.StringVar(&o.Mode, "mode", o.Mode, "server: run exports of an NFS-Ganesha beside this process; subdir: carve directories out of an existing NFS export.")
+
+	fs.BoolVar(&o.RunServer, "run-server", o.RunServer, "Server mode: start and supervise rpcbind, the system D-Bus and ganesha.nfsd (reusing rpcbind and D-Bus if they already run).")
+	fs.StringVar(&o.ExportRoot, "export-root", o.ExportRoot, "Server mode: directory holding one directory per volume, and the identity file.")
+	fs.StringVar(&o.GaneshaConfig, "ganesha-config", o.GaneshaConfig, "Server mode: NFS-Ganesha configuration file; written with defaults if missing, EXPORT blocks are added and removed.")
+	fs.StringVar(&o.GaneshaLog, "ganesha-log", o.GaneshaLog, "Server mode with --run-server: ganesha.nfsd's log file.")
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Server mode: address ganesha.nfsd listens on, written into a new configuration file; empty means all.")
+	fs.IntVar(&o.GracePeriod, "grace-period", o.GracePeriod, "Server mode: NFSv4 grace period in seconds, written into a new configuration file.")
+	fs.StringVar(&o.ExportSubnet, "export-subnet", o.ExportSubnet, "Server mode: clients allowed to mount the exports (Ganesha Clients syntax: subnet, host or list); * means all.")
+	fs.IntVar(&o.MaxExports, "max-exports", o.MaxExports, "Server mode: refuse new volumes beyond this many exports; negative means no limit.")
+	fs.StringVar(&o.ServerHostname, "server-hostname", o.ServerHostname, "Server mode: address clients mount from; default the Service's ClusterIP (--service-name), else --pod-ip, else --node-name.")
+	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "Server mode: Service in front of this server (in POD_NAMESPACE) whose ClusterIP clients mount from.")
+	fs.StringVar(&o.PodIP, "pod-ip", o.PodIP, "Server mode: this pod's IP (from the downward API), used as server address without --service-name.")
+	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Server mode: this node's name, used as server address without --service-name and --pod-ip (host network).")
+	fs.BoolVar(&o.EnableXFSQuota, "enable-xfs-quota", o.EnableXFSQuota, "Server mode: limit each volume to its request with XFS project quota (the export root must be XFS mounted with prjquota).")
+
+	fs.StringVar(&o.NFSRoot, "nfs-root", o.NFSRoot, "Subdir mode: where the existing export is mounted in this pod.")
+	fs.StringVar(&o.NFSServer, "nfs-server", o.NFSServer, "Subdir mode: server of the existing export, as clients reach it.")
+	fs.StringVar(&o.NFSPath, "nfs-path", o.NFSPath, "Subdir mode: path of the existing export on --nfs-server.")
+}
+
+// Validate checks the options, naming the flag at fault. It also applies
+// PROVISIONER_NAME when neither --provisioner nor PROVISIONER was given.
+func (o *Options) Validate() error {
+	if o.fs != nil && !o.fs.Changed("provisioner") {
+		if v := os.Getenv(provisionerNameEnv); v != "" {
+			o.Provisioner = v
+		}
+	}
+	errs := []error{o.Common.Validate()}
+	if o.Provisioner == "" {
+		errs = append(errs, errors.New("--provisioner must not be empty"))
+	}
+	switch o.Mode {
+	case ModeServer:
+		if !safePath.MatchString(o.ExportRoot) {
+			errs = append(errs, fmt.Errorf("--export-root %q must be an absolute path of letters, digits and . _ / + - only", o.ExportRoot))
+		}
+		if !filepath.IsAbs(o.GaneshaConfig) {
+			errs = append(errs, fmt.Errorf("--ganesha-config %q must be an absolute path", o.GaneshaConfig))
+		}
+		if o.GracePeriod < 0 {
+			errs = append(errs, errors.New("--grace-period must not be negative"))
+		}
+		if !safeClients.MatchString(o.ExportSubnet) {
+			errs = append(errs, fmt.Errorf("--export-subnet %q must be * or subnets, addresses and host names separated by commas", o.ExportSubnet))
+		}
+	case ModeSubdir:
+		if o.RunServer {
+			errs = append(errs, errors.New("--run-server applies to --mode=server only; subdir mode uses an existing NFS server"))
+		}
+		if !filepath.IsAbs(o.NFSRoot) {
+			errs = append(errs, fmt.Errorf("--nfs-root %q must be an absolute path", o.NFSRoot))
+		}
+		if o.NFSServer == "" {
+			errs = append(errs, errors.New("--nfs-server (NFS_SERVER) is required in subdir mode"))
+		}
+		if !filepath.IsAbs(o.NFSPath) {
+			errs = append(errs, fmt.Errorf("--nfs-path (NFS_PATH) %q must be an absolute path in subdir mode", o.NFSPath))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--mode must be %q or %q, not %q", ModeServer, ModeSubdir, o.Mode))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,238 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package dirs creates, archives and removes volume directories under a root
+// directory without ever leaving it: every operation goes through os.Root
+// (openat-style, so neither ".." nor a symlink can lead outside), and every
+// existing path component is checked with Lstat so that symlinks are not
+// followed even inside the root: two claims must never share data through a
+// link.
+package dirs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+)
+
+// Errors callers test with errors.Is.
+var (
+	// ErrInvalidPath: the relative path is empty, absolute, or has an empty,
+	// "." or ".." component.
+	ErrInvalidPath = errors.New("invalid path")
+	// ErrSymlink: a component of the path is a symbolic link.
+	ErrSymlink = errors.New("path goes through a symbolic link")
+	// ErrNotDir: a component of the path is not a directory.
+	ErrNotDir = errors.New("path component is not a directory")
+)
+
+// maxComponent is the longest name most filesystems accept.
+const maxComponent = 255
+
+// Modes of a new volume directory: everybody may write when no gid is given
+// (as both former provisioners did); with a gid, only owner and group, and
+// the setgid bit makes new files inherit the group.
+const (
+	ModeShared = os.FileMode(0o777)
+	ModeGroup  = os.ModeSetgid | os.FileMode(0o770)
+	// modeParent is for intermediate directories of nested paths.
+	modeParent = os.FileMode(0o755)
+)
+
+// Validate checks that rel is a clean relative slash path inside the root.
+func Validate(rel string) error {
+	switch {
+	case rel == "":
+		return fmt.Errorf("%w: empty", ErrInvalidPath)
+	case strings.HasPrefix(rel, "/"):
+		return fmt.Errorf("%w: %q is absolute", ErrInvalidPath, rel)
+	case strings.ContainsRune(rel, 0):
+		return fmt.Errorf("%w: %q contains a NUL byte", ErrInvalidPath, rel)
+	}
+	for _, c := range strings.Split(rel, "/") {
+		switch {
+		case c == "":
+			return fmt.Errorf("%w: %q has an empty component", ErrInvalidPath, rel)
+		case c == "." || c == "..":
+			return fmt.Errorf("%w: %q has a %q component", ErrInvalidPath, rel, c)
+		case len(c) > maxComponent:
+			return fmt.Errorf("%w: a component of %q is longer than %d bytes", ErrInvalidPath, rel, maxComponent)
+		}
+	}
+	return nil
+}
+
+// checkParents checks that every existing proper prefix of rel is a
+// directory, not a symlink; it returns the index of the first missing one
+// (len(components)-1 when all parents exist).
+func checkParents(root *os.Root, comps []string) (int, error) {
+	for i := range len(comps) - 1 {
+		p := path.Join(comps[:i+1]...)
+		st, err := root.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return i, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if err := isPlainDir(p, st); err != nil {
+			return 0, err
+		}
+	}
+	return len(comps) - 1, nil
+}
+
+func isPlainDir(p string, st fs.FileInfo) error {
+	if st.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%w: %q", ErrSymlink, p)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%w: %q", ErrNotDir, p)
+	}
+	return nil
+}
+
+// Create makes directory rel under root, with any missing parents. It
+// reports whether it created rel; an existing rel that is a plain directory
+// is not an error (the caller decides whether it may be used).
+func Create(root *os.Root, rel string, mode os.FileMode) (bool, error) {
+	if err := Validate(rel); err != nil {
+		return false, err
+	}
+	comps := strings.Split(rel, "/")
+	first, err := checkParents(root, comps)
+	if err != nil {
+		return false, err
+	}
+	for i := first; i < len(comps)-1; i++ {
+		p := path.Join(comps[:i+1]...)
+		if err := root.Mkdir(p, modeParent); err != nil && !errors.Is(err, fs.ErrExist) {
+			return false, err
+		}
+		// Another worker may have created it meanwhile; check what is there.
+		st, err := root.Lstat(p)
+		if err != nil {
+			return false, err
+		}
+		if err := isPlainDir(p, st); err != nil {
+			return false, err
+		}
+	}
+	// os.Root's Mkdir takes permission bits only and applies the umask;
+	// Chmod sets the exact mode, setgid included.
+	err = root.Mkdir(rel, mode.Perm())
+	if err == nil {
+		return true, root.Chmod(rel, mode)
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return false, err
+	}
+	st, err := root.Lstat(rel)
+	if err != nil {
+		return false, err
+	}
+	return false, isPlainDir(rel, st)
+}
+
+// SetGroup gives rel the group gid, the setgid bit and group access
+// (ModeGroup); nil leaves the group and makes rel writable by everybody.
+func SetGroup(root *os.Root, rel string, gid *int) error {
+	if gid == nil {
+		return root.Chmod(rel, ModeShared)
+	}
+	if err := root.Lchown(rel, -1, *gid); err != nil {
+		return err
+	}
+	// chown clears the setgid bit: set the mode afterwards.
+	return root.Chmod(rel, ModeGroup)
+}
+
+// Empty reports whether directory rel has no entries.
+func Empty(root *os.Root, rel string) (bool, error) {
+	f, err := root.Open(rel)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = f.Close() }()
+	_, err = f.Readdirnames(1)
+	if errors.Is(err, io.EOF) {
+		return true, nil
+	}
+	return false, err
+}
+
+// Exists reports whether rel exists, after checking that no component of it
+// is a symlink.
+func Exists(root *os.Root, rel string) (bool, error) {
+	if err := Validate(rel); err != nil {
+		return false, err
+	}
+	comps := strings.Split(rel, "/")
+	first, err := checkParents(root, comps)
+	if err != nil {
+		return false, err
+	}
+	if first < len(comps)-1 {
+		return false, nil
+	}
+	st, err := root.Lstat(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, isPlainDir(rel, st)
+}
+
+// Remove deletes rel and everything in it; a missing rel is success.
+func Remove(root *os.Root, rel string) error {
+	ok, err := Exists(root, rel)
+	if err != nil || !ok {
+		return err
+	}
+	return root.RemoveAll(rel)
+}
+
+// ArchiveName is the name rel gets when archived: its last component gets
+// the prefix "archived-", in the same parent, so nested paths archive in
+// place ("a/b/c" becomes "a/b/archived-c").
+func ArchiveName(rel string) string {
+	dir, leaf := path.Split(rel)
+	return dir + "archived-" + leaf
+}
+
+// Archive renames rel to ArchiveName(rel), or, when that is taken by an
+// earlier archive, to ArchiveName(rel)+"-"+suffix. It returns the new name;
+// a missing rel is success with "". An empty rel is removed instead: there
+// is nothing to keep, and a volume made again only to be deleted (as after
+// a restart that replays an old operation) must not leave empty archives.
+func Archive(root *os.Root, rel, suffix string) (string, error) {
+	ok, err := Exists(root, rel)
+	if err != nil || !ok {
+		return "", err
+	}
+	if empty, err := Empty(root, rel); err != nil {
+		return "", err
+	} else if empty {
+		return "", root.Remove(rel)
+	}
+	for _, to := range []string{ArchiveName(rel), ArchiveName(rel) + "-" + suffix} {
+		if _, err := root.Lstat(to); errors.Is(err, fs.ErrNotExist) {
+			return to, root.Rename(rel, to)
+		} else if err != nil {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("cannot archive %q: %q and %q already exist", rel, ArchiveName(rel), ArchiveName(rel)+"-"+suffix)
+}
+
+// Within reports whether a and b are the same path or one contains the
+// other: two volumes at such paths would share data.
+func Within(a, b string) bool {
+	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
+}

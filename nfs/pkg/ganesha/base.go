@@ -1,0 +1,76 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package ganesha
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Fixed ports of the side protocols, so that a Service can expose them (the
+// classic nfs-provisioner's values; NFS itself is 2049, rpcbind 111).
+const (
+	MountdPort = 20048
+	NLMPort    = 32803
+	RquotaPort = 875
+	NFSPort    = 2049
+	RPCBind    = 111
+)
+
+// BaseOptions shape the configuration written on first start.
+type BaseOptions struct {
+	// BindAddress is where ganesha.nfsd listens; "" means every address.
+	BindAddress string
+	// GracePeriod in seconds after a restart during which NFSv4 clients
+	// reclaim their locks and state; new state waits until it ends.
+	GracePeriod int
+	// RecoveryRoot keeps NFSv4 client records across restarts; it must be on
+	// persistent storage or clients cannot reclaim their state and hang.
+	RecoveryRoot string
+}
+
+// BaseConfig returns the configuration nfs-provisioner writes when the file
+// does not exist yet. Kerberos is off (exports are SecType sys), which also
+// keeps Ganesha from looking for a keytab at start.
+func BaseConfig(o BaseOptions) string {
+	var b strings.Builder
+	b.WriteString("# Written by nfs-provisioner on first start. EXPORT blocks below are\n")
+	b.WriteString("# added and removed by nfs-provisioner; edit the rest as you like.\n")
+	b.WriteString("NFS_Core_Param {\n")
+	if o.BindAddress != "" {
+		fmt.Fprintf(&b, "\tBind_addr = %s;\n", o.BindAddress)
+	}
+	fmt.Fprintf(&b, "\tMNT_Port = %d;\n\tNLM_Port = %d;\n\tRquota_Port = %d;\n", MountdPort, NLMPort, RquotaPort)
+	b.WriteString("}\n")
+	b.WriteString("NFS_KRB5 {\n\tActive_krb5 = false;\n}\n")
+	b.WriteString("NFSV4 {\n")
+	fmt.Fprintf(&b, "\tGrace_Period = %d;\n", o.GracePeriod)
+	fmt.Fprintf(&b, "\tRecoveryRoot = %s;\n", o.RecoveryRoot)
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// EnsureConfig writes the base configuration to path unless the file exists,
+// and creates the recovery directory. It reports whether it wrote the file.
+func EnsureConfig(path string, o BaseOptions) (bool, error) {
+	if err := os.MkdirAll(o.RecoveryRoot, 0o700); err != nil {
+		return false, fmt.Errorf("creating Ganesha recovery directory: %w", err)
+	}
+	if _, err := os.Stat(path); err == nil {
+		return false, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return false, err
+	}
+	if err := WriteFileAtomic(path, BaseConfig(o)); err != nil {
+		return false, fmt.Errorf("writing Ganesha configuration: %w", err)
+	}
+	return true, nil
+}

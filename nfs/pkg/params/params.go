@@ -1,0 +1,104 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package params parses the StorageClass parameters both modes share and
+// the checks every mode applies: unknown keys are rejected with a message
+// naming them, so that a typo never silently means a default.
+package params
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	storagev1 "k8s.io/api/storage/v1"
+)
+
+// Keys both modes understand.
+const (
+	KeyGID        = "gid"
+	KeyRootSquash = "rootSquash"
+)
+
+// AnnGID makes kubelet add the group to the supplemental groups of pods
+// using the volume, so that they can write into it without running as root.
+const AnnGID = "pv.beta.kubernetes.io/gid"
+
+// GIDNone is the gid value meaning "leave the group alone".
+const GIDNone = "none"
+
+// CheckKnown returns an error naming every key of the class that is not in
+// known, and listing the known ones.
+func CheckKnown(class *storagev1.StorageClass, known ...string) error {
+	var unknown []string
+	for k := range parameters(class) {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	known = slices.Sorted(slices.Values(known))
+	return fmt.Errorf("StorageClass %s has unknown parameter(s) %s; this provisioner understands %s",
+		className(class), strings.Join(unknown, ", "), strings.Join(known, ", "))
+}
+
+// GID parses the gid parameter: absent or "none" is nil, else a group id.
+func GID(class *storagev1.StorageClass) (*int, error) {
+	v, ok := parameters(class)[KeyGID]
+	if !ok || strings.EqualFold(v, GIDNone) {
+		return nil, nil
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 31)
+	if err != nil {
+		return nil, fmt.Errorf("StorageClass %s parameter gid must be %q or a group id from 0 to %d, not %q",
+			className(class), GIDNone, 1<<31-1, v)
+	}
+	gid := int(n)
+	return &gid, nil
+}
+
+// Bool parses a "true"/"false" parameter, def when absent. The second result
+// says whether it was given.
+func Bool(class *storagev1.StorageClass, key string, def bool) (bool, bool, error) {
+	v, ok := parameters(class)[key]
+	if !ok {
+		return def, false, nil
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return def, true, fmt.Errorf("StorageClass %s parameter %s must be \"true\" or \"false\", not %q", className(class), key, v)
+	}
+	return b, true, nil
+}
+
+// String returns a parameter and whether it was given.
+func String(class *storagev1.StorageClass, key string) (string, bool) {
+	v, ok := parameters(class)[key]
+	return v, ok
+}
+
+// Annotations returns the PV annotations for gid (none when nil).
+func Annotations(gid *int) map[string]string {
+	if gid == nil {
+		return map[string]string{}
+	}
+	return map[string]string{AnnGID: strconv.Itoa(*gid)}
+}
+
+func parameters(class *storagev1.StorageClass) map[string]string {
+	if class == nil {
+		return nil
+	}
+	return class.Parameters
+}
+
+func className(class *storagev1.StorageClass) string {
+	if class == nil {
+		return "(none)"
+	}
+	return class.Name
+}

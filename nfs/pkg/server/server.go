@@ -1,0 +1,366 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package server is server mode: each volume is a directory of the export
+// root exported on its own by the NFS-Ganesha running beside nfs-provisioner.
+// The EXPORT blocks in Ganesha's configuration file are the source of truth
+// (re-read under a lock for every change), so exports and their ids survive
+// restarts of either process.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
+
+	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/nfs/pkg/dirs"
+	"github.com/kubeprov/external-storage/nfs/pkg/ganesha"
+	"github.com/kubeprov/external-storage/nfs/pkg/params"
+	"github.com/kubeprov/external-storage/nfs/pkg/quota"
+)
+
+// PV annotations, as the classic nfs-provisioner wrote them.
+const (
+	AnnExportBlock   = "EXPORT_block"
+	AnnExportID      = "Export_Id"
+	AnnProvisionerID = "Provisioner_Id"
+)
+
+// IdentityFile is the file in the export root holding this server's
+// identity, so that a replacement pod with the same volume keeps owning the
+// PVs and another server's PVs are left alone.
+const IdentityFile = "nfs-provisioner.identity"
+
+// DefaultMaxExports means no limit.
+const DefaultMaxExports = -1
+
+// Config of a server-mode provisioner.
+type Config struct {
+	// ExportRoot holds one directory per volume.
+	ExportRoot string
+	// GaneshaConfig is Ganesha's configuration file.
+	GaneshaConfig string
+	// Clients allowed to mount (ganesha.DefaultClients for all).
+	Clients string
+	// MaxExports refuses new volumes beyond this many; negative means no limit.
+	MaxExports int
+	// Server is the address clients mount from (PV spec.nfs.server).
+	Server string
+	// Identity of this server (LoadIdentity).
+	Identity string
+	// Exports is Ganesha's export manager.
+	Exports ganesha.ExportManager
+	// Quota, if set, limits each volume to its request.
+	Quota quota.Quota
+}
+
+// Provisioner implements controller.Provisioner for server mode.
+type Provisioner struct {
+	cfg Config
+	// mu serializes edits of the configuration file.
+	mu sync.Mutex
+}
+
+var _ controller.Provisioner = (*Provisioner)(nil)
+
+// New checks cfg and returns the provisioner.
+func New(cfg Config) (*Provisioner, error) {
+	var errs []error
+	if !filepath.IsAbs(cfg.ExportRoot) {
+		errs = append(errs, fmt.Errorf("export root %q must be an absolute path", cfg.ExportRoot))
+	}
+	if !filepath.IsAbs(cfg.GaneshaConfig) {
+		errs = append(errs, fmt.Errorf("ganesha configuration %q must be an absolute path", cfg.GaneshaConfig))
+	}
+	if cfg.Server == "" {
+		errs = append(errs, errors.New("server address is empty"))
+	}
+	if cfg.Identity == "" {
+		errs = append(errs, errors.New("identity is empty"))
+	}
+	if cfg.Exports == nil {
+		errs = append(errs, errors.New("no export manager"))
+	}
+	if cfg.Clients == "" {
+		cfg.Clients = ganesha.DefaultClients
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	cfg.ExportRoot = filepath.Clean(cfg.ExportRoot)
+	return &Provisioner{cfg: cfg}, nil
+}
+
+// LoadIdentity returns the identity kept in root, creating it (a random id)
+// on first use.
+func LoadIdentity(root string) (string, error) {
+	p := filepath.Join(root, IdentityFile)
+	b, err := os.ReadFile(p)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if id == "" {
+			return "", fmt.Errorf("identity file %s is empty; delete it to get a new identity (PVs recorded with the old one are then left alone)", p)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(raw[:])
+	// O_EXCL: two processes racing on first start agree on one identity.
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return LoadIdentity(root)
+	}
+	if err != nil {
+		return "", fmt.Errorf("creating identity file: %w", err)
+	}
+	if _, err := f.WriteString(id + "\n"); err != nil {
+		_ = f.Close()
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return "", err
+	}
+	return id, f.Close()
+}
+
+// classParams are the parsed StorageClass parameters.
+type classParams struct {
+	gid    *int
+	squash string
+}
+
+func parseParams(o controller.ProvisionOptions) (classParams, error) {
+	if err := params.CheckKnown(o.StorageClass, params.KeyGID, params.KeyRootSquash); err != nil {
+		return classParams{}, err
+	}
+	gid, err := params.GID(o.StorageClass)
+	if err != nil {
+		return classParams{}, err
+	}
+	rootSquash, _, err := params.Bool(o.StorageClass, params.KeyRootSquash, false)
+	if err != nil {
+		return classParams{}, err
+	}
+	p := classParams{gid: gid, squash: ganesha.SquashNone}
+	if rootSquash {
+		p.squash = ganesha.SquashRoot
+	}
+	return p, nil
+}
+
+// Provision implements controller.Provisioner.
+func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
+	cp, err := parseParams(o)
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	request := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
+	dir := filepath.Join(p.cfg.ExportRoot, o.PVName)
+	logger := klog.FromContext(ctx).WithValues("pv", o.PVName, "dir", dir)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	file, err := ganesha.ParseFile(p.cfg.GaneshaConfig)
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	block, found := file.ByPath(dir)
+	if !found {
+		// A new volume: check the limits before creating anything.
+		if err := p.checkLimits(file, request); err != nil {
+			return nil, controller.ProvisioningFinished, err
+		}
+		id, err := file.NextID()
+		if err != nil {
+			return nil, controller.ProvisioningFinished, err
+		}
+		if err := p.createDir(ctx, o.PVName, id, request, cp.gid); err != nil {
+			// Whatever exists is found again by the next attempt or removed by Delete.
+			return nil, controller.ProvisioningInBackground, err
+		}
+		e := ganesha.Export{ID: id, Path: dir, Squash: cp.squash, Clients: p.cfg.Clients}
+		if err := ganesha.WriteFileAtomic(p.cfg.GaneshaConfig, file.WithExport(e)); err != nil {
+			return nil, controller.ProvisioningInBackground, fmt.Errorf("adding the export to the Ganesha configuration: %w", err)
+		}
+		block = ganesha.Block{ID: id, Path: dir, Text: strings.TrimSuffix(e.Block(), "\n")}
+		logger.V(2).Info("Export block written", "exportID", id)
+	}
+	if err := p.ensureExported(ctx, block); err != nil {
+		return nil, controller.ProvisioningInBackground, err
+	}
+	ann := params.Annotations(cp.gid)
+	ann[AnnExportBlock] = block.Text
+	ann[AnnExportID] = strconv.Itoa(int(block.ID))
+	ann[AnnProvisionerID] = p.cfg.Identity
+	return o.NewVolume(controller.VolumeSpec{
+		Source: corev1.PersistentVolumeSource{
+			NFS: &corev1.NFSVolumeSource{Server: p.cfg.Server, Path: dir},
+		},
+		Annotations: ann,
+	}), controller.ProvisioningFinished, nil
+}
+
+// checkLimits refuses a new volume beyond --max-exports or larger than the
+// free space of the export root.
+func (p *Provisioner) checkLimits(file *ganesha.File, request resource.Quantity) error {
+	if p.cfg.MaxExports >= 0 {
+		if n := p.countOwned(file); n >= p.cfg.MaxExports {
+			return fmt.Errorf("this NFS server already has %d exports, the limit set with --max-exports; delete unused claims or raise the limit", n)
+		}
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(p.cfg.ExportRoot, &st); err != nil {
+		return fmt.Errorf("checking free space of %s: %w", p.cfg.ExportRoot, err)
+	}
+	free := resource.NewQuantity(int64(st.Bavail)*int64(st.Bsize), resource.BinarySI) // #nosec G115 -- sizes fit int64 (Bsize is int32 on some platforms)
+	if request.Cmp(*free) > 0 {
+		return fmt.Errorf("the claim requests %s but the NFS server's export root %s has only %s free; request less or give the server more space",
+			request.String(), p.cfg.ExportRoot, free.String())
+	}
+	return nil
+}
+
+// countOwned counts the exports of volume directories (children of the
+// export root); other blocks in the file are not ours.
+func (p *Provisioner) countOwned(file *ganesha.File) int {
+	n := 0
+	for _, b := range file.Blocks {
+		if p.owned(b.Path) {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *Provisioner) owned(path string) bool {
+	return filepath.Dir(filepath.Clean(path)) == p.cfg.ExportRoot
+}
+
+func (p *Provisioner) createDir(ctx context.Context, name string, id uint16, request resource.Quantity, gid *int) error {
+	root, err := os.OpenRoot(p.cfg.ExportRoot)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
+	mode := dirs.ModeShared
+	if gid != nil {
+		mode = dirs.ModeGroup
+	}
+	if _, err := dirs.Create(root, name, mode); err != nil {
+		return fmt.Errorf("creating the volume directory: %w", err)
+	}
+	if err := dirs.SetGroup(root, name, gid); err != nil {
+		return fmt.Errorf("setting the group of the volume directory: %w", err)
+	}
+	if p.cfg.Quota != nil {
+		if err := p.cfg.Quota.Set(ctx, filepath.Join(p.cfg.ExportRoot, name), uint32(id), request.Value()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureExported adds the export to Ganesha unless it is loaded already.
+func (p *Provisioner) ensureExported(ctx context.Context, b ganesha.Block) error {
+	loaded, err := p.cfg.Exports.Exports(ctx)
+	if err != nil {
+		return fmt.Errorf("asking NFS-Ganesha for its exports: %w", err)
+	}
+	if path, ok := loaded[b.ID]; ok {
+		if filepath.Clean(path) != filepath.Clean(b.Path) {
+			return fmt.Errorf("NFS-Ganesha serves export id %d as %s, not %s: its configuration changed behind nfs-provisioner's back", b.ID, path, b.Path)
+		}
+		return nil
+	}
+	if err := p.cfg.Exports.AddExport(ctx, p.cfg.GaneshaConfig, b.Path); err != nil {
+		return fmt.Errorf("adding export %d (%s) to NFS-Ganesha: %w", b.ID, b.Path, err)
+	}
+	return nil
+}
+
+// Delete implements controller.Provisioner.
+func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
+	if id := pv.Annotations[AnnProvisionerID]; id != p.cfg.Identity {
+		return controller.Ignore("PV %s belongs to NFS server %q, this is %q", pv.Name, id, p.cfg.Identity)
+	}
+	if pv.Spec.NFS == nil {
+		return fmt.Errorf("PV %s has no NFS source", pv.Name)
+	}
+	dir := filepath.Clean(pv.Spec.NFS.Path)
+	if !p.owned(dir) {
+		return fmt.Errorf("PV %s exports %s, which is not a directory of the export root %s", pv.Name, dir, p.cfg.ExportRoot)
+	}
+	n, err := strconv.ParseUint(pv.Annotations[AnnExportID], 10, 16)
+	if err != nil {
+		return fmt.Errorf("PV %s has no valid %s annotation: %q", pv.Name, AnnExportID, pv.Annotations[AnnExportID])
+	}
+	id := uint16(n)
+	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "dir", dir, "exportID", id)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	loaded, err := p.cfg.Exports.Exports(ctx)
+	if err != nil {
+		return fmt.Errorf("asking NFS-Ganesha for its exports: %w", err)
+	}
+	// Refuse clients first, then forget the export, then the data.
+	if path, ok := loaded[id]; ok && filepath.Clean(path) == dir {
+		if err := p.cfg.Exports.RemoveExport(ctx, id); err != nil {
+			return fmt.Errorf("removing export %d from NFS-Ganesha: %w", id, err)
+		}
+		logger.V(2).Info("Export removed from NFS-Ganesha")
+	}
+	file, err := ganesha.ParseFile(p.cfg.GaneshaConfig)
+	if err != nil {
+		return err
+	}
+	if b, ok := file.ByID(id); ok && filepath.Clean(b.Path) == dir {
+		if err := ganesha.WriteFileAtomic(p.cfg.GaneshaConfig, file.WithoutExport(b)); err != nil {
+			return fmt.Errorf("removing the export from the Ganesha configuration: %w", err)
+		}
+	}
+	if p.cfg.Quota != nil {
+		if _, err := os.Lstat(dir); err == nil {
+			if err := p.cfg.Quota.Clear(ctx, dir, uint32(id)); err != nil {
+				return err
+			}
+		}
+	}
+	root, err := os.OpenRoot(p.cfg.ExportRoot)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
+	if err := dirs.Remove(root, filepath.Base(dir)); err != nil {
+		return fmt.Errorf("removing the volume directory %s: %w", dir, err)
+	}
+	logger.V(2).Info("Volume deleted")
+	return nil
+}
+
+// Ready checks that Ganesha answers on D-Bus.
+func (p *Provisioner) Ready(ctx context.Context) error {
+	_, err := p.cfg.Exports.Exports(ctx)
+	return err
+}
