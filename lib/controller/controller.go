@@ -274,6 +274,13 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 	c.volumeQueue.ShutDownWithDrain()
 	c.saveQueue.ShutDown()
 	wg.Wait()
+	// Removals are written lazily; write them now so that a restart does not
+	// look again at operations that are over.
+	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventFinalFlushTimeout)
+	defer cancel()
+	if err := c.journal.flushRemovals(final); err != nil {
+		logger.Error(err, "Could not write the last journal removals; a restart will look at those claims again")
+	}
 	logger.Info("Workers stopped")
 	return nil
 }

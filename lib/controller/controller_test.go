@@ -843,3 +843,45 @@ func (s *stampingProvisioner) Provision(ctx context.Context, o ProvisionOptions)
 	}
 	return pv, state, err
 }
+
+func TestGracefulStopWritesPendingRemovals(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	client := fake.NewClientset(class("gold"), claim("c", "gold"))
+	c, err := NewProvisionController(client, testProvisioner, newStore(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	for {
+		if _, err := client.CoreV1().PersistentVolumes().Get(ctx, "pvc-uid-c", metav1.GetOptions{}); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cm, err := client.CoreV1().ConfigMaps(DefaultJournalNamespace).Get(context.Background(), defaultJournalName(testProvisioner), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cm.Data) != 0 {
+		t.Fatalf("journal after a graceful stop: %v", cm.Data)
+	}
+}
+
+func TestClassNotYetCachedIsReadFromTheAPI(t *testing.T) {
+	f := newFixture(t, newStore(t), nil, claim("c", "gold"))
+	if _, err := f.client.StorageV1().StorageClasses().Create(f.ctx, class("gold"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.syncClaim(f.ctx, "ns/c"); err != nil {
+		t.Fatal(err)
+	}
+	if f.pv("pvc-uid-c") == nil || len(f.pendingEvents()) > 2 {
+		t.Fatalf("class missing from the cache gave a false warning: %+v", f.pendingEvents())
+	}
+}

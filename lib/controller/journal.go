@@ -17,6 +17,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
@@ -238,6 +239,43 @@ func (j *journal) write(ctx context.Context, object *corev1.ConfigMap, desired m
 		}
 		return fmt.Errorf("writing in-flight journal %s/%s: %w", j.namespace, j.name, err)
 	}
+}
+
+// flushRemovals writes the removals still pending, and only them, as a merge
+// patch: safe even if another instance already writes the journal (after a
+// graceful stop under leader election), because it touches no other key.
+func (j *journal) flushRemovals(ctx context.Context) error {
+	j.mu.Lock()
+	var removed []string
+	for k := range j.committed {
+		if _, ok := j.entries[k]; !ok {
+			removed = append(removed, k)
+		}
+	}
+	object := j.object
+	j.mu.Unlock()
+	if len(removed) == 0 || object == nil {
+		return nil
+	}
+	data := map[string]any{}
+	for _, k := range removed {
+		data[k] = nil
+	}
+	patch, err := json.Marshal(map[string]any{"data": data})
+	if err != nil {
+		return err
+	}
+	_, err = j.client.CoreV1().ConfigMaps(j.namespace).Patch(ctx, j.name, types.MergePatchType, patch, metav1.PatchOptions{})
+	j.metrics.journalWrites.Inc()
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("writing in-flight journal %s/%s: %w", j.namespace, j.name, err)
+	}
+	j.mu.Lock()
+	for _, k := range removed {
+		delete(j.committed, k)
+	}
+	j.mu.Unlock()
+	return nil
 }
 
 // strippedClaim keeps what Provision may read and drops bulky bookkeeping.

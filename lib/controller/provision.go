@@ -57,6 +57,10 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 	className := claimClass(claim)
 	class, err := c.classes.Get(className)
 	if apierrors.IsNotFound(err) {
+		// A class created just before its claim may not be in the cache yet.
+		class, err = c.client.StorageV1().StorageClasses().Get(ctx, className, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
 		return c.provisionFailed(ctx, claim, className, fmt.Errorf("StorageClass %q not found: create it or fix spec.storageClassName", className))
 	}
 	if err != nil {
