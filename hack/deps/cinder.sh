@@ -2,14 +2,18 @@
 # Copyright 2026 The external-storage Authors.
 # SPDX-License-Identifier: Apache-2.0
 #
-# Installs a real OpenStack Cinder (Debian's cinder-api, cinder-scheduler,
-# cinder-volume) and RabbitMQ for the cinder integration tests. The tests
-# start and stop the services themselves on 127.0.0.1, so package installs
-# must not start them: a policy-rc.d that denies every start is put in place
-# for the duration of the install (and removed again if we added it).
+# Installs what the cinder integration tests run against: a real OpenStack
+# Cinder (Debian's cinder-api, cinder-scheduler, cinder-volume) with
+# RabbitMQ, a userspace iSCSI target (tgt) that the test volume driver
+# exports volumes on, and libiscsi's userspace initiator tools
+# (iscsi-readcapacity16) that log in with what a PV says: this kernel has no
+# iscsi_tcp for a real login. The tests start and stop the services
+# themselves on 127.0.0.1, so package installs must not start them: a
+# policy-rc.d that denies every start is put in place for the duration of
+# the install (and removed again if we added it).
 set -euo pipefail
 
-packages=(cinder-api cinder-scheduler cinder-volume rabbitmq-server)
+packages=(cinder-api cinder-scheduler cinder-volume rabbitmq-server tgt libiscsi-bin)
 
 missing=()
 for p in "${packages[@]}"; do

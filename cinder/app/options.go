@@ -1,0 +1,115 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package app is the cinder-provisioner command: its flags, their checks
+// and the wiring of Cinder, Kubernetes and the controller.
+package app
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubeprov/external-storage/cinder/pkg/cloudconfig"
+	"github.com/kubeprov/external-storage/lib/cli"
+)
+
+// Defaults of the flags.
+const (
+	DefaultProvisioner   = "kubeprov.io/standalone-cinder"
+	DefaultConnectorHost = "kubernetes"
+)
+
+// Options are the flags of cinder-provisioner.
+type Options struct {
+	cli.Common
+	// CloudConfig is the INI file with the [Global] section; empty means the
+	// OS_* environment variables.
+	CloudConfig string
+	// Provisioner is the name StorageClasses use.
+	Provisioner string
+	// Identity is written on PVs; empty means Provisioner + "/" + the UID
+	// of the kube-system namespace (a stable id of the cluster).
+	Identity string
+	// InitiatorName is the iSCSI initiator IQN sent to Cinder and written
+	// on iSCSI PVs. Required for iSCSI backends; there is no default.
+	InitiatorName string
+	// ConnectorHost and ConnectorIP describe the nodes to Cinder.
+	ConnectorHost string
+	ConnectorIP   string
+	// WWPNs are Fibre Channel port names sent in the connector.
+	WWPNs []string
+	// ChapSecretNamespace holds the per-volume CHAP Secrets; empty means
+	// the claim's namespace.
+	ChapSecretNamespace string
+
+	// cloud is the validated CloudConfig (or environment).
+	cloud *cloudconfig.Config
+}
+
+// NewOptions returns the options with their defaults.
+func NewOptions() *Options {
+	return &Options{
+		Common:        cli.NewCommon(),
+		Provisioner:   DefaultProvisioner,
+		ConnectorHost: DefaultConnectorHost,
+	}
+}
+
+// AddFlags adds the flags to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.Common.AddFlags(fs)
+	fs.StringVar(&o.CloudConfig, "cloud-config", o.CloudConfig,
+		"INI file with a [Global] section saying how to reach Cinder (Keystone or noauth); empty means the OS_* environment variables.")
+	fs.StringVar(&o.Provisioner, "provisioner", o.Provisioner, "Provisioner name that StorageClasses use.")
+	fs.StringVar(&o.Identity, "identity", o.Identity,
+		"Identity written on PVs and Cinder volumes; this instance deletes only volumes with its identity. Empty means <provisioner>/<UID of the kube-system namespace>.")
+	fs.StringVar(&o.InitiatorName, "initiator-name", o.InitiatorName,
+		"iSCSI initiator IQN sent to Cinder and written on iSCSI PVs; the nodes log in with it. Required for iSCSI backends.")
+	fs.StringVar(&o.ConnectorHost, "connector-host", o.ConnectorHost, "Host name sent to Cinder in the connector.")
+	fs.StringVar(&o.ConnectorIP, "connector-ip", o.ConnectorIP, "IP address sent to Cinder in the connector, for backends that export to an address.")
+	fs.StringSliceVar(&o.WWPNs, "wwpns", o.WWPNs, "Fibre Channel WWPNs of the nodes, sent in the connector for backends that zone or mask by WWPN.")
+	fs.StringVar(&o.ChapSecretNamespace, "chap-secret-namespace", o.ChapSecretNamespace,
+		"Namespace for the per-volume iSCSI CHAP Secrets; empty means the claim's namespace.")
+
+	// The flags of the original standalone Cinder provisioner, so that its
+	// manifests keep working.
+	fs.StringVar(&o.CloudConfig, "cloudconfig", o.CloudConfig, "")
+	fs.StringVar(&o.Identity, "id", o.Identity, "")
+	_ = fs.MarkDeprecated("cloudconfig", "use --cloud-config")
+	_ = fs.MarkDeprecated("id", "use --identity")
+}
+
+// Validate checks the flags and reads the cloud config, naming what is
+// wrong.
+func (o *Options) Validate() error {
+	errs := []error{o.Common.Validate()}
+	if o.Provisioner == "" {
+		errs = append(errs, errors.New("--provisioner must not be empty"))
+	} else if msgs := validation.IsQualifiedName(o.Provisioner); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--provisioner %q: %s", o.Provisioner, strings.Join(msgs, "; ")))
+	}
+	if o.InitiatorName != "" && !strings.HasPrefix(o.InitiatorName, "iqn.") && !strings.HasPrefix(o.InitiatorName, "eui.") && !strings.HasPrefix(o.InitiatorName, "naa.") {
+		errs = append(errs, fmt.Errorf("--initiator-name %q is not an iqn., eui. or naa. name", o.InitiatorName))
+	}
+	for _, w := range o.WWPNs {
+		if b, err := hex.DecodeString(strings.ReplaceAll(w, ":", "")); err != nil || len(b) != 8 {
+			errs = append(errs, fmt.Errorf("--wwpns: %q is not a 16-digit WWPN", w))
+		}
+	}
+	if o.ChapSecretNamespace != "" {
+		if msgs := validation.IsDNS1123Label(o.ChapSecretNamespace); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--chap-secret-namespace %q: %s", o.ChapSecretNamespace, strings.Join(msgs, "; ")))
+		}
+	}
+	cloud, err := cloudconfig.Load(o.CloudConfig)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	o.cloud = cloud
+	return errors.Join(errs...)
+}

@@ -1,0 +1,454 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package cinder is a provisioner that uses Cinder as a storage service for
+// any cluster: it creates a Cinder volume, asks Cinder how to connect to it
+// and writes a PV of the native kind (iSCSI, RBD, Fibre Channel), so that
+// the kubelet attaches it with no OpenStack code on the nodes.
+//
+// Provision: find the volume named after the PV (a retry finds it instead of
+// creating a second), or create it; wait until available; os-reserve;
+// os-initialize_connection with the connector; map the answer to a volume
+// source (package mapper); create the per-volume CHAP Secret if there is
+// one. Any failure undoes the steps done, in reverse order, so that nothing
+// is left in Cinder. Delete: remove the Secret, os-terminate_connection,
+// os-unreserve, delete, and wait until the volume is gone.
+package cinder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/kubeprov/external-storage/cinder/pkg/mapper"
+	"github.com/kubeprov/external-storage/lib/controller"
+)
+
+// PV annotations. The first two keep the names the original standalone
+// Cinder provisioner used, so its PVs are recognised.
+const (
+	// AnnVolumeID is the Cinder volume id.
+	AnnVolumeID = "cinderVolumeId"
+	// AnnIdentity is the identity of the provisioner instance that created
+	// the volume; other instances leave the PV alone.
+	AnnIdentity = "standaloneCinderProvisionerIdentity"
+	// AnnConnector is the connector the connection was made with (JSON), so
+	// that Delete terminates that connection even if the flags changed.
+	AnnConnector = "kubeprov.io/cinder-connector"
+	// AnnAuthSecret is "<namespace>/<name>" of the per-volume Secret the
+	// provisioner created (iSCSI CHAP); it is deleted with the volume.
+	AnnAuthSecret = "kubeprov.io/cinder-auth-secret" //nolint:gosec // G101: an annotation key, not a credential
+)
+
+// Labels of the Secrets the provisioner creates.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "cinder-provisioner"
+	// LabelPV names the PV a Secret belongs to; only such Secrets are
+	// updated or deleted.
+	LabelPV = "kubeprov.io/cinder-pv"
+)
+
+// Metadata set on the Cinder volumes, for operators looking at Cinder and
+// for the ownership check when a retry finds a volume by name.
+const (
+	MetaPVName   = "kubeprov.io/pv-name"
+	MetaClaim    = "kubeprov.io/pvc"
+	MetaIdentity = "kubeprov.io/provisioner-identity"
+)
+
+// Defaults of the options.
+const (
+	// DefaultPollInterval is how often a volume's status is read while
+	// waiting for it to become available or to be deleted.
+	DefaultPollInterval = time.Second
+	// DefaultRollbackTimeout bounds undoing a failed provisioning; it runs
+	// even when the operation's own context has ended.
+	DefaultRollbackTimeout = 2 * time.Minute
+)
+
+const giB = 1 << 30
+
+// Option configures a Provisioner.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	connector       Connector
+	secretNamespace string
+	pollInterval    time.Duration
+	rollbackTimeout time.Duration
+}
+
+// WithConnector sets the connector sent to Cinder. Default: no initiator,
+// platform DefaultPlatform(), os_type DefaultOSType.
+func WithConnector(c Connector) Option {
+	return optionFunc(func(cfg *config) error { cfg.connector = c; return nil })
+}
+
+// WithSecretNamespace puts the per-volume CHAP Secrets in one namespace
+// instead of the claim's. Default "": the claim's namespace.
+func WithSecretNamespace(ns string) Option {
+	return optionFunc(func(cfg *config) error { cfg.secretNamespace = ns; return nil })
+}
+
+// WithPollInterval sets DefaultPollInterval's value.
+func WithPollInterval(d time.Duration) Option {
+	return optionFunc(func(cfg *config) error {
+		if d <= 0 {
+			return fmt.Errorf("WithPollInterval: must be more than 0, got %v", d)
+		}
+		cfg.pollInterval = d
+		return nil
+	})
+}
+
+// WithRollbackTimeout sets DefaultRollbackTimeout's value.
+func WithRollbackTimeout(d time.Duration) Option {
+	return optionFunc(func(cfg *config) error {
+		if d <= 0 {
+			return fmt.Errorf("WithRollbackTimeout: must be more than 0, got %v", d)
+		}
+		cfg.rollbackTimeout = d
+		return nil
+	})
+}
+
+// Provisioner implements controller.Provisioner on Cinder.
+type Provisioner struct {
+	volumes  *gophercloud.ServiceClient
+	kube     kubernetes.Interface
+	identity string
+	cfg      config
+}
+
+var (
+	_ controller.Provisioner      = (*Provisioner)(nil)
+	_ controller.BlockProvisioner = (*Provisioner)(nil)
+)
+
+// New returns a Provisioner that manages volumes through the block storage
+// v3 client and Secrets through kube. identity is written on every PV and
+// volume it creates; PVs with another identity are not deleted.
+func New(client *gophercloud.ServiceClient, kube kubernetes.Interface, identity string, opts ...Option) (*Provisioner, error) {
+	if client == nil || kube == nil {
+		return nil, errors.New("cinder.New: a Cinder client and a Kubernetes client are required")
+	}
+	if identity == "" {
+		return nil, errors.New("cinder.New: identity is required")
+	}
+	cfg := config{
+		connector:       Connector{Platform: DefaultPlatform(), OSType: DefaultOSType},
+		pollInterval:    DefaultPollInterval,
+		rollbackTimeout: DefaultRollbackTimeout,
+	}
+	for _, o := range opts {
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Provisioner{volumes: client, kube: kube, identity: identity, cfg: cfg}, nil
+}
+
+// SupportsBlock implements controller.BlockProvisioner: iSCSI, RBD and FC
+// volumes can all be raw block devices.
+func (p *Provisioner) SupportsBlock(context.Context) bool { return true }
+
+// Provision implements controller.Provisioner.
+func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
+	class := ""
+	var params map[string]string
+	if o.StorageClass != nil {
+		class, params = o.StorageClass.Name, o.StorageClass.Parameters
+	}
+	cp, err := parseParams(class, params)
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	if err := checkAccessModes(o.PVC); err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	size, err := sizeGiB(o.PVC.Spec.Resources.Requests[corev1.ResourceStorage])
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	logger := klog.FromContext(ctx).WithValues("pv", o.PVName)
+	ctx = klog.NewContext(ctx, logger)
+
+	vol, state, err := p.findOrCreate(ctx, o, cp, size)
+	if err != nil {
+		return nil, state, err
+	}
+	// The steps below use id: vol is replaced by each status read.
+	id := vol.ID
+	logger = logger.WithValues("volumeID", id)
+	ctx = klog.NewContext(ctx, logger)
+
+	op := &operation{p: p, id: id}
+	op.push("delete volume", func(ctx context.Context) error {
+		return deleteVolume(ctx, p.volumes, id, p.cfg.pollInterval)
+	})
+	vol, err = waitAvailable(ctx, p.volumes, id, p.cfg.pollInterval)
+	if err != nil {
+		var se *statusError
+		if errors.As(err, &se) {
+			return op.fail(ctx, err)
+		}
+		// Still creating (or Cinder unreachable): a creating volume cannot
+		// be deleted, so keep it and let the retry pick it up by name.
+		return nil, controller.ProvisioningInBackground, fmt.Errorf("waiting for Cinder volume %s to become available: %w", id, err)
+	}
+
+	if vol.Status == statusAvailable {
+		if err := volumes.Reserve(ctx, p.volumes, id).ExtractErr(); err != nil {
+			return op.fail(ctx, fmt.Errorf("reserving Cinder volume %s: %w", id, cinderError(err)))
+		}
+	}
+	op.push("unreserve", func(ctx context.Context) error {
+		return ignoreNotFound(volumes.Unreserve(ctx, p.volumes, id).ExtractErr())
+	})
+
+	conn := p.cfg.connector
+	info, err := volumes.InitializeConnection(ctx, p.volumes, id, conn.initializeOpts()).Extract()
+	if err == nil || !refused(err) {
+		// Without an answer, or after a server error, the backend may have
+		// exported the volume.
+		op.push("terminate connection", func(ctx context.Context) error {
+			return ignoreNotFound(volumes.TerminateConnection(ctx, p.volumes, id, conn.terminateOpts()).ExtractErr())
+		})
+	}
+	if err != nil {
+		err = fmt.Errorf("initializing a connection to Cinder volume %s: %w", id, cinderError(err))
+		if conn.Initiator == "" {
+			err = fmt.Errorf("%w (the provisioner has no --initiator-name; iSCSI backends need one)", err)
+		}
+		return op.fail(ctx, err)
+	}
+
+	secretNS := p.cfg.secretNamespace
+	if secretNS == "" {
+		secretNS = o.PVC.Namespace
+	}
+	driverType, _ := info["driver_volume_type"].(string)
+	data, _ := info["data"].(map[string]any)
+	res, err := mapper.Map(mapper.Request{
+		Connection:         mapper.Connection{DriverVolumeType: driverType, Data: data},
+		PVName:             o.PVName,
+		ClaimNamespace:     o.PVC.Namespace,
+		SecretNamespace:    secretNS,
+		InitiatorName:      conn.Initiator,
+		FSType:             cp.fsType,
+		RBDSecretName:      cp.rbdSecretName,
+		RBDSecretNamespace: cp.rbdSecretNamespace,
+	})
+	if err != nil {
+		return op.fail(ctx, fmt.Errorf("cinder volume %s: %w", id, err))
+	}
+
+	ann := map[string]string{
+		AnnVolumeID:  id,
+		AnnIdentity:  p.identity,
+		AnnConnector: conn.encode(),
+	}
+	if res.Secret != nil {
+		if err := p.ensureSecret(ctx, res.Secret, o.PVName); err != nil {
+			return op.fail(ctx, err)
+		}
+		ann[AnnAuthSecret] = res.Secret.Namespace + "/" + res.Secret.Name
+	}
+	logger.V(2).Info("Provisioned Cinder volume", "type", driverType, "sizeGiB", vol.Size)
+	return o.NewVolume(controller.VolumeSpec{
+		Source:      res.Source,
+		Capacity:    *resource.NewQuantity(int64(vol.Size)*giB, resource.BinarySI),
+		Annotations: ann,
+	}), controller.ProvisioningFinished, nil
+}
+
+// findOrCreate returns this PV's volume: the one an earlier attempt created,
+// or a new one. Errors come with the state the controller must assume.
+func (p *Provisioner) findOrCreate(ctx context.Context, o controller.ProvisionOptions, cp classParams, size int) (*volumes.Volume, controller.ProvisioningState, error) {
+	logger := klog.FromContext(ctx)
+	found, err := findByName(ctx, p.volumes, o.PVName)
+	if err != nil {
+		return nil, controller.ProvisioningNoChange, fmt.Errorf("listing Cinder volumes named %s: %w", o.PVName, cinderError(err))
+	}
+	var ours, others []string
+	var vol *volumes.Volume
+	for i := range found {
+		if found[i].Metadata[MetaIdentity] == p.identity {
+			ours = append(ours, found[i].ID)
+			vol = &found[i]
+		} else {
+			others = append(others, found[i].ID)
+		}
+	}
+	switch {
+	case len(ours) > 1:
+		return nil, controller.ProvisioningNoChange, fmt.Errorf("several Cinder volumes named %s belong to this provisioner (%v): delete all but one", o.PVName, ours)
+	case len(ours) == 1:
+		logger.V(2).Info("Found the Cinder volume of an earlier attempt", "volumeID", vol.ID, "status", vol.Status)
+		return vol, controller.ProvisioningNoChange, nil
+	case len(others) > 0:
+		return nil, controller.ProvisioningFinished, fmt.Errorf("cinder volume(s) %v named %s exist but were not created by this provisioner (identity %s); they are left alone: remove or rename them", others, o.PVName, p.identity)
+	}
+
+	opts := volumes.CreateOpts{
+		Name:             o.PVName,
+		Size:             size,
+		VolumeType:       cp.volumeType,
+		AvailabilityZone: cp.availability,
+		Description:      fmt.Sprintf("Kubernetes volume %s for claim %s/%s", o.PVName, o.PVC.Namespace, o.PVC.Name),
+		Metadata: map[string]string{
+			MetaPVName:   o.PVName,
+			MetaClaim:    o.PVC.Namespace + "/" + o.PVC.Name,
+			MetaIdentity: p.identity,
+		},
+	}
+	vol, err = volumes.Create(ctx, p.volumes, opts, nil).Extract()
+	if err != nil {
+		state := controller.ProvisioningFinished
+		if !refused(err) {
+			// No answer, or a server error (sqlite's "database is locked"
+			// comes as a 500 after the row may be written): the volume may
+			// exist, so the controller must retry, and the retry finds it
+			// by name.
+			state = controller.ProvisioningInBackground
+		}
+		return nil, state, fmt.Errorf("creating a %d GiB Cinder volume (type %q, availability zone %q): %w", size, cp.volumeType, cp.availability, cinderError(err))
+	}
+	logger.V(2).Info("Created Cinder volume", "volumeID", vol.ID, "sizeGiB", size)
+	return vol, controller.ProvisioningNoChange, nil
+}
+
+// operation records the steps of one provisioning so that a failure can
+// undo them in reverse order.
+type operation struct {
+	p     *Provisioner
+	id    string
+	names []string
+	undos []func(context.Context) error
+}
+
+func (op *operation) push(name string, undo func(context.Context) error) {
+	op.names = append(op.names, name)
+	op.undos = append(op.undos, undo)
+}
+
+// fail undoes every step and returns err with the state that results:
+// Finished when nothing is left, InBackground when something may be (the
+// controller then retries, which finds the volume again by name).
+func (op *operation) fail(ctx context.Context, err error) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), op.p.cfg.rollbackTimeout)
+	defer cancel()
+	logger := klog.FromContext(ctx)
+	for i := len(op.undos) - 1; i >= 0; i-- {
+		if uerr := op.undos[i](ctx); uerr != nil {
+			logger.Error(uerr, "Rolling back failed provisioning", "step", op.names[i])
+			return nil, controller.ProvisioningInBackground, fmt.Errorf("%w; rolling back (%s) failed too, will retry: %w", err, op.names[i], cinderError(uerr))
+		}
+	}
+	logger.V(2).Info("Rolled back failed provisioning", "reason", err.Error())
+	return nil, controller.ProvisioningFinished, fmt.Errorf("%w (Cinder volume %s was rolled back and deleted)", err, op.id)
+}
+
+// Delete implements controller.Provisioner.
+func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
+	id := pv.Annotations[AnnVolumeID]
+	if id == "" {
+		return controller.Ignore("PV %s has no %s annotation, so it is no Cinder volume of this provisioner", pv.Name, AnnVolumeID)
+	}
+	if owner := pv.Annotations[AnnIdentity]; owner != p.identity {
+		return controller.Ignore("PV %s belongs to provisioner identity %q, this instance is %q", pv.Name, owner, p.identity)
+	}
+	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "volumeID", id)
+	ctx = klog.NewContext(ctx, logger)
+
+	conn := p.cfg.connector
+	if s, ok := pv.Annotations[AnnConnector]; ok {
+		c, err := decodeConnector(s)
+		if err != nil {
+			logger.Error(err, "Unreadable connector annotation; terminating with the current connector", "annotation", AnnConnector)
+		} else {
+			conn = c
+		}
+	}
+	if ref := pv.Annotations[AnnAuthSecret]; ref != "" {
+		if err := p.deleteSecret(ctx, ref, pv.Name); err != nil {
+			return err
+		}
+	}
+
+	vol, err := volumes.Get(ctx, p.volumes, id).Extract()
+	if isNotFound(err) {
+		logger.V(2).Info("Cinder volume already gone")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading Cinder volume %s: %w", id, cinderError(err))
+	}
+	switch vol.Status {
+	case statusAttaching, statusReserved, statusInUse:
+		if err := volumes.TerminateConnection(ctx, p.volumes, id, conn.terminateOpts()).ExtractErr(); err != nil {
+			if isNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("terminating the connection to Cinder volume %s: %w", id, cinderError(err))
+		}
+		if err := volumes.Unreserve(ctx, p.volumes, id).ExtractErr(); err != nil {
+			if isNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("unreserving Cinder volume %s: %w", id, cinderError(err))
+		}
+	}
+	if err := deleteVolume(ctx, p.volumes, id, p.cfg.pollInterval); err != nil {
+		return err
+	}
+	logger.V(2).Info("Deleted Cinder volume")
+	return nil
+}
+
+func ignoreNotFound(err error) error {
+	if isNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// checkAccessModes rejects modes a block device attached to one node at a
+// time cannot give.
+func checkAccessModes(pvc *corev1.PersistentVolumeClaim) error {
+	for _, m := range pvc.Spec.AccessModes {
+		if m == corev1.ReadWriteMany {
+			return fmt.Errorf("access mode %s is not supported: Cinder volumes are block devices written by one node at a time; ask for ReadWriteOnce, ReadWriteOncePod or ReadOnlyMany", m)
+		}
+	}
+	return nil
+}
+
+// sizeGiB rounds the request up to whole GiB, Cinder's unit.
+func sizeGiB(q resource.Quantity) (int, error) {
+	bytes := q.Value()
+	if bytes <= 0 {
+		return 1, nil
+	}
+	gib := (bytes-1)/giB + 1
+	if gib > math.MaxInt32 {
+		return 0, fmt.Errorf("requested size %s is too large for Cinder", q.String())
+	}
+	return int(gib), nil
+}

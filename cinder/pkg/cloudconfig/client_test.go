@@ -1,0 +1,231 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package cloudconfig
+
+import (
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
+)
+
+// fakeKeystone serves Keystone's v3 and v2.0 token APIs over https, with a
+// catalog whose block-storage endpoint is served by the same server and
+// checks the token.
+type fakeKeystone struct {
+	server *httptest.Server
+	caFile string
+
+	mu       sync.Mutex
+	requests []map[string]any
+}
+
+const (
+	fakeToken   = "gAAAAABfaketoken"
+	fakeProject = "637b7373213d439d8119285244481456"
+)
+
+func newFakeKeystone(t *testing.T) *fakeKeystone {
+	k := &fakeKeystone{}
+	mux := http.NewServeMux()
+	k.server = httptest.NewTLSServer(mux)
+	t.Cleanup(k.server.Close)
+	cinderURL := k.server.URL + "/volume/v3/" + fakeProject
+	expires := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+
+	mux.HandleFunc("POST /v3/auth/tokens", func(w http.ResponseWriter, r *http.Request) {
+		body := k.record(t, r)
+		pass, _ := dig(body, "auth", "identity", "password", "user", "password").(string)
+		if pass != secretPassword {
+			// Echo the attempt, as a careless proxy might: the client must
+			// not repeat it.
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"error": {"code": 401, "message": "The request you have made requires authentication (tried %s)."}}`, pass)
+			return
+		}
+		w.Header().Set("X-Subject-Token", fakeToken)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"token": {"expires_at": %q, "methods": ["password"],
+			"project": {"id": %q, "name": "k8s", "domain": {"id": "default"}},
+			"user": {"id": "u1", "name": "admin", "domain": {"id": "default"}},
+			"catalog": [{"type": "volumev3", "name": "cinderv3", "id": "c1", "endpoints": [
+				{"id": "e1", "interface": "public", "region": "RegionOne", "region_id": "RegionOne", "url": %q},
+				{"id": "e2", "interface": "public", "region": "RegionTwo", "region_id": "RegionTwo", "url": "https://elsewhere.invalid/v3"}]}]}}`,
+			expires, fakeProject, cinderURL)
+	})
+	mux.HandleFunc("POST /v2.0/tokens", func(w http.ResponseWriter, r *http.Request) {
+		k.record(t, r)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access": {"token": {"id": %q, "expires": %q, "tenant": {"id": %q, "name": "k8s"}},
+			"serviceCatalog": [{"type": "volumev3", "name": "cinderv3", "endpoints": [{"region": "RegionOne", "publicURL": %q}]}],
+			"user": {"id": "u1", "name": "admin"}}}`, fakeToken, expires, fakeProject, cinderURL)
+	})
+	mux.HandleFunc("GET /volume/v3/"+fakeProject+"/volumes/detail", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Auth-Token") != fakeToken {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"volumes": [{"id": "v1", "name": "pvc-1", "status": "available", "size": 1}]}`)
+	})
+
+	k.caFile = filepath.Join(t.TempDir(), "ca.pem")
+	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: k.server.Certificate().Raw})
+	if err := os.WriteFile(k.caFile, cert, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func (k *fakeKeystone) record(t *testing.T, r *http.Request) map[string]any {
+	var body map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		t.Errorf("token request body: %v", err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.requests = append(k.requests, body)
+	return body
+}
+
+func (k *fakeKeystone) lastRequest() map[string]any {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.requests[len(k.requests)-1]
+}
+
+func dig(m any, path ...string) any {
+	for _, p := range path {
+		mm, ok := m.(map[string]any)
+		if !ok {
+			return nil
+		}
+		m = mm[p]
+	}
+	return m
+}
+
+// listVolumes proves the client reaches the catalog's Cinder with the token.
+func listVolumes(t *testing.T, c *Config) {
+	t.Helper()
+	client, err := NewBlockStorageClient(t.Context(), c, "cinder-provisioner/test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, err := volumes.List(client, nil).AllPages(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols, err := volumes.ExtractVolumes(pages)
+	if err != nil || len(vols) != 1 || vols[0].Name != "pvc-1" {
+		t.Fatalf("volumes = %v, %v", vols, err)
+	}
+}
+
+func TestKeystoneV3WithCustomCA(t *testing.T) {
+	k := newFakeKeystone(t)
+	c, err := Parse(fmt.Sprintf(`[Global]
+auth-url = %s/v3
+username = admin
+password = %q
+tenant-id = %s
+region = RegionOne
+ca-file = %s
+`, k.server.URL, secretPassword, fakeProject, k.caFile), "cloud.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listVolumes(t, c)
+	req := k.lastRequest()
+	if got := dig(req, "auth", "identity", "password", "user", "domain", "id"); got != DefaultDomainID {
+		t.Errorf("user domain = %v, want %s (the default)", got, DefaultDomainID)
+	}
+	if got := dig(req, "auth", "scope", "project", "id"); got != fakeProject {
+		t.Errorf("scope = %v", dig(req, "auth", "scope"))
+	}
+}
+
+func TestKeystoneV3ProjectNameAndTrust(t *testing.T) {
+	k := newFakeKeystone(t)
+	c, err := FromEnv(env(map[string]string{
+		"OS_AUTH_URL": k.server.URL + "/v3", "OS_USERNAME": "admin", "OS_PASSWORD": secretPassword,
+		"OS_PROJECT_NAME": "k8s", "OS_USER_DOMAIN_NAME": "corp", "OS_REGION_NAME": "RegionOne", "OS_CACERT": k.caFile,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listVolumes(t, c)
+	req := k.lastRequest()
+	if dig(req, "auth", "scope", "project", "name") != "k8s" || dig(req, "auth", "scope", "project", "domain", "name") != "corp" ||
+		dig(req, "auth", "identity", "password", "user", "domain", "name") != "corp" {
+		t.Errorf("token request = %v", req)
+	}
+
+	c.TrustID = "trust-1"
+	listVolumes(t, c)
+	if got := dig(k.lastRequest(), "auth", "scope", "OS-TRUST:trust", "id"); got != "trust-1" {
+		t.Errorf("trust scope = %v", dig(k.lastRequest(), "auth", "scope"))
+	}
+}
+
+// The original documentation's auth-url ends in /v2.0: that still works
+// where Keystone serves v2.0.
+func TestKeystoneV2URLAsWritten(t *testing.T) {
+	k := newFakeKeystone(t)
+	c, err := Parse(fmt.Sprintf("[Global]\nauth-url=%s/v2.0\nusername=admin\npassword=%s\nregion=RegionOne\ntenant-id=%s\nca-file=%s\n",
+		k.server.URL, secretPassword, fakeProject, k.caFile), "cloud.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listVolumes(t, c)
+	if got := dig(k.lastRequest(), "auth", "tenantId"); got != fakeProject {
+		t.Errorf("v2 token request = %v", k.lastRequest())
+	}
+}
+
+func TestKeystoneErrors(t *testing.T) {
+	k := newFakeKeystone(t)
+	base := Config{Mode: AuthKeystone, AuthURL: k.server.URL + "/v3", Username: "admin", TenantID: fakeProject, DomainID: "default", Region: "RegionOne", CAFile: k.caFile, Source: "test"}
+
+	wrong := base
+	wrong.Password = "wrong-" + secretPassword
+	_, err := NewBlockStorageClient(t.Context(), &wrong, "test")
+	if err == nil || !strings.Contains(err.Error(), "logging in to Keystone at "+k.server.URL) {
+		t.Errorf("err = %v", err)
+	} else if strings.Contains(err.Error(), secretPassword) || !strings.Contains(err.Error(), "<redacted>") {
+		t.Errorf("error must show Keystone's answer with the password redacted: %v", err)
+	}
+
+	noCA := base
+	noCA.Password, noCA.CAFile = secretPassword, ""
+	if _, err := NewBlockStorageClient(t.Context(), &noCA, "test"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("without ca-file: err = %v, want a certificate error", err)
+	}
+
+	region := base
+	region.Password, region.Region = secretPassword, "Nowhere"
+	if _, err := NewBlockStorageClient(t.Context(), &region, "test"); err == nil || !strings.Contains(err.Error(), `region "Nowhere"`) {
+		t.Errorf("unknown region: err = %v", err)
+	}
+
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badCA := base
+	badCA.Password, badCA.CAFile = secretPassword, notPEM
+	if _, err := NewBlockStorageClient(t.Context(), &badCA, "test"); err == nil || !strings.Contains(err.Error(), "holds no PEM certificate") {
+		t.Errorf("bad ca-file: err = %v", err)
+	}
+}

@@ -1,0 +1,266 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package cinder
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	cinderprov "github.com/kubeprov/external-storage/cinder/pkg/cinder"
+	"github.com/kubeprov/external-storage/test/framework"
+)
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+// removeBinary deletes what buildBinary built; TestMain calls it.
+func removeBinary() {
+	if binary != "" {
+		_ = os.RemoveAll(filepath.Dir(binary))
+	}
+}
+
+// buildBinary builds cinder-provisioner once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cinder-provisioner-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "cinder-provisioner")
+		cmd := exec.Command("go", "build", "-o", binary, "./cmd/cinder-provisioner")
+		cmd.Dir = filepath.Join("..", "..", "..", "cinder")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binary
+}
+
+// syncBuffer is an io.Writer safe for a process's output and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestBinaryConfigError: a bad cloud config stops the binary at once with
+// the key named, before it talks to anything.
+func TestBinaryConfigError(t *testing.T) {
+	bin := buildBinary(t)
+	conf := filepath.Join(t.TempDir(), "cloud.conf")
+	if err := os.WriteFile(conf, []byte("[Global]\ncinder-endpoint=http://127.0.0.1:1/v3\ntenant-name=admin\nregion-name=RegionOne\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := framework.TestContext(t, time.Minute)
+	out, err := exec.CommandContext(ctx, bin, "--cloud-config", conf, "--kubeconfig", cp.KubeconfigPath).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "unknown key(s) region-name in [Global]") {
+		t.Errorf("err = %v, output:\n%s", err, out)
+	}
+}
+
+const deployNamespace = "cinder-provisioner"
+
+// applyDeployRBAC creates the namespace and the RBAC objects of
+// cinder/deploy and returns a kubeconfig for its ServiceAccount, so that
+// the binary runs with exactly the rights the deployment grants.
+func applyDeployRBAC(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "cinder", "deploy", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deployNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var cleanups []func(context.Context) error
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
+		defer cancel()
+		for _, c := range cleanups {
+			if err := c(ctx); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+		if err := framework.DeleteNamespace(ctx, cp.Client, deployNamespace); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	rbac := cp.Client.RbacV1()
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("decoding deploy/rbac.yaml: %v", err)
+		}
+		switch o := obj.(type) {
+		case *rbacv1.ClusterRole:
+			_, err = rbac.ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+			cleanups = append(cleanups, func(ctx context.Context) error {
+				return rbac.ClusterRoles().Delete(ctx, o.Name, metav1.DeleteOptions{})
+			})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = rbac.ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+			cleanups = append(cleanups, func(ctx context.Context) error {
+				return rbac.ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{})
+			})
+		case *rbacv1.Role:
+			_, err = rbac.Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = rbac.RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("deploy/rbac.yaml: unexpected %T", obj)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, kubeconfig, err := cp.AddUser("system:serviceaccount:"+deployNamespace+":cinder-provisioner", []string{"system:serviceaccounts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
+}
+
+// TestBinary runs cinder-provisioner as users do: with the deployment's
+// RBAC rules and nothing more, configured by OS_* variables (the noauth
+// environment form of the documentation) and by a flag given as an
+// environment variable, with the default identity. It serves /readyz only
+// when Cinder answers, provisions an iSCSI claim (CHAP Secret included),
+// deletes it, and stops cleanly on SIGTERM.
+func TestBinary(t *testing.T) {
+	bin := buildBinary(t)
+	const name = "kubeprov.io/cinder-binary-it"
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+
+	ctx := framework.TestContext(t, 3*time.Minute)
+	kubeconfig := applyDeployRBAC(ctx, t)
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--provisioner", name, "--http-endpoint", addr,
+		"--retry-interval-start", "200ms", "--retry-interval-max", "2s", "-v", "2")
+	cmd.Env = append(os.Environ(),
+		"OS_CINDER_ENDPOINT="+cinderAPI.endpoint, "OS_USERNAME=admin", "OS_TENANT_NAME="+cinderProject,
+		"INITIATOR_NAME="+initiatorName, "POD_NAMESPACE="+deployNamespace)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = cmd.Process.Kill()
+			t.Logf("cinder-provisioner killed: %v", <-exited)
+		}
+		if t.Failed() {
+			t.Logf("cinder-provisioner output:\n%s", out.String())
+		}
+	})
+
+	readyURL := "http://" + addr + "/readyz"
+	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		select {
+		case err := <-exited:
+			stopped = true
+			return false, fmt.Errorf("cinder-provisioner exited: %w", err)
+		default:
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	}); err != nil {
+		t.Fatalf("%s never became ready: %v", readyURL, err)
+	}
+
+	ns := cp.CreateTestNamespace(t, "cinder-binary")
+	sc := createClass(t, ns, name, map[string]string{"type": "iscsi"})
+	pvc := createPVC(ctx, t, ns, sc.Name)
+	_, pv, err := framework.WaitForPVCBound(ctx, cp.Client, ns, pvc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeSystem, err := cp.Client.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pv.Annotations[cinderprov.AnnIdentity], name+"/"+string(kubeSystem.UID); got != want {
+		t.Errorf("identity = %q, want %q (provisioner name and cluster id)", got, want)
+	}
+	if src := pv.Spec.ISCSI; src == nil || src.InitiatorName == nil || *src.InitiatorName != initiatorName || src.SecretRef == nil {
+		t.Errorf("iSCSI source = %+v", src)
+	}
+	id := pv.Annotations[cinderprov.AnnVolumeID]
+	deleteClaim(ctx, t, pvc, pv.Name)
+	assertVolumeGone(ctx, t, id)
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("cinder-provisioner did not stop within 30 s of SIGTERM")
+	}
+}
