@@ -1,0 +1,137 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/klog/v2"
+
+	"github.com/kubeprov/external-storage/csi/pkg/connection"
+	"github.com/kubeprov/external-storage/csi/pkg/provisioner"
+	"github.com/kubeprov/external-storage/lib/cli"
+	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/httpendpoint"
+)
+
+// Binary is the command's name, also its user agent.
+const Binary = "csi-provisioner"
+
+// NewCommand returns the csi-provisioner command.
+func NewCommand() *cobra.Command {
+	o := NewOptions()
+	return cli.NewCommand(Binary,
+		"Provision PersistentVolumes with a CSI driver (sidecar of the driver's controller)",
+		o.AddFlags, o.Validate, o.Run)
+}
+
+// Run connects to the driver, checks that it can create volumes, and runs
+// the provision controller under the driver's name until ctx ends.
+func (o *Options) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	conn, err := connection.Dial(o.CSIAddress)
+	if err != nil {
+		return fmt.Errorf("--csi-address: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	logger.Info("Connecting to the CSI driver", "address", o.CSIAddress)
+	if err := connection.WaitForConnection(ctx, conn); err != nil {
+		return err
+	}
+	if err := connection.WaitForDriver(ctx, conn, o.callTimeout()); err != nil {
+		return err
+	}
+	infoCtx, cancel := o.callContext(ctx)
+	info, err := connection.GetDriverInfo(infoCtx, conn)
+	cancel()
+	if err != nil {
+		return err
+	}
+	logger.Info("Found the CSI driver", "driver", info.Name, "version", info.VendorVersion, "capabilities", info.Capabilities)
+	if !info.Capabilities.ControllerService || !info.Capabilities.CreateDeleteVolume {
+		return fmt.Errorf("CSI driver %s does not support CREATE_DELETE_VOLUME (ControllerGetCapabilities): "+
+			"it cannot create volumes, so csi-provisioner has nothing to do; remove it from this driver's deployment", info.Name)
+	}
+
+	clients, err := o.NewClients(Binary)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(clients.Config)
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	// Node and CSINode caches only for drivers with topology: on a large
+	// cluster the Node cache is the provisioner's biggest.
+	var factory informers.SharedInformerFactory
+	if info.Capabilities.Topology {
+		factory = informers.NewSharedInformerFactoryWithOptions(clients.Kube, controller.DefaultResyncPeriod,
+			informers.WithTransform(stripManagedFields))
+	}
+	prov, err := provisioner.New(provisioner.Config{
+		DriverName:            info.Name,
+		Capabilities:          info.Capabilities,
+		Controller:            csi.NewControllerClient(conn),
+		Client:                clients.Kube,
+		Dynamic:               dyn,
+		Informers:             factory,
+		ExtraCreateMetadata:   o.ExtraCreateMetadata,
+		DefaultFSType:         o.DefaultFSType,
+		StrictTopology:        o.StrictTopology,
+		ImmediateTopology:     o.ImmediateTopology,
+		ForwardPVCLabels:      o.ForwardPVCLabels,
+		ForwardPVCAnnotations: o.ForwardPVCAnnotations,
+	})
+	if err != nil {
+		return err
+	}
+	if factory != nil {
+		factory.Start(ctx.Done())
+	}
+	return o.Common.Run(ctx, clients, info.Name, prov, cli.RunOptions{
+		Ready:      map[string]httpendpoint.Check{"csi-driver": o.driverReady(conn)},
+		Controller: []controller.Option{controller.WithVolumeNameFunc(o.VolumeName)},
+	})
+}
+
+// driverReady is the readiness check of the driver: its Probe answers ready.
+func (o *Options) driverReady(conn grpc.ClientConnInterface) httpendpoint.Check {
+	return func(r *http.Request) error {
+		ctx, cancel := o.callContext(r.Context())
+		defer cancel()
+		return connection.Probe(ctx, conn)
+	}
+}
+
+// callTimeout bounds one call to the driver outside provisioning; --timeout
+// 0 (no bound on operations) still must not let a hung driver block startup.
+func (o *Options) callTimeout() time.Duration {
+	if o.Timeout > 0 {
+		return o.Timeout
+	}
+	return DefaultTimeout
+}
+
+func (o *Options) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, o.callTimeout())
+}
+
+// stripManagedFields drops managedFields from cached objects: nothing reads them.
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}

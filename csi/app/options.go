@@ -1,0 +1,128 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package app is the csi-provisioner command: its flags and how it starts.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubeprov/external-storage/lib/cli"
+)
+
+// Defaults of the csi-provisioner flags, those CSI sidecar users know.
+const (
+	DefaultCSIAddress           = "/run/csi/socket"
+	DefaultTimeout              = 10 * time.Second
+	DefaultWorkerThreads        = 100
+	DefaultVolumeNamePrefix     = "pvc"
+	DefaultVolumeNameUUIDLength = -1
+	DefaultImmediateTopology    = true
+)
+
+// Options are the csi-provisioner flags.
+type Options struct {
+	cli.Common
+	CSIAddress            string
+	VolumeNamePrefix      string
+	VolumeNameUUIDLength  int
+	ExtraCreateMetadata   bool
+	DefaultFSType         string
+	StrictTopology        bool
+	ImmediateTopology     bool
+	ForwardPVCLabels      []string
+	ForwardPVCAnnotations []string
+}
+
+// NewOptions returns the options with their defaults.
+func NewOptions() *Options {
+	common := cli.NewCommon()
+	common.Timeout = DefaultTimeout
+	common.WorkerThreads = DefaultWorkerThreads
+	return &Options{
+		Common:               common,
+		CSIAddress:           DefaultCSIAddress,
+		VolumeNamePrefix:     DefaultVolumeNamePrefix,
+		VolumeNameUUIDLength: DefaultVolumeNameUUIDLength,
+		ImmediateTopology:    DefaultImmediateTopology,
+	}
+}
+
+// AddFlags adds the shared flags and csi-provisioner's own to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.Common.AddFlags(fs)
+	fs.StringVar(&o.CSIAddress, "csi-address", o.CSIAddress, "Unix socket of the CSI driver's controller (path, or unix:// URL).")
+	fs.StringVar(&o.VolumeNamePrefix, "volume-name-prefix", o.VolumeNamePrefix, "Prefix of PV and volume names: <prefix>-<claim uid>.")
+	fs.IntVar(&o.VolumeNameUUIDLength, "volume-name-uuid-length", o.VolumeNameUUIDLength,
+		"Characters of the claim uid used in volume names; -1 uses all of it.")
+	fs.BoolVar(&o.ExtraCreateMetadata, "extra-create-metadata", o.ExtraCreateMetadata,
+		"Pass the claim's name and namespace and the PV's name to CreateVolume as parameters csi.storage.k8s.io/pvc/name, csi.storage.k8s.io/pvc/namespace, csi.storage.k8s.io/pv/name.")
+	fs.StringVar(&o.DefaultFSType, "default-fstype", o.DefaultFSType,
+		"Filesystem of Filesystem volumes whose StorageClass sets no csi.storage.k8s.io/fstype; empty lets the driver choose.")
+	fs.BoolVar(&o.StrictTopology, "strict-topology", o.StrictTopology,
+		"For WaitForFirstConsumer volumes, require the selected node's topology only, instead of preferring it.")
+	fs.BoolVar(&o.ImmediateTopology, "immediate-topology", o.ImmediateTopology,
+		"For Immediate volumes without allowedTopologies, require the topology of the nodes where the driver runs; false lets the driver choose.")
+	fs.StringSliceVar(&o.ForwardPVCLabels, "forward-pvc-labels", o.ForwardPVCLabels,
+		"Claim labels passed to CreateVolume, each as parameter csi.storage.k8s.io/pvc/labels/<key> (comma-separated keys).")
+	fs.StringSliceVar(&o.ForwardPVCAnnotations, "forward-pvc-annotations", o.ForwardPVCAnnotations,
+		"Claim annotations passed to CreateVolume, each as parameter csi.storage.k8s.io/pvc/annotations/<key> (comma-separated keys).")
+}
+
+// Validate checks the flags, naming each one at fault.
+func (o *Options) Validate() error {
+	errs := []error{o.Common.Validate()}
+	if o.CSIAddress == "" {
+		errs = append(errs, errors.New("--csi-address is required"))
+	}
+	switch {
+	case o.VolumeNamePrefix == "":
+		errs = append(errs, errors.New("--volume-name-prefix must not be empty"))
+	case strings.HasSuffix(o.VolumeNamePrefix, "-"):
+		errs = append(errs, errors.New("--volume-name-prefix must not end with '-': the provisioner adds one"))
+	default:
+		// The longest name the prefix can make must be a valid PV name.
+		if msgs := validation.IsDNS1123Subdomain(o.nameFor(exampleUID)); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--volume-name-prefix %q does not make valid PV names: %s", o.VolumeNamePrefix, strings.Join(msgs, ", ")))
+		}
+	}
+	if o.VolumeNameUUIDLength == 0 || o.VolumeNameUUIDLength < -1 {
+		errs = append(errs, fmt.Errorf("--volume-name-uuid-length must be -1 (the whole uid) or more than 0, got %d", o.VolumeNameUUIDLength))
+	}
+	errs = append(errs, validKeys("--forward-pvc-labels", o.ForwardPVCLabels), validKeys("--forward-pvc-annotations", o.ForwardPVCAnnotations))
+	return errors.Join(errs...)
+}
+
+// exampleUID stands for a claim uid when the name a prefix makes is checked.
+const exampleUID = "00000000-0000-0000-0000-000000000000"
+
+// VolumeName is the name of the PV, and of the volume, for a claim:
+// <prefix>-<uid>, the uid cut to --volume-name-uuid-length. It depends only
+// on the claim's uid, so every retry asks the driver for the same volume.
+func (o *Options) VolumeName(claim *corev1.PersistentVolumeClaim) string {
+	return o.nameFor(string(claim.UID))
+}
+
+func (o *Options) nameFor(uid string) string {
+	if o.VolumeNameUUIDLength > 0 && o.VolumeNameUUIDLength < len(uid) {
+		uid = uid[:o.VolumeNameUUIDLength]
+	}
+	return o.VolumeNamePrefix + "-" + uid
+}
+
+func validKeys(flag string, keys []string) error {
+	var errs []error
+	for _, k := range keys {
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %q is not a valid label or annotation key: %s", flag, k, strings.Join(msgs, ", ")))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,229 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package provisioner
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"github.com/kubeprov/external-storage/lib/controller"
+)
+
+// The VolumeSnapshot API, installed with the external-snapshotter CRDs.
+const snapshotGroup = "snapshot.storage.k8s.io"
+
+var (
+	snapshotGroupVersion = schema.GroupVersion{Group: snapshotGroup, Version: "v1"}
+	snapshotResource     = snapshotGroupVersion.WithResource("volumesnapshots")
+	contentResource      = snapshotGroupVersion.WithResource("volumesnapshotcontents")
+)
+
+// dataSource is a claim's data source, from dataSourceRef or dataSource.
+type dataSource struct {
+	kind, apiGroup, name, namespace string
+}
+
+func (d *dataSource) isClaim() bool { return d.kind == "PersistentVolumeClaim" && d.apiGroup == "" }
+func (d *dataSource) isSnapshot() bool {
+	return d.kind == "VolumeSnapshot" && d.apiGroup == snapshotGroup
+}
+
+// claimDataSource returns the claim's data source, nil if it has none.
+func claimDataSource(claim *corev1.PersistentVolumeClaim) *dataSource {
+	if ref := claim.Spec.DataSourceRef; ref != nil {
+		d := &dataSource{kind: ref.Kind, name: ref.Name, namespace: claim.Namespace}
+		if ref.APIGroup != nil {
+			d.apiGroup = *ref.APIGroup
+		}
+		if ref.Namespace != nil && *ref.Namespace != "" {
+			d.namespace = *ref.Namespace
+		}
+		return d
+	}
+	if ref := claim.Spec.DataSource; ref != nil {
+		d := &dataSource{kind: ref.Kind, name: ref.Name, namespace: claim.Namespace}
+		if ref.APIGroup != nil {
+			d.apiGroup = *ref.APIGroup
+		}
+		return d
+	}
+	return nil
+}
+
+// checkDataSourceKind leaves claims with a data source this provisioner does
+// not know to their volume populator, quietly.
+func checkDataSourceKind(claim *corev1.PersistentVolumeClaim) error {
+	d := claimDataSource(claim)
+	if d == nil || d.isClaim() || d.isSnapshot() {
+		return nil
+	}
+	return controller.Ignore("data source %s %s (group %q) is for a volume populator", d.kind, d.name, d.apiGroup)
+}
+
+// contentSource returns what the new volume is filled from, nil for an empty volume.
+func (p *Provisioner) contentSource(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string) (*csi.VolumeContentSource, error) {
+	d := claimDataSource(claim)
+	switch {
+	case d == nil:
+		return nil, nil
+	case d.namespace != claim.Namespace:
+		return nil, fmt.Errorf("the claim's data source %s %s/%s is in another namespace, which csi-provisioner does not support: use a source in namespace %s",
+			d.kind, d.namespace, d.name, claim.Namespace)
+	case d.isClaim():
+		return p.cloneSource(ctx, claim, className, d.name)
+	case d.isSnapshot():
+		return p.snapshotSource(ctx, claim, d.name)
+	}
+	return nil, checkDataSourceKind(claim)
+}
+
+// cloneSource checks that a claim can be cloned from the claim source in its
+// namespace and returns the source volume.
+func (p *Provisioner) cloneSource(ctx context.Context, claim *corev1.PersistentVolumeClaim, className, source string) (*csi.VolumeContentSource, error) {
+	what := fmt.Sprintf("source claim %s/%s of the clone", claim.Namespace, source)
+	if !p.cfg.Capabilities.CloneVolume {
+		return nil, fmt.Errorf("CSI driver %s cannot clone volumes (no CLONE_VOLUME capability): remove the claim's data source or use a StorageClass of another driver",
+			p.cfg.DriverName)
+	}
+	src, err := p.cfg.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, source, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%s does not exist: create it or fix the claim's data source", what)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", what, err)
+	}
+	switch {
+	case src.DeletionTimestamp != nil:
+		return nil, fmt.Errorf("%s is being deleted", what)
+	case src.Status.Phase != corev1.ClaimBound || src.Spec.VolumeName == "":
+		return nil, fmt.Errorf("%s is not bound yet (phase %q): the clone is made once it is", what, src.Status.Phase)
+	case claimClassName(src) != className:
+		return nil, fmt.Errorf("%s has StorageClass %q but the clone has %q: a clone must use its source's StorageClass", what, claimClassName(src), className)
+	case volumeMode(src) != volumeMode(claim):
+		return nil, fmt.Errorf("%s has volumeMode %s but the clone has %s: they must be the same", what, volumeMode(src), volumeMode(claim))
+	}
+	srcSize := src.Spec.Resources.Requests[corev1.ResourceStorage]
+	size := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	if size.Cmp(srcSize) < 0 {
+		return nil, fmt.Errorf("the clone requests %s, less than its %s requests (%s): request at least %s", size.String(), what, srcSize.String(), srcSize.String())
+	}
+	pv, err := p.cfg.Client.CoreV1().PersistentVolumes().Get(ctx, src.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading volume %s of %s: %w", src.Spec.VolumeName, what, err)
+	}
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.cfg.DriverName {
+		return nil, fmt.Errorf("volume %s of %s is not a volume of CSI driver %s: only its own volumes can be cloned", pv.Name, what, p.cfg.DriverName)
+	}
+	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: pv.Spec.CSI.VolumeHandle},
+	}}, nil
+}
+
+// snapshotSource checks that a claim can be restored from a VolumeSnapshot
+// in its namespace and returns the snapshot.
+func (p *Provisioner) snapshotSource(ctx context.Context, claim *corev1.PersistentVolumeClaim, name string) (*csi.VolumeContentSource, error) {
+	what := fmt.Sprintf("VolumeSnapshot %s/%s", claim.Namespace, name)
+	if !p.snapshotAPIInstalled(ctx) {
+		return nil, fmt.Errorf("the claim's data source is %s, but the VolumeSnapshot API (%s) is not installed in this cluster: "+
+			"install the snapshot CRDs and snapshot controller, or remove the data source", what, snapshotGroupVersion.String())
+	}
+	snap, err := p.cfg.Dynamic.Resource(snapshotResource).Namespace(claim.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%s does not exist: create it or fix the claim's data source", what)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", what, err)
+	}
+	if snap.GetDeletionTimestamp() != nil {
+		return nil, fmt.Errorf("%s is being deleted", what)
+	}
+	ready, _, _ := unstructured.NestedBool(snap.Object, "status", "readyToUse")
+	contentName, _, _ := unstructured.NestedString(snap.Object, "status", "boundVolumeSnapshotContentName")
+	if !ready || contentName == "" {
+		return nil, fmt.Errorf("%s is not ready to use yet: the volume is made once it is", what)
+	}
+	if restore, ok, err := nestedQuantity(snap, "status", "restoreSize"); err != nil {
+		return nil, fmt.Errorf("%s: status.restoreSize: %w", what, err)
+	} else if size := claim.Spec.Resources.Requests[corev1.ResourceStorage]; ok && size.Cmp(restore) < 0 {
+		return nil, fmt.Errorf("the claim requests %s, less than the restore size of %s (%s): request at least %s", size.String(), what, restore.String(), restore.String())
+	}
+	content, err := p.cfg.Dynamic.Resource(contentResource).Get(ctx, contentName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading VolumeSnapshotContent %s of %s: %w", contentName, what, err)
+	}
+	driver, _, _ := unstructured.NestedString(content.Object, "spec", "driver")
+	refName, _, _ := unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "name")
+	refNamespace, _, _ := unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "namespace")
+	handle, _, _ := unstructured.NestedString(content.Object, "status", "snapshotHandle")
+	switch {
+	case refName != snap.GetName() || refNamespace != snap.GetNamespace():
+		// Only a content bound back to this snapshot may be used: otherwise
+		// a user could restore someone else's snapshot by naming its content.
+		return nil, fmt.Errorf("VolumeSnapshotContent %s does not belong to %s (it refers to %s/%s)", contentName, what, refNamespace, refName)
+	case driver != p.cfg.DriverName:
+		return nil, fmt.Errorf("%s was taken by CSI driver %q, not %s: restore it with a StorageClass of that driver", what, driver, p.cfg.DriverName)
+	case handle == "":
+		return nil, fmt.Errorf("%s is not ready to use yet: its VolumeSnapshotContent %s has no snapshot handle", what, contentName)
+	}
+	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+		Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: handle},
+	}}, nil
+}
+
+// snapshotAPIInstalled asks discovery whether the VolumeSnapshot API is served.
+func (p *Provisioner) snapshotAPIInstalled(ctx context.Context) bool {
+	if p.cfg.Dynamic == nil {
+		return false
+	}
+	resources, err := p.cfg.Client.Discovery().ServerResourcesForGroupVersion(snapshotGroupVersion.String())
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			klog.FromContext(ctx).Error(err, "Discovering the VolumeSnapshot API")
+		}
+		return false
+	}
+	for _, r := range resources.APIResources {
+		if r.Name == snapshotResource.Resource {
+			return true
+		}
+	}
+	return false
+}
+
+// nestedQuantity reads a quantity field, which JSON holds as a string or a number.
+func nestedQuantity(obj *unstructured.Unstructured, fields ...string) (resource.Quantity, bool, error) {
+	v, ok, err := unstructured.NestedFieldNoCopy(obj.Object, fields...)
+	if !ok || err != nil || v == nil {
+		return resource.Quantity{}, false, err
+	}
+	q, err := resource.ParseQuantity(fmt.Sprint(v))
+	return q, err == nil, err
+}
+
+// claimClassName is the claim's class, from the field or the old annotation.
+func claimClassName(claim *corev1.PersistentVolumeClaim) string {
+	if c, ok := claim.Annotations[corev1.BetaStorageClassAnnotation]; ok {
+		return c
+	}
+	if claim.Spec.StorageClassName != nil {
+		return *claim.Spec.StorageClassName
+	}
+	return ""
+}
+
+func volumeMode(claim *corev1.PersistentVolumeClaim) corev1.PersistentVolumeMode {
+	if claim.Spec.VolumeMode != nil {
+		return *claim.Spec.VolumeMode
+	}
+	return corev1.PersistentVolumeFilesystem
+}

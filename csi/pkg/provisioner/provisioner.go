@@ -1,0 +1,407 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package provisioner provisions PersistentVolumes with a CSI driver's
+// CreateVolume and deletes them with DeleteVolume: StorageClass parameters
+// and secrets, topology, clones and snapshot restores, and the mapping of
+// the driver's answers to what the controller must do next.
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/kubeprov/external-storage/csi/pkg/connection"
+	"github.com/kubeprov/external-storage/lib/controller"
+)
+
+// PV annotations that keep the provisioner secret's reference, so that
+// DeleteVolume gets its secrets even after the StorageClass is gone.
+const (
+	AnnDeletionSecretName      = "volume.kubernetes.io/provisioner-deletion-secret-name"      //nolint:gosec // an annotation key, not a credential
+	AnnDeletionSecretNamespace = "volume.kubernetes.io/provisioner-deletion-secret-namespace" //nolint:gosec // an annotation key, not a credential
+)
+
+// Config configures a Provisioner.
+type Config struct {
+	// DriverName is the driver's name (GetPluginInfo), which is also the
+	// provisioner name in StorageClasses.
+	DriverName string
+	// Capabilities are what the driver said it can do.
+	Capabilities connection.Capabilities
+	// Controller is the driver's controller service.
+	Controller csi.ControllerClient
+	// Client reads secrets, clone sources and their volumes.
+	Client kubernetes.Interface
+	// Dynamic reads VolumeSnapshots; nil means no snapshot restores.
+	Dynamic dynamic.Interface
+	// Informers provides the Node and CSINode caches; required when the
+	// driver has topology. The caller starts it.
+	Informers informers.SharedInformerFactory
+	// ExtraCreateMetadata adds the claim's and PV's names to the parameters.
+	ExtraCreateMetadata bool
+	// DefaultFSType is used when the class sets no csi.storage.k8s.io/fstype.
+	DefaultFSType string
+	// StrictTopology limits a WaitForFirstConsumer volume to the selected node's segment.
+	StrictTopology bool
+	// ImmediateTopology gives Immediate volumes without allowedTopologies the
+	// segments of all nodes of the driver as requirement.
+	ImmediateTopology bool
+	// ForwardPVCLabels and ForwardPVCAnnotations are the claim labels and
+	// annotations passed to the driver as parameters.
+	ForwardPVCLabels, ForwardPVCAnnotations []string
+}
+
+// Provisioner is a controller.Provisioner backed by a CSI driver.
+type Provisioner struct {
+	cfg            Config
+	nodes          corelisters.NodeLister
+	csiNodes       storagelisters.CSINodeLister
+	topologySynced []cache.InformerSynced
+	// legacyWarned holds the deprecated keys already logged about.
+	legacyWarned sync.Map
+}
+
+var (
+	_ controller.Provisioner      = (*Provisioner)(nil)
+	_ controller.BlockProvisioner = (*Provisioner)(nil)
+)
+
+// New returns a Provisioner. With the topology capability it registers
+// Node and CSINode informers on cfg.Informers, which must be started after.
+func New(cfg Config) (*Provisioner, error) {
+	var errs []error
+	if cfg.DriverName == "" {
+		errs = append(errs, errors.New("the driver name is required"))
+	}
+	if cfg.Controller == nil {
+		errs = append(errs, errors.New("the controller client is required"))
+	}
+	if cfg.Client == nil {
+		errs = append(errs, errors.New("the Kubernetes client is required"))
+	}
+	if cfg.Capabilities.Topology && cfg.Informers == nil {
+		errs = append(errs, errors.New("an informer factory is required for a driver with topology"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	p := &Provisioner{cfg: cfg}
+	if cfg.Capabilities.Topology {
+		nodes := cfg.Informers.Core().V1().Nodes()
+		csiNodes := cfg.Informers.Storage().V1().CSINodes()
+		p.nodes, p.csiNodes = nodes.Lister(), csiNodes.Lister()
+		p.topologySynced = []cache.InformerSynced{nodes.Informer().HasSynced, csiNodes.Informer().HasSynced}
+	}
+	return p, nil
+}
+
+// SupportsBlock is true: CSI has block volumes, and a driver without them
+// rejects the request with a message of its own.
+func (p *Provisioner) SupportsBlock(context.Context) bool { return true }
+
+// Provision creates the volume with CreateVolume, named after the PV so that
+// a repeated call finds the same volume.
+//
+// Failures before CreateVolume is called return ProvisioningNoChange: this
+// call created nothing, and an earlier call that may still complete in the
+// driver (a timeout) must stay tracked so that its volume is not leaked.
+// The controller reports these failures like final ones.
+func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
+	if o.StorageClass == nil || o.PVC == nil {
+		return nil, controller.ProvisioningNoChange, errors.New("no StorageClass or claim to provision for")
+	}
+	if err := checkDataSourceKind(o.PVC); err != nil {
+		return nil, controller.ProvisioningNoChange, err
+	}
+	params, err := parseParameters(o.StorageClass.Parameters)
+	if err != nil {
+		return nil, controller.ProvisioningNoChange, err
+	}
+	p.warnLegacy(ctx, o.StorageClass.Name, params.legacyKeys)
+	refs, err := params.resolveSecrets(templateValues{pvName: o.PVName, claim: o.PVC})
+	if err != nil {
+		return nil, controller.ProvisioningNoChange, err
+	}
+	req, fsType, err := p.createRequest(o, params)
+	if err != nil {
+		return nil, controller.ProvisioningNoChange, err
+	}
+	if req.AccessibilityRequirements, err = p.topologyRequirements(ctx, o.StorageClass, o.PVC, o.SelectedNodeName); err != nil {
+		return nil, topologyState(err), err
+	}
+	if req.VolumeContentSource, err = p.contentSource(ctx, o.PVC, o.StorageClass.Name); err != nil {
+		return nil, controller.ProvisioningNoChange, err
+	}
+	if ref := refs[SecretProvisioner]; ref != nil {
+		if req.Secrets, err = p.readSecret(ctx, ref, params.secrets[SecretProvisioner]); err != nil {
+			return nil, controller.ProvisioningNoChange, err
+		}
+	}
+
+	logger := klog.FromContext(ctx)
+	logger.V(4).Info("Calling CreateVolume", "name", req.Name, "parameters", req.Parameters, "capacity", req.CapacityRange)
+	rsp, err := p.cfg.Controller.CreateVolume(ctx, req)
+	if err != nil {
+		return nil, createState(err, o.SelectedNodeName), fmt.Errorf("CSI driver %s: CreateVolume %s: %w", p.cfg.DriverName, req.Name, err)
+	}
+	vol := rsp.GetVolume()
+	if vol.GetVolumeId() == "" {
+		// Nothing to delete it by: the driver is broken, say so.
+		return nil, controller.ProvisioningFinished, fmt.Errorf("CSI driver %s: CreateVolume %s returned no volume id", p.cfg.DriverName, req.Name)
+	}
+	if required := req.GetCapacityRange().GetRequiredBytes(); vol.GetCapacityBytes() != 0 && vol.GetCapacityBytes() < required {
+		return p.undoTooSmall(ctx, vol, req)
+	}
+	return p.newVolume(o, vol, fsType, refs), controller.ProvisioningFinished, nil
+}
+
+// createRequest builds the CreateVolume request without topology, content
+// source and secrets; it returns the fsType of Filesystem volumes.
+func (p *Provisioner) createRequest(o controller.ProvisionOptions, params *classParameters) (*csi.CreateVolumeRequest, string, error) {
+	claim := o.PVC
+	fsType := ""
+	if volumeMode(claim) == corev1.PersistentVolumeFilesystem {
+		fsType = params.fsType
+		if fsType == "" {
+			fsType = p.cfg.DefaultFSType
+		}
+	}
+	caps, err := p.volumeCapabilities(claim, fsType, o.StorageClass.MountOptions)
+	if err != nil {
+		return nil, "", err
+	}
+	capacity, err := capacityRange(claim)
+	if err != nil {
+		return nil, "", err
+	}
+	return &csi.CreateVolumeRequest{
+		Name:               o.PVName,
+		CapacityRange:      capacity,
+		VolumeCapabilities: caps,
+		Parameters:         p.driverParameters(o, params),
+	}, fsType, nil
+}
+
+// driverParameters are the class's own parameters plus the metadata the
+// flags ask for.
+func (p *Provisioner) driverParameters(o controller.ProvisionOptions, params *classParameters) map[string]string {
+	out := maps.Clone(params.driver)
+	if p.cfg.ExtraCreateMetadata {
+		out[ParamPVCName] = o.PVC.Name
+		out[ParamPVCNamespace] = o.PVC.Namespace
+		out[ParamPVName] = o.PVName
+	}
+	for _, k := range p.cfg.ForwardPVCLabels {
+		if v, ok := o.PVC.Labels[k]; ok {
+			out[ParamPVCLabelPrefix+k] = v
+		}
+	}
+	for _, k := range p.cfg.ForwardPVCAnnotations {
+		if v, ok := o.PVC.Annotations[k]; ok {
+			out[ParamPVCAnnotationPrefix+k] = v
+		}
+	}
+	return out
+}
+
+// volumeCapabilities gives one capability per access mode of the claim.
+func (p *Provisioner) volumeCapabilities(claim *corev1.PersistentVolumeClaim, fsType string, mountOptions []string) ([]*csi.VolumeCapability, error) {
+	if len(claim.Spec.AccessModes) == 0 {
+		return nil, errors.New("the claim has no access modes: set spec.accessModes")
+	}
+	var caps []*csi.VolumeCapability
+	seen := map[corev1.PersistentVolumeAccessMode]bool{}
+	for _, m := range claim.Spec.AccessModes {
+		if seen[m] {
+			continue
+		}
+		seen[m] = true
+		mode, err := p.accessMode(m)
+		if err != nil {
+			return nil, err
+		}
+		c := &csi.VolumeCapability{AccessMode: &csi.VolumeCapability_AccessMode{Mode: mode}}
+		if volumeMode(claim) == corev1.PersistentVolumeBlock {
+			c.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
+		} else {
+			c.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{
+				FsType: fsType, MountFlags: append([]string(nil), mountOptions...),
+			}}
+		}
+		caps = append(caps, c)
+	}
+	return caps, nil
+}
+
+// accessMode maps a Kubernetes access mode to CSI. Drivers that know the
+// single-node modes (SINGLE_NODE_MULTI_WRITER capability) get the precise
+// ones; others get SINGLE_NODE_WRITER, which they all understand.
+func (p *Provisioner) accessMode(m corev1.PersistentVolumeAccessMode) (csi.VolumeCapability_AccessMode_Mode, error) {
+	precise := p.cfg.Capabilities.SingleNodeMultiWriter
+	switch m {
+	case corev1.ReadWriteOnce:
+		if precise {
+			return csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER, nil
+		}
+		return csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, nil
+	case corev1.ReadWriteOncePod:
+		if precise {
+			return csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, nil
+		}
+		return csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, nil
+	case corev1.ReadOnlyMany:
+		return csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY, nil
+	case corev1.ReadWriteMany:
+		return csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, nil
+	}
+	return 0, fmt.Errorf("access mode %q is not supported", m)
+}
+
+// capacityRange is the claim's storage request and, when set, its limit.
+func capacityRange(claim *corev1.PersistentVolumeClaim) (*csi.CapacityRange, error) {
+	request := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	r := &csi.CapacityRange{RequiredBytes: request.Value()}
+	if limit, ok := claim.Spec.Resources.Limits[corev1.ResourceStorage]; ok {
+		if limit.Cmp(request) < 0 {
+			return nil, fmt.Errorf("the claim's storage limit %s is less than its request %s: raise the limit or lower the request", limit.String(), request.String())
+		}
+		r.LimitBytes = limit.Value()
+	}
+	return r, nil
+}
+
+// newVolume builds the PV of a created volume.
+func (p *Provisioner) newVolume(o controller.ProvisionOptions, vol *csi.Volume, fsType string, refs secretRefs) *corev1.PersistentVolume {
+	source := &corev1.CSIPersistentVolumeSource{
+		Driver:                     p.cfg.DriverName,
+		VolumeHandle:               vol.GetVolumeId(),
+		FSType:                     fsType,
+		VolumeAttributes:           vol.GetVolumeContext(),
+		ControllerPublishSecretRef: refs[SecretControllerPublish],
+		NodeStageSecretRef:         refs[SecretNodeStage],
+		NodePublishSecretRef:       refs[SecretNodePublish],
+		ControllerExpandSecretRef:  refs[SecretControllerExpand],
+		NodeExpandSecretRef:        refs[SecretNodeExpand],
+	}
+	spec := controller.VolumeSpec{
+		Source:       corev1.PersistentVolumeSource{CSI: source},
+		NodeAffinity: nodeAffinity(vol.GetAccessibleTopology()),
+	}
+	if b := vol.GetCapacityBytes(); b > 0 {
+		spec.Capacity = *resource.NewQuantity(b, resource.BinarySI)
+	}
+	if ref := refs[SecretProvisioner]; ref != nil {
+		spec.Annotations = map[string]string{AnnDeletionSecretName: ref.Name, AnnDeletionSecretNamespace: ref.Namespace}
+	}
+	return o.NewVolume(spec)
+}
+
+// undoTooSmall deletes a volume smaller than asked for. If that fails the
+// volume still exists, so the operation stays in the background.
+func (p *Provisioner) undoTooSmall(ctx context.Context, vol *csi.Volume, req *csi.CreateVolumeRequest) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
+	tooSmall := fmt.Errorf("CSI driver %s: CreateVolume %s returned %d bytes, less than the %d requested",
+		p.cfg.DriverName, req.Name, vol.GetCapacityBytes(), req.GetCapacityRange().GetRequiredBytes())
+	if err := p.deleteVolume(ctx, vol.GetVolumeId(), req.Secrets); err != nil {
+		return nil, controller.ProvisioningInBackground, fmt.Errorf("%w; deleting it failed: %w", tooSmall, err)
+	}
+	return nil, controller.ProvisioningFinished, fmt.Errorf("%w; it was deleted", tooSmall)
+}
+
+// Delete deletes the PV's volume with DeleteVolume, with the provisioner
+// secret recorded on the PV. A volume the driver does not know is gone already.
+func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.cfg.DriverName {
+		return controller.Ignore("PersistentVolume %s is not a volume of CSI driver %s", pv.Name, p.cfg.DriverName)
+	}
+	name, hasName := pv.Annotations[AnnDeletionSecretName]
+	namespace, hasNamespace := pv.Annotations[AnnDeletionSecretNamespace]
+	var secrets map[string]string
+	switch {
+	case hasName && hasNamespace:
+		var err error
+		secrets, err = p.getSecret(ctx, &corev1.SecretReference{Name: name, Namespace: namespace},
+			fmt.Sprintf("annotations %s and %s of PersistentVolume %s", AnnDeletionSecretName, AnnDeletionSecretNamespace, pv.Name))
+		if err != nil {
+			return err
+		}
+	case hasName || hasNamespace:
+		return fmt.Errorf("PersistentVolume %s has only one of the annotations %s and %s: set both, or neither to delete without secrets",
+			pv.Name, AnnDeletionSecretName, AnnDeletionSecretNamespace)
+	}
+	return p.deleteVolume(ctx, pv.Spec.CSI.VolumeHandle, secrets)
+}
+
+func (p *Provisioner) deleteVolume(ctx context.Context, id string, secrets map[string]string) error {
+	_, err := p.cfg.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id, Secrets: secrets})
+	if err == nil || isNotFound(err) {
+		return nil
+	}
+	return fmt.Errorf("CSI driver %s: DeleteVolume %s: %w", p.cfg.DriverName, id, err)
+}
+
+// readSecret reads the provisioner secret named by the class.
+func (p *Provisioner) readSecret(ctx context.Context, ref *corev1.SecretReference, from *secretTemplates) (map[string]string, error) {
+	return p.getSecret(ctx, ref, fmt.Sprintf("parameters %q and %q", from.nameKey, from.namespaceKey))
+}
+
+// getSecret reads a secret straight from the API server: provisioner
+// secrets are few, and caching every secret of the cluster would cost
+// memory and a far broader permission. Errors name the secret and where it
+// came from, never its content.
+func (p *Provisioner) getSecret(ctx context.Context, ref *corev1.SecretReference, from string) (map[string]string, error) {
+	secret, err := p.cfg.Client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("secret %s/%s (from %s) does not exist: create it", ref.Namespace, ref.Name, from)
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("csi-provisioner may not read secret %s/%s (from %s): grant it get on secrets in namespace %s", ref.Namespace, ref.Name, from, ref.Namespace)
+	case err != nil:
+		return nil, fmt.Errorf("reading secret %s/%s (from %s): %w", ref.Namespace, ref.Name, from, err)
+	}
+	out := make(map[string]string, len(secret.Data))
+	for k, v := range secret.Data {
+		out[k] = string(v)
+	}
+	return out, nil
+}
+
+// warnLegacy logs once per process about each deprecated key in use.
+func (p *Provisioner) warnLegacy(ctx context.Context, className string, keys []string) {
+	for _, k := range keys {
+		if _, seen := p.legacyWarned.LoadOrStore(k, true); seen {
+			continue
+		}
+		klog.FromContext(ctx).Info("StorageClass uses a deprecated secret parameter; it still works and is passed to the driver unchanged",
+			"storageClass", className, "parameter", k, "replacement", currentSpelling(k))
+	}
+}
+
+// currentSpelling is the csi.storage.k8s.io/ key that replaces a legacy one.
+func currentSpelling(legacy string) string {
+	for _, k := range secretParameters {
+		switch legacy {
+		case k.legacyName:
+			return k.name
+		case k.legacyNamespace:
+			return k.namespace
+		}
+	}
+	return ""
+}

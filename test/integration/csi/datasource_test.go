@@ -1,0 +1,204 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package csi
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeprov/external-storage/test/csidriver"
+)
+
+func cloneOf(source string) func(*corev1.PersistentVolumeClaim) {
+	return func(c *corev1.PersistentVolumeClaim) {
+		c.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: source}
+	}
+}
+
+// TestClone: a claim cloned from a bound claim of the same class gets a
+// volume filled from the source volume; every misuse is a Warning event.
+func TestClone(t *testing.T) {
+	e := setup(t, csidriver.Options{})
+	class := e.createClass(nil)
+	other := e.createClass(nil)
+	unserved := e.createClass(nil, func(c *storagev1.StorageClass) { c.Provisioner = "nobody.test.kubeprov.io" })
+	source, sourcePV := e.bound(e.createClaim(class.Name, "1Gi"))
+	pending := e.createClaim(unserved.Name, "1Gi")
+
+	t.Run("clone", func(t *testing.T) {
+		e := e.on(t)
+		_, pv := e.bound(e.createClaim(class.Name, "2Gi", cloneOf(source.Name)))
+		got := e.driver.LastCreateRequest(pv.Name).GetVolumeContentSource().GetVolume().GetVolumeId()
+		if got != sourcePV.Spec.CSI.VolumeHandle {
+			t.Errorf("content source %q, want the source's volume handle %q", got, sourcePV.Spec.CSI.VolumeHandle)
+		}
+		if v, _ := e.driver.Volume(pv.Name); v.SourceVolumeID != sourcePV.Spec.CSI.VolumeHandle {
+			t.Errorf("the driver's volume was not cloned: %+v", v)
+		}
+	})
+	rejected := []struct {
+		name  string
+		claim func(e *env) *corev1.PersistentVolumeClaim
+		want  []string
+	}{
+		{"smaller than the source", func(e *env) *corev1.PersistentVolumeClaim { return e.createClaim(class.Name, "512Mi", cloneOf(source.Name)) },
+			[]string{"the clone requests 512Mi, less than its source claim " + e.ns + "/" + source.Name, "request at least 1Gi"}},
+		{"other class", func(e *env) *corev1.PersistentVolumeClaim { return e.createClaim(other.Name, "1Gi", cloneOf(source.Name)) },
+			[]string{"has StorageClass \"" + class.Name + "\" but the clone has \"" + other.Name + "\""}},
+		{"source not bound", func(e *env) *corev1.PersistentVolumeClaim { return e.createClaim(class.Name, "1Gi", cloneOf(pending.Name)) },
+			[]string{"source claim " + e.ns + "/" + pending.Name + " of the clone is not bound yet"}},
+		{"source missing", func(e *env) *corev1.PersistentVolumeClaim { return e.createClaim(class.Name, "1Gi", cloneOf("absent")) },
+			[]string{"source claim " + e.ns + "/absent of the clone does not exist"}},
+		{"other volume mode", func(e *env) *corev1.PersistentVolumeClaim {
+			return e.createClaim(class.Name, "1Gi", cloneOf(source.Name), func(c *corev1.PersistentVolumeClaim) {
+				c.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock)
+			})
+		}, []string{"has volumeMode Filesystem but the clone has Block"}},
+	}
+	for _, tc := range rejected {
+		t.Run(tc.name, func(t *testing.T) {
+			e := e.on(t)
+			claim := tc.claim(e)
+			e.event(claim, "ProvisioningFailed", tc.want...)
+			if n := len(requestsFor(e.driver, pvName(claim))); n != 0 {
+				t.Errorf("%d CreateVolume calls for a rejected clone", n)
+			}
+		})
+	}
+}
+
+// TestCloneUnsupported: a driver without CLONE_VOLUME is never asked to clone.
+func TestCloneUnsupported(t *testing.T) {
+	e := setup(t, csidriver.Options{ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{
+		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
+	}})
+	class := e.createClass(nil)
+	source, _ := e.bound(e.createClaim(class.Name, "1Gi"))
+	claim := e.createClaim(class.Name, "1Gi", cloneOf(source.Name))
+	e.event(claim, "ProvisioningFailed", "CSI driver "+e.name+" cannot clone volumes (no CLONE_VOLUME capability)")
+}
+
+var (
+	crdResource      = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	snapshotResource = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshots"}
+	contentResource  = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotcontents"}
+)
+
+// installSnapshotCRDs installs the VolumeSnapshot API from testdata and
+// removes it when the test ends.
+func (e *env) installSnapshotCRDs(dyn dynamic.Interface) {
+	t, ctx := e.t, e.ctx
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "csi", "snapshot-crds.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dyn.Resource(crdResource).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		name := obj.GetName()
+		t.Cleanup(func() { _ = dyn.Resource(crdResource).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	e.eventually("the snapshot API to be served", func() bool {
+		_, err := dyn.Resource(snapshotResource).Namespace("default").List(ctx, metav1.ListOptions{})
+		_, err2 := dyn.Resource(contentResource).List(ctx, metav1.ListOptions{})
+		return err == nil && err2 == nil
+	})
+}
+
+// createSnapshot creates a VolumeSnapshot bound to its VolumeSnapshotContent
+// with the status the snapshot controller would write.
+func (e *env) createSnapshot(dyn dynamic.Interface, name, handle string, ready bool) {
+	e.t.Helper()
+	contentName := "content-" + uniqueName(name)
+	content := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotContent",
+		"metadata": map[string]any{"name": contentName},
+		"spec": map[string]any{
+			"driver": e.name, "deletionPolicy": "Delete",
+			"source":            map[string]any{"snapshotHandle": handle},
+			"volumeSnapshotRef": map[string]any{"name": name, "namespace": e.ns},
+		},
+	}}
+	snap := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+		"metadata": map[string]any{"name": name, "namespace": e.ns},
+		"spec":     map[string]any{"source": map[string]any{"volumeSnapshotContentName": contentName}},
+	}}
+	created, err := dyn.Resource(contentResource).Create(e.ctx, content, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		_ = dyn.Resource(contentResource).Delete(context.Background(), contentName, metav1.DeleteOptions{})
+	})
+	created.Object["status"] = map[string]any{"snapshotHandle": handle, "readyToUse": ready, "restoreSize": int64(1 << 30)}
+	if _, err := dyn.Resource(contentResource).UpdateStatus(e.ctx, created, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	created, err = dyn.Resource(snapshotResource).Namespace(e.ns).Create(e.ctx, snap, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	created.Object["status"] = map[string]any{"readyToUse": ready, "boundVolumeSnapshotContentName": contentName, "restoreSize": "1Gi"}
+	if _, err := dyn.Resource(snapshotResource).Namespace(e.ns).UpdateStatus(e.ctx, created, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func restoreFrom(snapshot string) func(*corev1.PersistentVolumeClaim) {
+	return func(c *corev1.PersistentVolumeClaim) {
+		c.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: snapshot}
+	}
+}
+
+// TestSnapshotRestore: without the snapshot API a restore is a clear Warning
+// event; with it, the volume is created from the snapshot's handle.
+func TestSnapshotRestore(t *testing.T) {
+	e := setup(t, csidriver.Options{})
+	dyn, err := dynamic.NewForConfig(cp.RestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := e.createClass(nil)
+	waiting := e.createClaim(class.Name, "1Gi", restoreFrom("snap"))
+	e.event(waiting, "ProvisioningFailed", "VolumeSnapshot "+e.ns+"/snap", "the VolumeSnapshot API (snapshot.storage.k8s.io/v1) is not installed in this cluster")
+
+	e.installSnapshotCRDs(dyn)
+	e.driver.AddSnapshot("snap-handle-1", 1<<30)
+	e.createSnapshot(dyn, "snap", "snap-handle-1", true)
+	e.createSnapshot(dyn, "unready", "snap-handle-2", false)
+
+	// The claim that waited for the API is provisioned on a retry.
+	_, pv := e.bound(waiting)
+	if got := e.driver.LastCreateRequest(pv.Name).GetVolumeContentSource().GetSnapshot().GetSnapshotId(); got != "snap-handle-1" {
+		t.Errorf("content source snapshot %q, want snap-handle-1", got)
+	}
+	if v, _ := e.driver.Volume(pv.Name); v.SourceSnapshotID != "snap-handle-1" {
+		t.Errorf("the driver's volume was not restored: %+v", v)
+	}
+
+	claim := e.createClaim(class.Name, "1Gi", restoreFrom("unready"))
+	e.event(claim, "ProvisioningFailed", "VolumeSnapshot "+e.ns+"/unready is not ready to use yet")
+	claim = e.createClaim(class.Name, "512Mi", restoreFrom("snap"))
+	e.event(claim, "ProvisioningFailed", "the claim requests 512Mi, less than the restore size")
+}

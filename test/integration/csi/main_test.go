@@ -1,0 +1,21 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package csi tests csi-provisioner, run as its real binary, against the
+// real control plane and a stateful CSI driver (test/csidriver) on a unix
+// socket: what a user observes (claims bound, PV fields, Warning events) and
+// what the driver ends up holding (no leaked volumes).
+package csi
+
+import (
+	"testing"
+
+	"github.com/kubeprov/external-storage/test/framework"
+)
+
+// cp is the control plane shared by all tests of this package.
+var cp *framework.ControlPlane
+
+func TestMain(m *testing.M) {
+	framework.RunMain(m, framework.Options{}, func(c *framework.ControlPlane) { cp = c })
+}
