@@ -106,15 +106,17 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "# Provisioning benchmark\n\n%s\n\n", machine(c))
 
-	prov, err := measureBurst(ctx, admin, p, c.n, "burst")
-	if err != nil {
-		return err
+	if c.n > 0 {
+		prov, err := measureBurst(ctx, admin, p, c.n, "burst")
+		if err != nil {
+			return err
+		}
+		ceiling, err := rawCeiling(ctx, cp, admin, c)
+		if err != nil {
+			return err
+		}
+		report(out, c, prov, ceiling)
 	}
-	ceiling, err := rawCeiling(ctx, cp, admin, c)
-	if err != nil {
-		return err
-	}
-	report(out, c, prov, ceiling)
 
 	if c.restartClaims > 0 {
 		r, err := measureRestart(ctx, admin, p, bin, cp.KubeconfigPath, c)
@@ -524,7 +526,9 @@ func measureRestart(ctx context.Context, admin kubernetes.Interface, p *provisio
 		if err != nil {
 			return nil, err
 		}
-		if m.sum("workqueue_depth", nil) == 0 && m.sum("workqueue_adds_total", map[string]string{"name": "claims"}) >= float64(c.restartClaims) {
+		// Bound claims and volumes never enter the work queues, so idle is
+		// ready with empty queues.
+		if m.sum("workqueue_depth", nil) == 0 && m.sum("workqueue_unfinished_work_seconds", nil) == 0 {
 			r.idle = time.Since(q.started)
 			for k, v := range m.requests() {
 				if isWrite(k) {

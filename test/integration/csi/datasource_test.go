@@ -55,11 +55,17 @@ func TestClone(t *testing.T) {
 		claim func(e *env) *corev1.PersistentVolumeClaim
 		want  []string
 	}{
-		{"smaller than the source", func(e *env) *corev1.PersistentVolumeClaim { return e.createClaim(class.Name, "512Mi", cloneOf(source.Name)) },
+		{"smaller than the source", func(e *env) *corev1.PersistentVolumeClaim {
+			return e.createClaim(class.Name, "512Mi", cloneOf(source.Name))
+		},
 			[]string{"the clone requests 512Mi, less than its source claim " + e.ns + "/" + source.Name, "request at least 1Gi"}},
-		{"other class", func(e *env) *corev1.PersistentVolumeClaim { return e.createClaim(other.Name, "1Gi", cloneOf(source.Name)) },
+		{"other class", func(e *env) *corev1.PersistentVolumeClaim {
+			return e.createClaim(other.Name, "1Gi", cloneOf(source.Name))
+		},
 			[]string{"has StorageClass \"" + class.Name + "\" but the clone has \"" + other.Name + "\""}},
-		{"source not bound", func(e *env) *corev1.PersistentVolumeClaim { return e.createClaim(class.Name, "1Gi", cloneOf(pending.Name)) },
+		{"source not bound", func(e *env) *corev1.PersistentVolumeClaim {
+			return e.createClaim(class.Name, "1Gi", cloneOf(pending.Name))
+		},
 			[]string{"source claim " + e.ns + "/" + pending.Name + " of the clone is not bound yet"}},
 		{"source missing", func(e *env) *corev1.PersistentVolumeClaim { return e.createClaim(class.Name, "1Gi", cloneOf("absent")) },
 			[]string{"source claim " + e.ns + "/absent of the clone does not exist"}},
