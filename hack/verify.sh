@@ -37,6 +37,12 @@ for m in $modules; do
   (cd "$m" && GOWORK=off go mod tidy -diff >/dev/null) || fail "$m: go.mod/go.sum not tidy (run make tidy)"
 done
 
+step "lib: API compatible with its last release, or versions.yaml bumped as semver requires"
+hack/apidiff.sh || fail "lib: API change needs a version bump in versions.yaml (docs/releasing.md)"
+
+step "hack/tools: vet + tidy (GOWORK=off; not in go.work)"
+(cd hack/tools && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff >/dev/null) || fail "hack/tools: vet failed or not tidy"
+
 if command -v shellcheck >/dev/null; then
   step "shellcheck"
   git ls-files -co --exclude-standard -- '*.sh' | xargs -r shellcheck -S warning || fail "shellcheck found problems"

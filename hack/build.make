@@ -1,0 +1,101 @@
+# Copyright 2026 The external-storage Authors.
+# SPDX-License-Identifier: Apache-2.0
+#
+# Build, image and push rules shared by every provisioner. A provisioner's
+# Makefile is exactly:
+#
+#   BINARY := <binary name>
+#   include ../hack/build.make
+#
+# with its main package in cmd/$(BINARY). `make help` in that directory lists
+# the targets; docs/releasing.md explains versions, images and pushes.
+# Variables are overridden on the command line: make push REGISTRY=... TAG=...
+
+ifndef BINARY
+$(error set BINARY := <binary name> before including build.make)
+endif
+
+SHELL := /usr/bin/env bash -o pipefail
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))..)
+# The module directory names the tags: hostpath/v0.2.0.
+MODULE_DIR := $(notdir $(CURDIR))
+OUTPUT := $(ROOT)/_output
+
+# Computed once (a plain ?= would run git on every use).
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell $(ROOT)/hack/version.sh $(MODULE_DIR))
+endif
+ifeq ($(origin REVISION),undefined)
+REVISION := $(shell git -C $(ROOT) rev-parse HEAD 2>/dev/null || echo unknown)
+endif
+# Image timestamps are the commit time, so that rebuilding a commit gives the
+# same digests.
+ifeq ($(origin SOURCE_DATE_EPOCH),undefined)
+SOURCE_DATE_EPOCH := $(shell git -C $(ROOT) log -1 --format=%ct 2>/dev/null || echo 0)
+endif
+REGISTRY ?= ghcr.io/kubeprov
+# Tags cannot hold "+": v0.0.0-dev+abc1234 is tagged v0.0.0-dev-abc1234.
+TAG ?= $(subst +,-,$(VERSION))
+IMAGE ?= $(REGISTRY)/$(BINARY)
+PLATFORMS ?= linux/amd64 linux/arm64
+SOURCE_URL ?= https://github.com/kubeprov/external-storage
+# DOCKER=1 builds <dir>/Dockerfile with docker buildx instead (images that
+# need OS packages, e.g. nfs with Ganesha); it needs a container engine.
+DOCKER ?=
+
+VERSION_PKG := github.com/kubeprov/external-storage/lib/version
+LDFLAGS := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION)
+# Static, reproducible binaries built from the module alone (as released,
+# without go.work). The same flags for every target keep the build cache warm.
+GO_BUILD := CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags '$(LDFLAGS)'
+
+BIN := $(OUTPUT)/bin/$(BINARY)
+LAYOUT := $(OUTPUT)/images/$(BINARY)
+IMAGEBUILD := $(OUTPUT)/tools/imagebuild
+IMAGEBUILD_SRC := $(wildcard $(ROOT)/hack/tools/cmd/imagebuild/*.go) $(ROOT)/hack/tools/go.mod $(ROOT)/hack/tools/go.sum
+# linux/arm64 -> $(OUTPUT)/bin/linux_arm64/$(BINARY)
+platform_bin = $(OUTPUT)/bin/$(subst /,_,$(1))/$(BINARY)
+comma := ,
+space := $(subst ,, )
+
+.DEFAULT_GOAL := build
+.PHONY: help build binaries image push version image-ref
+
+help: ## List the targets.
+	@grep -hE '^[a-zA-Z/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
+
+build: ## Static binary for this machine into _output/bin/$(BINARY).
+	$(GO_BUILD) -o $(BIN) ./cmd/$(BINARY)
+
+binaries: $(foreach p,$(PLATFORMS),binary/$(p)) ## Static binaries for every platform in PLATFORMS.
+
+binary/%:
+	GOOS=$(word 1,$(subst /, ,$*)) GOARCH=$(word 2,$(subst /, ,$*)) $(GO_BUILD) -o $(call platform_bin,$*) ./cmd/$(BINARY)
+
+$(IMAGEBUILD): $(IMAGEBUILD_SRC)
+	cd $(ROOT)/hack/tools && GOWORK=off go build -trimpath -o $@ ./cmd/imagebuild
+
+ifeq ($(DOCKER),)
+image: binaries $(IMAGEBUILD) ## OCI image index (all PLATFORMS) into _output/images/$(BINARY); DOCKER=1 uses the Dockerfile.
+	$(IMAGEBUILD) build -name $(BINARY) -o $(LAYOUT) \
+	  -version $(VERSION) -revision $(REVISION) -source $(SOURCE_URL) -tag $(TAG) -created $(SOURCE_DATE_EPOCH) \
+	  $(foreach p,$(PLATFORMS),-binary $(p)=$(call platform_bin,$(p)))
+else
+image:
+	@test -f Dockerfile || { echo "$(MODULE_DIR) has no Dockerfile: build its image without DOCKER=1" >&2; exit 1; }
+	rm -rf $(LAYOUT)
+	docker buildx build -f Dockerfile --platform $(subst $(space),$(comma),$(strip $(PLATFORMS))) \
+	  --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) --build-arg SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
+	  --label org.opencontainers.image.source=$(SOURCE_URL) --label org.opencontainers.image.version=$(VERSION) \
+	  --label org.opencontainers.image.revision=$(REVISION) --label org.opencontainers.image.title=$(BINARY) \
+	  --output type=oci,dest=$(LAYOUT),tar=false,name=$(IMAGE):$(TAG) $(ROOT)
+endif
+
+push: image $(IMAGEBUILD) ## Push the image: make push REGISTRY=host/namespace TAG=tag (defaults ghcr.io/kubeprov, the version).
+	$(IMAGEBUILD) push -layout $(LAYOUT) -ref $(IMAGE):$(TAG)
+
+version: ## Print the version stamped into the binary.
+	@echo $(VERSION)
+
+image-ref: ## Print the image reference make push writes.
+	@echo $(IMAGE):$(TAG)

@@ -1,0 +1,286 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+const (
+	// NonRootID is the uid and gid images run as (distroless' "nonroot").
+	NonRootID = 65532
+
+	defaultCACertificates = "/etc/ssl/certs/ca-certificates.crt"
+	// caBundlePath is where Go's crypto/x509 looks first on Linux.
+	caBundlePath = "etc/ssl/certs/ca-certificates.crt"
+	binDir       = "usr/local/bin"
+
+	labelSource   = "org.opencontainers.image.source"
+	labelVersion  = "org.opencontainers.image.version"
+	labelRevision = "org.opencontainers.image.revision"
+	labelTitle    = "org.opencontainers.image.title"
+	labelCreated  = "org.opencontainers.image.created"
+	annotationRef = "org.opencontainers.image.ref.name"
+)
+
+type buildOptions struct {
+	Name, Version, Revision, Source, Tag string
+	Created                              time.Time
+	Binaries                             platformFlag
+	CACertificates                       string
+	Out                                  string
+}
+
+func (o *buildOptions) validate() error {
+	var missing []string
+	for flag, v := range map[string]string{"-name": o.Name, "-version": o.Version, "-revision": o.Revision, "-source": o.Source, "-o": o.Out} {
+		if v == "" {
+			missing = append(missing, flag)
+		}
+	}
+	if len(o.Binaries) == 0 {
+		missing = append(missing, "-binary")
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("missing %s", strings.Join(missing, ", "))
+	}
+	if strings.ContainsAny(o.Name, "/ ") {
+		return fmt.Errorf("-name %q: want a plain file name", o.Name)
+	}
+	return nil
+}
+
+// platformFlag collects -binary OS/ARCH[/VARIANT]=PATH in the order given.
+type platformFlag []platformBinary
+
+type platformBinary struct {
+	Platform v1.Platform
+	Path     string
+}
+
+func (f *platformFlag) String() string { return fmt.Sprint(f.platforms()) }
+
+func (f *platformFlag) Set(s string) error {
+	spec, file, ok := strings.Cut(s, "=")
+	if !ok || file == "" {
+		return fmt.Errorf("%q: want OS/ARCH[/VARIANT]=PATH", s)
+	}
+	p, err := v1.ParsePlatform(spec)
+	if err != nil || p.OS == "" || p.Architecture == "" {
+		return fmt.Errorf("%q: want OS/ARCH[/VARIANT]=PATH", s)
+	}
+	for _, b := range *f {
+		if b.Platform.Equals(*p) {
+			return fmt.Errorf("platform %s given twice", spec)
+		}
+	}
+	*f = append(*f, platformBinary{Platform: *p, Path: file})
+	return nil
+}
+
+func (f platformFlag) platforms() []string {
+	var out []string
+	for _, b := range f {
+		out = append(out, b.Platform.String())
+	}
+	return out
+}
+
+// build writes the layout and returns the image index digest.
+func build(o buildOptions) (v1.Hash, error) {
+	labels := map[string]string{
+		labelSource:   o.Source,
+		labelVersion:  o.Version,
+		labelRevision: o.Revision,
+		labelTitle:    o.Name,
+		labelCreated:  o.Created.Format(time.RFC3339),
+	}
+	caBundle, err := os.ReadFile(o.CACertificates)
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("reading the CA bundle for the base layer (apt-get install ca-certificates): %w", err)
+	}
+	base, err := newLayer(baseFiles(caBundle), o.Created)
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("base layer: %w", err)
+	}
+
+	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, b := range o.Binaries {
+		img, err := platformImage(o, b, base, labels)
+		if err != nil {
+			return v1.Hash{}, fmt.Errorf("%s: %w", b.Platform, err)
+		}
+		p := b.Platform
+		index = mutate.AppendManifests(index, mutate.IndexAddendum{
+			Add:        img,
+			Descriptor: v1.Descriptor{Platform: &p},
+		})
+	}
+	index = mutate.Annotations(index, labels).(v1.ImageIndex)
+	digest, err := index.Digest()
+	if err != nil {
+		return v1.Hash{}, err
+	}
+
+	// Replace the whole directory: a layout only grows when appended to.
+	if err := os.RemoveAll(o.Out); err != nil {
+		return v1.Hash{}, err
+	}
+	lp, err := layout.Write(o.Out, empty.Index)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	var refOpts []layout.Option
+	if o.Tag != "" {
+		refOpts = append(refOpts, layout.WithAnnotations(map[string]string{annotationRef: o.Tag}))
+	}
+	if err := lp.AppendIndex(index, refOpts...); err != nil {
+		return v1.Hash{}, fmt.Errorf("writing the OCI layout to %s: %w", o.Out, err)
+	}
+	return digest, nil
+}
+
+// platformImage is the base layer plus the binary, configured to run it as
+// the nonroot user.
+func platformImage(o buildOptions, b platformBinary, base v1.Layer, labels map[string]string) (v1.Image, error) {
+	bin, err := os.ReadFile(b.Path)
+	if err != nil {
+		return nil, err
+	}
+	if len(bin) < 4 || !bytes.Equal(bin[:4], []byte("\x7fELF")) {
+		return nil, fmt.Errorf("%s is not an ELF binary", b.Path)
+	}
+	app, err := newLayer(appFiles(o.Name, bin), o.Created)
+	if err != nil {
+		return nil, fmt.Errorf("binary layer: %w", err)
+	}
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	created := v1.Time{Time: o.Created}
+	img, err = mutate.Append(img,
+		mutate.Addendum{Layer: base, History: v1.History{Created: created, CreatedBy: "imagebuild: CA certificates, nonroot user, /tmp"}},
+		mutate.Addendum{Layer: app, History: v1.History{Created: created, CreatedBy: "imagebuild: /" + binDir + "/" + o.Name}},
+	)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Created = created
+	cfg.OS, cfg.Architecture, cfg.Variant, cfg.OSVersion = b.Platform.OS, b.Platform.Architecture, b.Platform.Variant, b.Platform.OSVersion
+	cfg.Config.Entrypoint = []string{"/" + binDir + "/" + o.Name}
+	cfg.Config.Cmd = nil
+	cfg.Config.User = fmt.Sprintf("%d:%d", NonRootID, NonRootID)
+	cfg.Config.WorkingDir = "/"
+	cfg.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=/" + caBundlePath}
+	cfg.Config.Labels = labels
+	img, err = mutate.ConfigFile(img, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return mutate.Annotations(img, labels).(v1.Image), nil
+}
+
+// file is one tar entry; a nil Data with a trailing "/" in Name is a directory.
+type file struct {
+	Name     string
+	Mode     int64
+	UID, GID int
+	Data     []byte
+}
+
+func dir(name string, mode int64, id int) file {
+	return file{Name: name + "/", Mode: mode, UID: id, GID: id}
+}
+
+// baseFiles is what distroless' static image offers that a Go binary uses:
+// CA certificates for TLS to backends, a passwd/group naming the nonroot user
+// (some libraries look the user up), nsswitch.conf so that /etc/hosts is
+// consulted before DNS, and a writable /tmp.
+func baseFiles(caBundle []byte) []file {
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRootID, NonRootID)
+	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", NonRootID)
+	return []file{
+		dir("etc", 0o755, 0),
+		{Name: "etc/group", Mode: 0o644, Data: []byte(group)},
+		{Name: "etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")},
+		{Name: "etc/passwd", Mode: 0o644, Data: []byte(passwd)},
+		dir("etc/ssl", 0o755, 0),
+		dir("etc/ssl/certs", 0o755, 0),
+		{Name: caBundlePath, Mode: 0o644, Data: caBundle},
+		dir("home", 0o755, 0),
+		dir("home/nonroot", 0o700, NonRootID),
+		dir("root", 0o700, 0),
+		dir("tmp", 0o1777, 0),
+	}
+}
+
+func appFiles(name string, bin []byte) []file {
+	return []file{
+		dir("usr", 0o755, 0),
+		dir("usr/local", 0o755, 0),
+		dir(binDir, 0o755, 0),
+		{Name: path.Join(binDir, name), Mode: 0o755, Data: bin},
+	}
+}
+
+// newLayer writes files into a gzip-compressed tar, deterministically: fixed
+// order, owners and times.
+func newLayer(files []file, modTime time.Time) (v1.Layer, error) {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
+	if err != nil {
+		return nil, err
+	}
+	tw := tar.NewWriter(zw)
+	for _, f := range files {
+		hdr := &tar.Header{
+			Name:    f.Name,
+			Mode:    f.Mode,
+			Uid:     f.UID,
+			Gid:     f.GID,
+			ModTime: modTime,
+			Format:  tar.FormatPAX,
+		}
+		if strings.HasSuffix(f.Name, "/") {
+			hdr.Typeflag = tar.TypeDir
+		} else {
+			hdr.Typeflag = tar.TypeReg
+			hdr.Size = int64(len(f.Data))
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return nil, err
+		}
+	}
+	if err := errors.Join(tw.Close(), zw.Close()); err != nil {
+		return nil, err
+	}
+	data := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+}

@@ -1,0 +1,122 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Command imagebuild assembles and pushes the provisioners' OCI images without
+// a container engine. hack/build.make runs it; see docs/releasing.md.
+//
+//	imagebuild build -name NAME -binary linux/amd64=PATH -binary linux/arm64=PATH \
+//	    -version V -revision R -source URL -tag TAG -o DIR
+//	imagebuild push -layout DIR -ref REGISTRY/NAME:TAG
+//
+// build writes an OCI layout whose index.json names one image index (one
+// image per platform). Every image has the same two layers below the binary's
+// own: a base layer made here (CA certificates from this machine, a nonroot
+// user 65532, /tmp) because no base image can be pulled, and the static
+// binary at /usr/local/bin/NAME as the entrypoint. Timestamps come from
+// -created (the commit time), so the same inputs give the same digests.
+//
+// push copies what a layout holds (an index built here or by docker buildx)
+// to a registry, with credentials from the Docker config (docker login or
+// crane auth login).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "imagebuild:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: imagebuild build|push [flags] (-h for the flags of each)")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch args[0] {
+	case "build":
+		return runBuild(args[1:])
+	case "push":
+		return runPush(ctx, args[1:])
+	default:
+		return fmt.Errorf("unknown command %q: want build or push", args[0])
+	}
+}
+
+func runBuild(args []string) error {
+	fs := flag.NewFlagSet("build", flag.ContinueOnError)
+	var o buildOptions
+	var binaries platformFlag
+	var created string
+	fs.StringVar(&o.Name, "name", "", "binary name; the entrypoint is /usr/local/bin/NAME")
+	fs.Var(&binaries, "binary", "OS/ARCH[/VARIANT]=PATH of a static binary, once per platform")
+	fs.StringVar(&o.Version, "version", "", "version label (org.opencontainers.image.version)")
+	fs.StringVar(&o.Revision, "revision", "", "git commit (org.opencontainers.image.revision)")
+	fs.StringVar(&o.Source, "source", "", "source repository URL (org.opencontainers.image.source)")
+	fs.StringVar(&o.Tag, "tag", "", "tag recorded as the layout's org.opencontainers.image.ref.name")
+	fs.StringVar(&created, "created", "0", "creation time: Unix seconds (the commit time) or RFC 3339")
+	fs.StringVar(&o.CACertificates, "ca-certificates", defaultCACertificates, "CA bundle copied to "+caBundlePath)
+	fs.StringVar(&o.Out, "o", "", "output directory (replaced) for the OCI layout")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	t, err := parseTime(created)
+	if err != nil {
+		return fmt.Errorf("-created: %w", err)
+	}
+	o.Created = t
+	o.Binaries = binaries
+	if err := o.validate(); err != nil {
+		return err
+	}
+	digest, err := build(o)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s: image index %s for %s in %s\n", o.Name, digest, binaries.platforms(), o.Out)
+	return nil
+}
+
+func runPush(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("push", flag.ContinueOnError)
+	layoutDir := fs.String("layout", "", "OCI layout written by build (or docker buildx --output type=oci,tar=false)")
+	ref := fs.String("ref", "", "destination, REGISTRY/REPOSITORY:TAG")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *layoutDir == "" || *ref == "" || fs.NArg() != 0 {
+		return errors.New("push needs -layout DIR and -ref REGISTRY/REPOSITORY:TAG")
+	}
+	pushed, err := push(ctx, *layoutDir, *ref)
+	if err != nil {
+		return err
+	}
+	fmt.Println("pushed", pushed)
+	return nil
+}
+
+func parseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t.UTC(), nil
+	}
+	var sec int64
+	if _, err := fmt.Sscanf(s, "%d", &sec); err != nil || fmt.Sprint(sec) != strings.TrimSpace(s) {
+		return time.Time{}, fmt.Errorf("%q is neither Unix seconds nor RFC 3339", s)
+	}
+	return time.Unix(sec, 0).UTC(), nil
+}

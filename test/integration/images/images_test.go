@@ -1,0 +1,299 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package images builds and pushes every provisioner image as a release
+// does (make push in the provisioner's directory, no container engine) to a
+// real OCI registry served on 127.0.0.1, and reads each back as a user's
+// runtime would: the index, each platform's configuration, the files of the
+// layers, and the binary itself.
+package images
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/kubeprov/external-storage/test/integration/release"
+)
+
+const (
+	nonRoot    = "65532:65532"
+	sourceURL  = "https://github.com/kubeprov/external-storage"
+	caBundle   = "/etc/ssl/certs/ca-certificates.crt"
+	namespace  = "kubeprov"
+	entrypoint = "/usr/local/bin/"
+)
+
+var wantPlatforms = []string{"linux/amd64", "linux/arm64"}
+
+// TestImages builds and pushes each provisioner's image once, then checks
+// what was pushed. The builds run one after the other (the machine has few
+// cores); each compiles its binary once per platform, and the Go build cache
+// makes later runs mostly linking.
+func TestImages(t *testing.T) {
+	root, err := release.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	provisioners, missing, err := release.Provisioners(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range missing {
+		t.Errorf("%s has cmd/ but no Makefile including hack/build.make: its image cannot be built", dir)
+	}
+	if len(provisioners) == 0 {
+		t.Fatal("found no provisioner directory with a Makefile including hack/build.make")
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Fatal("make is needed to build the images (apt-get install make)")
+	}
+	hostCA, err := os.ReadFile(caBundle)
+	if err != nil {
+		t.Fatalf("the images carry this machine's CA bundle: %v (apt-get install ca-certificates)", err)
+	}
+
+	// A real registry (the distribution API, in memory) on 127.0.0.1: the
+	// push goes over HTTP like any other.
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	repoPrefix := host + "/" + namespace
+
+	ctx := testContext(t)
+	revision, err := release.Run(ctx, root, nil, "git", "rev-parse", "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	revision = strings.TrimSpace(revision)
+
+	for _, p := range provisioners {
+		t.Run(p.Dir, func(t *testing.T) {
+			dir := filepath.Join(root, p.Dir)
+			// The version make would compute, pinned for the whole subtest so
+			// that a file edited meanwhile cannot change it between steps.
+			version, err := release.Run(ctx, dir, nil, "make", "-s", "version")
+			if err != nil {
+				t.Fatal(err)
+			}
+			version = strings.TrimSpace(version)
+			vars := []string{"REGISTRY=" + repoPrefix, "VERSION=" + version, "REVISION=" + revision}
+			ref, err := release.Run(ctx, dir, nil, "make", append([]string{"-s", "image-ref"}, vars...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref = strings.TrimSpace(ref)
+			wantRef := repoPrefix + "/" + p.Binary + ":" + strings.ReplaceAll(version, "+", "-")
+			if ref != wantRef {
+				t.Errorf("make image-ref = %s, want %s (default TAG is the version with + replaced)", ref, wantRef)
+			}
+
+			started := time.Now()
+			if _, err := release.Run(ctx, dir, nil, "make", append([]string{"push"}, vars...)...); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("make push of %s took %s", p.Binary, time.Since(started).Round(time.Second))
+
+			checkIndex(ctx, t, ref, imageWant{
+				binary:   p.Binary,
+				version:  version,
+				revision: revision,
+				caBundle: hostCA,
+			})
+		})
+	}
+}
+
+type imageWant struct {
+	binary, version, revision string
+	caBundle                  []byte
+}
+
+// checkIndex reads ref back from the registry and checks every platform.
+func checkIndex(ctx context.Context, t *testing.T, ref string, want imageWant) {
+	t.Helper()
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := remote.Index(r, remote.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("reading the image index %s: %v", ref, err)
+	}
+	manifest, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var platforms []string
+	for _, desc := range manifest.Manifests {
+		if desc.Platform == nil {
+			t.Errorf("index entry %s has no platform", desc.Digest)
+			continue
+		}
+		platform := desc.Platform.String()
+		platforms = append(platforms, platform)
+		img, err := idx.Image(desc.Digest)
+		if err != nil {
+			t.Fatalf("%s: %v", platform, err)
+		}
+		checkImage(t, platform, img, want)
+	}
+	slices.Sort(platforms)
+	if !slices.Equal(platforms, wantPlatforms) {
+		t.Errorf("index %s has platforms %v, want %v", ref, platforms, wantPlatforms)
+	}
+}
+
+// checkImage checks the configuration and the files of one platform's
+// image, and runs the amd64 binary with --version.
+func checkImage(t *testing.T, platform string, img v1.Image, want imageWant) {
+	t.Helper()
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatalf("%s: %v", platform, err)
+	}
+	if got := cfg.Platform().String(); got != platform {
+		t.Errorf("%s: the configuration says %s", platform, got)
+	}
+	if got, w := cfg.Config.Entrypoint, []string{entrypoint + want.binary}; !slices.Equal(got, w) {
+		t.Errorf("%s: entrypoint %q, want %q", platform, got, w)
+	}
+	if cfg.Config.User != nonRoot {
+		t.Errorf("%s: user %q, want %s (nonroot)", platform, cfg.Config.User, nonRoot)
+	}
+	for label, w := range map[string]string{
+		"org.opencontainers.image.source":   sourceURL,
+		"org.opencontainers.image.version":  want.version,
+		"org.opencontainers.image.revision": want.revision,
+	} {
+		if got := cfg.Config.Labels[label]; got != w {
+			t.Errorf("%s: label %s=%q, want %q", platform, label, got, w)
+		}
+	}
+
+	files, err := imageFiles(img)
+	if err != nil {
+		t.Fatalf("%s: reading the layers: %v", platform, err)
+	}
+	if f, ok := files[caBundle[1:]]; !ok || !bytes.Equal(f.data, want.caBundle) {
+		t.Errorf("%s: %s is missing or differs from this machine's bundle", platform, caBundle)
+	}
+	if f := files["etc/passwd"]; !strings.Contains(string(f.data), "nonroot:x:65532:65532:") {
+		t.Errorf("%s: /etc/passwd has no nonroot user 65532:\n%s", platform, f.data)
+	}
+	if f := files["etc/group"]; !strings.Contains(string(f.data), "nonroot:x:65532:") {
+		t.Errorf("%s: /etc/group has no nonroot group 65532:\n%s", platform, f.data)
+	}
+	if f, ok := files["tmp"]; !ok || f.mode&fs.ModeDir == 0 || f.mode&(fs.ModePerm|fs.ModeSticky) != fs.ModePerm|fs.ModeSticky {
+		t.Errorf("%s: /tmp is missing or not a world-writable sticky directory (mode %v)", platform, f.mode)
+	}
+	bin, ok := files[strings.TrimPrefix(entrypoint, "/")+want.binary]
+	if !ok {
+		t.Fatalf("%s: the image has no %s%s", platform, entrypoint, want.binary)
+	}
+	if bin.mode&0o111 == 0 {
+		t.Errorf("%s: the binary is not executable (mode %v)", platform, bin.mode)
+	}
+	checkELF(t, platform, bin.data)
+	if platform == "linux/amd64" {
+		checkVersion(t, bin.data, want)
+	}
+}
+
+// checkELF: a static binary for the platform's architecture.
+func checkELF(t *testing.T, platform string, data []byte) {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		t.Errorf("%s: the binary is not ELF: %v", platform, err)
+		return
+	}
+	defer f.Close()
+	machine := map[string]elf.Machine{"linux/amd64": elf.EM_X86_64, "linux/arm64": elf.EM_AARCH64}[platform]
+	if f.Machine != machine {
+		t.Errorf("%s: the binary is for %v", platform, f.Machine)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s: the binary is dynamically linked (CGO_ENABLED=0 is required)", platform)
+		}
+	}
+}
+
+// checkVersion runs the binary taken out of the image.
+func checkVersion(t *testing.T, data []byte, want imageWant) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), want.binary)
+	if err := os.WriteFile(path, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(path, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --version: %v\n%s", want.binary, err, out)
+	}
+	prefix := fmt.Sprintf("%s %s (revision %s, go", want.binary, want.version, want.revision)
+	if !strings.HasPrefix(string(out), prefix) || !strings.Contains(string(out), "linux/amd64)") {
+		t.Errorf("%s --version printed %q, want %q...linux/amd64)", want.binary, out, prefix)
+	}
+}
+
+type imageFile struct {
+	mode fs.FileMode
+	data []byte
+}
+
+// imageFiles flattens the image's layers (later layers win), without the
+// leading "/" and trailing "/" of tar names.
+func imageFiles(img v1.Image) (map[string]imageFile, error) {
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	files := map[string]imageFile{}
+	tr := tar.NewReader(rc)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, err
+		}
+		name := strings.Trim(hdr.Name, "/")
+		files[strings.TrimPrefix(name, "./")] = imageFile{mode: hdr.FileInfo().Mode(), data: data}
+	}
+}
+
+// testContext ends a little before the test binary's deadline so that a
+// hanging build fails with its output rather than a panic.
+func testContext(t *testing.T) context.Context {
+	deadline, ok := t.Deadline()
+	if !ok {
+		return t.Context()
+	}
+	ctx, cancel := context.WithDeadline(t.Context(), deadline.Add(-30*time.Second))
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,161 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package release
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// skipTests keeps hack/release.sh from running the module's unit tests: this
+// test is about tags and versions, and those tests run elsewhere.
+var skipTests = []string{"RELEASE_SKIP_TESTS=1"}
+
+// TestReleaseTag releases a provisioner in a clone with hack/release.sh and
+// checks what the tag gives: the binary's --version, the image tag and the
+// version label of the image built from it; then what the commit after the
+// tag and an untagged module give.
+func TestReleaseTag(t *testing.T) {
+	needTools(t, "git", "make")
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	provisioners, _, err := Provisioners(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(provisioners) < 2 {
+		t.Fatalf("need two provisioners with a Makefile (one to tag, one untagged), found %v", provisioners)
+	}
+	p, untagged := provisioners[0], provisioners[1]
+	r := cloneWorkingTree(t, p.Dir, untagged.Dir)
+	version, err := Version(r.dir, p.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := p.Dir + "/" + version
+
+	// A dirty tree is refused.
+	r.write("uncommitted.txt", "work in progress\n")
+	if out, err := r.run(".", skipTests, "hack/release.sh", p.Dir); err == nil || !strings.Contains(err.Error(), "not clean") {
+		t.Errorf("release.sh on a dirty tree: err=%v, output %q; want a refusal naming the unclean tree", err, out)
+	}
+	if err := os.Remove(filepath.Join(r.dir, "uncommitted.txt")); err != nil {
+		t.Fatal(err)
+	}
+	// A module that versions.yaml does not list is refused.
+	if _, err := r.run(".", skipTests, "hack/release.sh", "test"); err == nil || !strings.Contains(err.Error(), "not a module in versions.yaml") {
+		t.Errorf("release.sh test: err=%v; want a refusal (test is never released)", err)
+	}
+
+	out := r.must(".", skipTests, "hack/release.sh", p.Dir)
+	if !strings.Contains(out, "tagged "+tag) {
+		t.Errorf("release.sh output %q does not say it tagged %s", out, tag)
+	}
+	if kind := r.git("cat-file", "-t", tag); kind != "tag" {
+		t.Errorf("%s is a %s, want an annotated tag", tag, kind)
+	}
+	head := r.git("rev-parse", "HEAD")
+	if at := r.git("rev-list", "-n1", tag); at != head {
+		t.Errorf("%s points at %s, want HEAD %s", tag, at, head)
+	}
+	if _, err := r.run(".", skipTests, "hack/release.sh", p.Dir); err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Errorf("releasing %s twice: err=%v; want a refusal", tag, err)
+	}
+
+	// The tagged commit builds the released version.
+	r.must(p.Dir, nil, "make", "build")
+	checkVersionOutput(t, filepath.Join(r.dir, "_output", "bin", p.Binary), p.Binary, version, head)
+	if ref := r.must(p.Dir, nil, "make", "-s", "image-ref"); ref != "ghcr.io/kubeprov/"+p.Binary+":"+version {
+		t.Errorf("make image-ref on %s = %s, want ghcr.io/kubeprov/%s:%s", tag, ref, p.Binary, version)
+	}
+	// One platform is enough here; tests/integration/images builds both.
+	r.must(p.Dir, nil, "make", "image", "PLATFORMS=linux/amd64")
+	checkLayout(t, filepath.Join(r.dir, "_output", "images", p.Binary), version)
+
+	// The next commit is a development version after the tag, and a module
+	// without a tag has a dev version naming the commit.
+	r.git("commit", "--quiet", "--allow-empty", "-m", "after the release")
+	short := r.git("rev-parse", "--short=7", "HEAD")
+	if got, want := r.must(p.Dir, nil, "make", "-s", "version"), version+"-1-g"+short; got != want {
+		t.Errorf("version one commit after %s = %s, want %s", tag, got, want)
+	}
+	if got, want := r.must(untagged.Dir, nil, "make", "-s", "version"), "v0.0.0-dev+"+short; got != want {
+		t.Errorf("version of untagged %s = %s, want %s", untagged.Dir, got, want)
+	}
+	if got, want := r.must(untagged.Dir, nil, "make", "-s", "image-ref"), "ghcr.io/kubeprov/"+untagged.Binary+":v0.0.0-dev-"+short; got != want {
+		t.Errorf("image of untagged %s = %s, want %s (no + in tags)", untagged.Dir, got, want)
+	}
+}
+
+// checkVersionOutput runs binary --version.
+func checkVersionOutput(t *testing.T, binary, name, version, revision string) {
+	t.Helper()
+	out, err := exec.Command(binary, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --version: %v\n%s", binary, err, out)
+	}
+	want := name + " " + version + " (revision " + revision + ", go"
+	if !strings.HasPrefix(string(out), want) {
+		t.Errorf("%s --version = %q, want %q...", name, out, want)
+	}
+}
+
+// checkLayout reads the OCI layout make image wrote: index.json names the
+// image index by the tag, and the index carries the version annotation.
+func checkLayout(t *testing.T, dir, version string) {
+	t.Helper()
+	var layoutIndex struct {
+		Manifests []struct {
+			MediaType   string            `json:"mediaType"`
+			Digest      string            `json:"digest"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	readJSON(t, filepath.Join(dir, "index.json"), &layoutIndex)
+	if len(layoutIndex.Manifests) != 1 {
+		t.Fatalf("%s/index.json lists %d entries, want 1", dir, len(layoutIndex.Manifests))
+	}
+	entry := layoutIndex.Manifests[0]
+	if got := entry.Annotations["org.opencontainers.image.ref.name"]; got != version {
+		t.Errorf("the layout names the image %q, want the tag %s", got, version)
+	}
+	var index struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	algo, hex, _ := strings.Cut(entry.Digest, ":")
+	readJSON(t, filepath.Join(dir, "blobs", algo, hex), &index)
+	if got := index.Annotations["org.opencontainers.image.version"]; got != version {
+		t.Errorf("the image index says version %q, want %s", got, version)
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// needTools fails (under CI) or skips when a command is missing.
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is not installed", tool)
+			}
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+}
