@@ -32,7 +32,7 @@ import (
 const testProvisioner = "test.kubeprov.io/dir"
 
 // dirStore is a Provisioner whose assets are directories, so tests can count
-// what exists. Behaviour is scripted per call.
+// what exists. What each call does is scripted.
 type dirStore struct {
 	root string
 
@@ -41,7 +41,6 @@ type dirStore struct {
 	deletes    []string
 	provisionF func(n int, o ProvisionOptions) (ProvisioningState, error) // nil: succeed
 	deleteF    func(pv *corev1.PersistentVolume) error
-	block      bool
 }
 
 func (d *dirStore) Provision(_ context.Context, o ProvisionOptions) (*corev1.PersistentVolume, ProvisioningState, error) {

@@ -241,7 +241,7 @@ func (c *ProvisionController) completeVolume(pv *corev1.PersistentVolume, option
 	pv = pv.DeepCopy()
 	// A provisioner may hand back a PV it read from the API (one its helper
 	// created); fields the server sets would make the create invalid.
-	pv.ResourceVersion, pv.UID, pv.Generation, pv.SelfLink = "", "", 0, ""
+	pv.ResourceVersion, pv.UID, pv.Generation = "", "", 0
 	pv.CreationTimestamp, pv.DeletionTimestamp, pv.ManagedFields = metav1.Time{}, nil, nil
 	pv.Status = corev1.PersistentVolumeStatus{}
 	pv.Name = options.PVName
@@ -278,7 +278,7 @@ func (c *ProvisionController) saveVolume(ctx context.Context, op *operation, opt
 	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
 		// Saving again cannot help: undo the asset and report the provisioner's bug.
 		if derr := c.callDelete(ctx, pv); derr != nil && !IsIgnored(derr) {
-			return fmt.Errorf("the API server rejected the PersistentVolume (%v) and deleting its asset failed: %w", err, derr)
+			return fmt.Errorf("the API server rejected the PersistentVolume (%w) and deleting its asset failed: %w", err, derr)
 		}
 		c.endOperation(op.pvName)
 		return c.provisionFailed(ctx, options.PVC, pv.Spec.StorageClassName,

@@ -4,6 +4,7 @@
 package util
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -58,7 +59,7 @@ func TestRoundUpToMiB(t *testing.T) {
 
 func TestRequestedBytes(t *testing.T) {
 	claim := &corev1.PersistentVolumeClaim{}
-	if _, err := RequestedBytes(claim); err != ErrNoRequest {
+	if _, err := RequestedBytes(claim); !errors.Is(err, ErrNoRequest) {
 		t.Fatalf("no request: err = %v", err)
 	}
 	claim.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Mi")}
