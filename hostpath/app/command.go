@@ -5,15 +5,11 @@ package app
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"os"
-	"regexp"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/hostpath/pkg/hostpath"
@@ -70,17 +66,8 @@ func (o *Options) checkPVDir(*http.Request) error {
 	return nil
 }
 
-var invalidNameChars = regexp.MustCompile(`[^a-z0-9.-]+`)
-
 // JournalName is the in-flight journal ConfigMap of one node's instance in
-// node-local mode: "<provisioner>-<node>-inflight", made a valid name.
+// node-local mode: instances on different nodes must not share one.
 func JournalName(provisioner, node string) string {
-	prefix := strings.Trim(invalidNameChars.ReplaceAllString(strings.ToLower(provisioner), "-"), "-.")
-	name := prefix + "-" + node + "-inflight"
-	if len(name) <= validation.DNS1123SubdomainMaxLength && len(validation.IsDNS1123Subdomain(name)) == 0 {
-		return name
-	}
-	// Node names may be up to 253 characters themselves: fall back to a
-	// digest, still distinct per node.
-	return fmt.Sprintf("hostpath-%x-inflight", sha256.Sum256([]byte(provisioner+"\x00"+node)))
+	return controller.JournalName(provisioner, node)
 }

@@ -106,7 +106,7 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 		cfg.identity = host + "_" + string(uuid.NewUUID())
 	}
 	if cfg.journalName == "" {
-		cfg.journalName = defaultJournalName(provisionerName)
+		cfg.journalName = JournalName(provisionerName, "")
 	}
 	gatherer := prometheus.Gatherer(nil)
 	if cfg.registerer == nil {

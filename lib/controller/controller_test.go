@@ -192,7 +192,7 @@ func (f *fixture) pv(name string) *corev1.PersistentVolume {
 }
 
 func (f *fixture) journalKeys() []string {
-	cm, err := f.client.CoreV1().ConfigMaps(DefaultJournalNamespace).Get(f.ctx, defaultJournalName(testProvisioner), metav1.GetOptions{})
+	cm, err := f.client.CoreV1().ConfigMaps(DefaultJournalNamespace).Get(f.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
 	if err != nil {
 		return nil
 	}
@@ -628,7 +628,7 @@ func TestRecoveryFinishesOperationsOfDeletedClaims(t *testing.T) {
 	if len(store.assets(t)) != 1 {
 		t.Fatal("setup: no asset")
 	}
-	journal, err := first.client.CoreV1().ConfigMaps(DefaultJournalNamespace).Get(first.ctx, defaultJournalName(testProvisioner), metav1.GetOptions{})
+	journal, err := first.client.CoreV1().ConfigMaps(DefaultJournalNamespace).Get(first.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -656,7 +656,7 @@ func TestRecoveryForgetsSavedVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The controller died before the removal reached the journal.
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: defaultJournalName(testProvisioner), Namespace: DefaultJournalNamespace},
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: JournalName(testProvisioner, ""), Namespace: DefaultJournalNamespace},
 		Data: map[string]string{"pvc-uid-c": `{"claim":{"metadata":{"name":"c","namespace":"ns","uid":"uid-c"}},"class":{"metadata":{"name":"gold"}}}`}}
 	second := newFixture(t, newStore(t), nil, class("gold"), pvc, f.pv("pvc-uid-c"), cm)
 	if err := second.c.recover(second.ctx); err != nil {
@@ -863,7 +863,7 @@ func TestGracefulStopWritesPendingRemovals(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	cm, err := client.CoreV1().ConfigMaps(DefaultJournalNamespace).Get(context.Background(), defaultJournalName(testProvisioner), metav1.GetOptions{})
+	cm, err := client.CoreV1().ConfigMaps(DefaultJournalNamespace).Get(context.Background(), JournalName(testProvisioner, ""), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

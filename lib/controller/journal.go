@@ -69,11 +69,6 @@ func newJournal(client kubernetes.Interface, namespace, name string, m *metrics)
 
 var invalidNameChars = regexp.MustCompile(`[^a-z0-9.-]+`)
 
-// defaultJournalName derives a valid ConfigMap name from a provisioner name.
-func defaultJournalName(provisioner string) string {
-	return sanitizeName(provisioner) + "-inflight"
-}
-
 // load reads the journal and returns its entries by PV name.
 func (j *journal) load(ctx context.Context) (map[string]journalEntry, error) {
 	cm, err := j.client.CoreV1().ConfigMaps(j.namespace).Get(ctx, j.name, metav1.GetOptions{})

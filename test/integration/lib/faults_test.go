@@ -147,7 +147,7 @@ func TestKillBetweenProvisionAndSave(t *testing.T) {
 				}
 			}
 			// The journal ends empty.
-			journal := sanitized(name) + "-inflight"
+			journal := controller.JournalName(name, "")
 			err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 				cm, err := client.CoreV1().ConfigMaps("default").Get(ctx, journal, metav1.GetOptions{})
 				if err != nil {
@@ -160,20 +160,6 @@ func TestKillBetweenProvisionAndSave(t *testing.T) {
 			}
 		})
 	}
-}
-
-// sanitized mirrors how the controller names objects after a provisioner.
-func sanitized(provisioner string) string {
-	out := []byte{}
-	for _, r := range []byte(provisioner) {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '-':
-			out = append(out, r)
-		default:
-			out = append(out, '-')
-		}
-	}
-	return string(out)
 }
 
 // countingStore counts Provision calls per PV name across controllers.
@@ -220,7 +206,7 @@ func TestLeaderElectionNeverProvisionsTwice(t *testing.T) {
 		}
 	}
 	burst("first", 20)
-	lease, err := client.CoordinationV1().Leases("default").Get(ctx, sanitized(name), metav1.GetOptions{})
+	lease, err := client.CoordinationV1().Leases("default").Get(ctx, controller.ObjectName(name), metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil {
 		t.Fatalf("no leader Lease: %v", err)
 	}
