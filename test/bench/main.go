@@ -36,6 +36,7 @@ import (
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -324,6 +325,17 @@ func (m metrics) requests() map[string]float64 {
 	return out
 }
 
+// writes is the number of API writes the provisioner made.
+func (m metrics) writes() float64 {
+	total := 0.0
+	for k, v := range m.requests() {
+		if isWrite(k) {
+			total += v
+		}
+	}
+	return total
+}
+
 func diff(after, before map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range after {
@@ -493,41 +505,26 @@ func measureBacklog(ctx context.Context, admin kubernetes.Interface, bin, kubeco
 		return nil, err
 	}
 	logf("backlog: creating %d claims with no provisioner running", c.n)
-	if err := parallel(ctx, c.n, func(i int) error {
-		_, err := admin.CoreV1().PersistentVolumeClaims(ns).Create(ctx, framework.NewPVC(ns, fmt.Sprintf("b-%d", i), "bench", "1Gi"), metav1.CreateOptions{})
-		return err
-	}); err != nil {
+	if err := createClaims(ctx, admin, ns, "b", c.n); err != nil {
 		return nil, err
 	}
-	for {
-		list, err := admin.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		annotated := 0
-		for _, pvc := range list.Items {
-			if pvc.Annotations[framework.AnnStorageProvisioner] == provisionerName {
-				annotated++
-			}
-		}
-		if annotated == c.n {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	if err := poll(ctx, 200*time.Millisecond, func() (bool, error) {
+		annotated, err := countClaims(ctx, admin, ns, func(pvc *corev1.PersistentVolumeClaim) bool {
+			return pvc.Annotations[framework.AnnStorageProvisioner] == provisionerName
+		})
+		return annotated == c.n, err
+	}); err != nil {
+		return nil, err
 	}
 	q, err := startProvisioner(ctx, bin, kubeconfig, c)
 	if err != nil {
 		return nil, err
 	}
 	defer q.stop()
-	for {
+	if err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
 		pvs, err := admin.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		created := 0
 		for _, pv := range pvs.Items {
@@ -535,26 +532,16 @@ func measureBacklog(ctx context.Context, admin kubernetes.Interface, bin, kubeco
 				created++
 			}
 		}
-		if created == c.n {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		return created == c.n, nil
+	}); err != nil {
+		return nil, err
 	}
 	b := &backlog{rate: float64(c.n) / time.Since(q.started).Seconds()}
 	m, err := q.scrape()
 	if err != nil {
 		return nil, err
 	}
-	for k, v := range m.requests() {
-		if isWrite(k) {
-			b.writes += v
-		}
-	}
-	b.writes /= float64(c.n)
+	b.writes = m.writes() / float64(c.n)
 	return b, nil
 }
 
@@ -572,35 +559,19 @@ func measureRestart(ctx context.Context, admin kubernetes.Interface, p *provisio
 		return nil, err
 	}
 	logf("creating %d claims for the restart measurement", c.restartClaims)
-	if err := parallel(ctx, c.restartClaims, func(i int) error {
-		_, err := admin.CoreV1().PersistentVolumeClaims(ns).Create(ctx, framework.NewPVC(ns, fmt.Sprintf("r-%d", i), "bench", "1Gi"), metav1.CreateOptions{})
-		return err
+	if err := createClaims(ctx, admin, ns, "r", c.restartClaims); err != nil {
+		return nil, err
+	}
+	if err := poll(ctx, 5*time.Second, func() (bool, error) {
+		bound, err := countClaims(ctx, admin, ns, func(pvc *corev1.PersistentVolumeClaim) bool {
+			return pvc.Status.Phase == corev1.ClaimBound
+		})
+		logf("%d/%d bound", bound, c.restartClaims)
+		return bound == c.restartClaims, err
 	}); err != nil {
 		return nil, err
 	}
-	for {
-		list, err := admin.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		bound := 0
-		for _, pvc := range list.Items {
-			if pvc.Status.Phase == corev1.ClaimBound {
-				bound++
-			}
-		}
-		logf("%d/%d bound", bound, c.restartClaims)
-		if bound == c.restartClaims {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(5 * time.Second):
-		}
-	}
-	time.Sleep(6 * time.Second) // let the journal's lazy removals land before the restart
-	p.stop()
+	p.stop() // a graceful stop writes the journal's pending removals
 	logf("restarting the provisioner")
 	q, err := startProvisioner(ctx, bin, kubeconfig, c)
 	if err != nil {
@@ -608,31 +579,54 @@ func measureRestart(ctx context.Context, admin kubernetes.Interface, p *provisio
 	}
 	defer q.stop()
 	r := &restart{ready: time.Since(q.started)}
-	for {
+	if err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
 		m, err := q.scrape()
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		// Bound claims and volumes never enter the work queues, so idle is
 		// ready with empty queues.
-		if m.sum("workqueue_depth", nil) == 0 && m.sum("workqueue_unfinished_work_seconds", nil) == 0 {
-			r.idle = time.Since(q.started)
-			for k, v := range m.requests() {
-				if isWrite(k) {
-					r.writes += v
-				}
-			}
-			r.heapMB = m.sum("go_memstats_heap_inuse_bytes", nil) / 1024 / 1024
-			break
+		if m.sum("workqueue_depth", nil) != 0 || m.sum("workqueue_unfinished_work_seconds", nil) != 0 {
+			return false, nil
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		r.idle = time.Since(q.started)
+		r.writes = m.writes()
+		r.heapMB = m.sum("go_memstats_heap_inuse_bytes", nil) / 1024 / 1024
+		return true, nil
+	}); err != nil {
+		return nil, err
 	}
 	r.rssMB = procStatusMB(q.cmd.Process.Pid, "VmRSS:")
 	return r, nil
+}
+
+// createClaims creates n claims <prefix>-0.. of the bench class in ns.
+func createClaims(ctx context.Context, admin kubernetes.Interface, ns, prefix string, n int) error {
+	return parallel(ctx, n, func(i int) error {
+		pvc := framework.NewPVC(ns, fmt.Sprintf("%s-%d", prefix, i), "bench", "1Gi")
+		_, err := admin.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// countClaims counts the claims in ns that match.
+func countClaims(ctx context.Context, admin kubernetes.Interface, ns string, match func(*corev1.PersistentVolumeClaim) bool) (int, error) {
+	list, err := admin.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range list.Items {
+		if match(&list.Items[i]) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// poll calls done every interval until it reports true, fails, or ctx ends.
+func poll(ctx context.Context, interval time.Duration, done func() (bool, error)) error {
+	return wait.PollUntilContextCancel(ctx, interval, true, func(context.Context) (bool, error) { return done() })
 }
 
 func percentiles(d []time.Duration) string {
