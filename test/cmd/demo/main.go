@@ -36,10 +36,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeprov/external-storage/test/framework"
-	hostpathtest "github.com/kubeprov/external-storage/test/integration/hostpath"
 )
 
 const (
+	binaryName = "hostpath-provisioner"
 	// nodeName stands for the one node of the demo cluster.
 	nodeName = "demo-node"
 	// The manifests users apply, relative to the repository root.
@@ -80,7 +80,7 @@ func (d *demo) say(format string, args ...any) {
 }
 
 func (d *demo) run(ctx context.Context) (err error) {
-	root, err := hostpathtest.RepoRoot()
+	root, err := framework.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 	// Build first: a compile error should not wait for the control plane.
 	began := time.Now()
 	d.say("Building hostpath-provisioner (go build; a minute or two the first time)...")
-	bin, err := hostpathtest.Build(ctx)
+	bin, err := framework.BuildBinary(ctx, "hostpath", binaryName)
 	if err != nil {
 		return err
 	}
@@ -113,9 +113,9 @@ func (d *demo) run(ctx context.Context) (err error) {
 	}()
 
 	pvDir := filepath.Join(tmp, "volumes")
-	logPath := filepath.Join(tmp, hostpathtest.BinaryName+".log")
+	logPath := filepath.Join(tmp, binaryName+".log")
 	args := []string{"--kubeconfig=" + cp.KubeconfigPath, "--pv-dir=" + pvDir, "--node-name=" + nodeName}
-	p, err := hostpathtest.Start(ctx, bin, logPath, nil, args...)
+	p, err := framework.StartProcess(ctx, framework.ProcessOptions{Binary: bin, Args: args, LogPath: logPath})
 	if err != nil {
 		return err
 	}
@@ -123,12 +123,12 @@ func (d *demo) run(ctx context.Context) (err error) {
 		if serr := p.Stop(); serr != nil {
 			err = errors.Join(err, serr)
 		}
-		d.say("Stopped %s (pid %d)", hostpathtest.BinaryName, p.Pid())
+		d.say("Stopped %s (pid %d)", binaryName, p.Pid())
 		if err != nil && ctx.Err() == nil {
 			fmt.Fprintf(d.out, "\nLast lines of the provisioner's log:\n%s\n", p.LogTail(20))
 		}
 	}()
-	d.say("Running %s %s (pid %d)", hostpathtest.BinaryName, strings.Join(args[1:], " "), p.Pid())
+	d.say("Running %s %s (pid %d)", binaryName, strings.Join(args[1:], " "), p.Pid())
 
 	class, claim := &storagev1.StorageClass{}, &corev1.PersistentVolumeClaim{}
 	if err := readManifest(root, classManifest, class); err != nil {

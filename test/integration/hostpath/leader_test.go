@@ -28,7 +28,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 	args := e.args(node, "--leader-election",
 		"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms",
 		"--kube-api-qps=100", "--kube-api-burst=200")
-	replicas := []*Process{startProvisioner(t, e.env(), args...), startProvisioner(t, e.env(), args...)}
+	replicas := []*framework.Process{startProvisioner(t, e.env(), args...), startProvisioner(t, e.env(), args...)}
 	leader := waitForLeader(ctx, t, replicas)
 	standby := replicas[1-slices.Index(replicas, leader)]
 
@@ -83,9 +83,9 @@ func TestLeaderElectionFailover(t *testing.T) {
 }
 
 // waitForLeader returns the replica that logged that it became leader.
-func waitForLeader(ctx context.Context, t *testing.T, replicas []*Process) *Process {
+func waitForLeader(ctx context.Context, t *testing.T, replicas []*framework.Process) *framework.Process {
 	t.Helper()
-	var leader *Process
+	var leader *framework.Process
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
 		for _, p := range replicas {
 			if p.HasLog("Became leader") {

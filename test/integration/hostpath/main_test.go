@@ -21,8 +21,11 @@ import (
 	"github.com/kubeprov/external-storage/test/framework"
 )
 
-// What users see on hostpath PVs (hostpath/pkg/hostpath).
-const annNode = "hostpath.kubeprov.io/node"
+const (
+	binaryName = "hostpath-provisioner"
+	// What users see on hostpath PVs (hostpath/pkg/hostpath).
+	annNode = "hostpath.kubeprov.io/node"
+)
 
 // cp is the control plane shared by all tests of this package.
 var cp *framework.ControlPlane
@@ -44,7 +47,7 @@ func binary(t *testing.T) string {
 	buildOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		binPath, buildErr = Build(ctx)
+		binPath, buildErr = framework.BuildBinary(ctx, "hostpath", binaryName)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -56,21 +59,21 @@ func binary(t *testing.T) string {
 // retry intervals, stops it when the test ends and shows its log if the test
 // failed. Later flags override earlier ones, so args can override the
 // defaults here.
-func startProvisioner(t *testing.T, env []string, args ...string) *Process {
+func startProvisioner(t *testing.T, env []string, args ...string) *framework.Process {
 	t.Helper()
 	ctx := framework.TestContext(t, 2*time.Minute)
 	base := []string{"--kubeconfig=" + cp.KubeconfigPath, "--retry-interval-start=200ms", "--retry-interval-max=2s", "-v=2"}
-	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("%s-%d.log", BinaryName, started.Add(1)))
-	p, err := Start(ctx, binary(t), logPath, env, append(base, args...)...)
+	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("%s-%d.log", binaryName, started.Add(1)))
+	p, err := framework.StartProcess(ctx, framework.ProcessOptions{Binary: binary(t), Args: append(base, args...), Env: env, LogPath: logPath})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if err := p.Stop(); err != nil {
-			t.Errorf("stopping %s: %v", BinaryName, err)
+			t.Errorf("stopping %s: %v", binaryName, err)
 		}
 		if t.Failed() {
-			t.Logf("log of %s (pid %d), last lines:\n%s", BinaryName, p.Pid(), p.LogTail(60))
+			t.Logf("log of %s (pid %d), last lines:\n%s", binaryName, p.Pid(), p.LogTail(60))
 		}
 	})
 	return p

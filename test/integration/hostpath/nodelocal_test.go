@@ -32,7 +32,7 @@ func TestNodeLocal(t *testing.T) {
 	})
 	nodes := []string{"node-a", "node-b"}
 	dirs := map[string]string{}
-	procs := map[string]*Process{}
+	procs := map[string]*framework.Process{}
 	start := func(node string) {
 		procs[node] = startProvisioner(t, e.env(), e.args(node, "--node-local", "--pv-dir="+dirs[node])...)
 	}

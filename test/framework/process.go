@@ -1,0 +1,266 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package framework
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// processStopTimeout is how long a provisioner gets to exit after SIGTERM; it
+// releases its Lease and finishes running operations first.
+const processStopTimeout = 15 * time.Second
+
+// RepoRoot is the repository's root directory: the nearest directory at or
+// above the working directory that holds go.work or hack/controlplane.sh.
+func RepoRoot() (string, error) { return findRepoRoot() }
+
+// BuildBinary compiles <repo>/<module>/cmd/<binary> and returns its path. The
+// binary lives in a cache directory ($KUBEPROV_CACHE, by default
+// ~/.cache/kubeprov, like the control plane's) because go build skips
+// relinking an output that is up to date: a warm build takes a second instead
+// of ten. Test packages run in parallel share one build through a file lock.
+func BuildBinary(ctx context.Context, module, binary string) (string, error) {
+	root, err := findRepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir := os.Getenv("KUBEPROV_CACHE")
+	if dir == "" {
+		if dir, err = os.UserCacheDir(); err != nil {
+			return "", err
+		}
+		dir = filepath.Join(dir, "kubeprov")
+	}
+	dir = filepath.Join(dir, "bin")
+	unlock, err := lockFile(ctx, dir, binary+".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	bin := filepath.Join(dir, binary)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+binary)
+	cmd.Dir = filepath.Join(root, module)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s in %s: %w\n%s", binary, cmd.Dir, err, out)
+	}
+	return bin, nil
+}
+
+// ProcessOptions describe a child process: a provisioner binary or a
+// backend daemon.
+type ProcessOptions struct {
+	// Binary is the executable's path.
+	Binary string
+	// Args are its arguments. Unless NoEndpoint is set, StartProcess adds
+	// --http-endpoint on a free loopback port and waits for its /readyz.
+	Args []string
+	// Env is added to this process's environment.
+	Env []string
+	// LogPath receives its standard output and error.
+	LogPath string
+	// NoEndpoint: the process serves no /readyz; StartProcess returns once it
+	// has started.
+	NoEndpoint bool
+	// ReadyTimeout bounds the wait for /readyz (default one minute).
+	ReadyTimeout time.Duration
+}
+
+// Process is a running child process.
+type Process struct {
+	// Name is the binary's base name, for messages.
+	Name string
+	// LogPath holds its standard output and error.
+	LogPath string
+	// Endpoint is its --http-endpoint (host:port), empty with NoEndpoint.
+	Endpoint string
+
+	cmd    *exec.Cmd
+	done   chan struct{}
+	err    error // set before done is closed
+	killed bool  // by Kill: its exit status is no failure
+}
+
+// StartProcess runs a child process as opts say and, unless opts.NoEndpoint,
+// returns once its /readyz answers ok.
+func StartProcess(ctx context.Context, opts ProcessOptions) (*Process, error) {
+	p := &Process{Name: filepath.Base(opts.Binary), LogPath: opts.LogPath, done: make(chan struct{})}
+	args := opts.Args
+	if !opts.NoEndpoint {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		p.Endpoint = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		args = slices.Concat(args, []string{"--http-endpoint=" + p.Endpoint})
+	}
+	logFile, err := os.Create(opts.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close() // the child has its own descriptor
+	p.cmd = exec.Command(opts.Binary, args...)
+	p.cmd.Env = append(os.Environ(), opts.Env...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	if opts.NoEndpoint {
+		return p, nil
+	}
+	timeout := opts.ReadyTimeout
+	if timeout == 0 {
+		timeout = time.Minute
+	}
+	if err := p.WaitReady(ctx, timeout); err != nil {
+		_ = p.Kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited is closed when the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.done }
+
+// Ready reports whether /readyz answers 200.
+func (p *Process) Ready(ctx context.Context) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.Endpoint+"/readyz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// WaitReady polls /readyz until it answers 200, the process exits or the
+// timeout passes.
+func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-p.done:
+			return false, fmt.Errorf("%s exited: %w", p.Name, p.err)
+		default:
+		}
+		return p.Ready(ctx), nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s (pid %d) to be ready: %w\nlog tail:\n%s", p.Name, p.Pid(), err, p.LogTail(20))
+	}
+	return nil
+}
+
+// Stop sends SIGTERM and waits for the exit, then SIGKILL after a grace
+// period. It returns an error if the process did not exit cleanly, now or
+// earlier (a crash), unless Kill stopped it; calling it again is harmless.
+func (p *Process) Stop() error {
+	select {
+	case <-p.done:
+		if p.killed {
+			return nil
+		}
+		return p.exitError()
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.exitError()
+	case <-time.After(processStopTimeout):
+		_ = p.Kill()
+		return fmt.Errorf("%s (pid %d) ignored SIGTERM for %v and was killed", p.Name, p.Pid(), processStopTimeout)
+	}
+}
+
+// Kill stops the process at once (SIGKILL), as a crash or a node failure
+// would.
+func (p *Process) Kill() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	p.killed = true
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	<-p.done
+	return nil
+}
+
+func (p *Process) exitError() error {
+	if p.err != nil {
+		return fmt.Errorf("%s (pid %d) exited: %w\nlog tail:\n%s", p.Name, p.Pid(), p.err, p.LogTail(20))
+	}
+	return nil
+}
+
+// Log is everything the process wrote so far.
+func (p *Process) Log() string {
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", p.LogPath, err)
+	}
+	return string(b)
+}
+
+// LogTail is the last n lines of Log.
+func (p *Process) LogTail(n int) string {
+	lines := bytes.Split(bytes.TrimRight([]byte(p.Log()), "\n"), []byte("\n"))
+	return string(bytes.Join(lines[max(0, len(lines)-n):], []byte("\n")))
+}
+
+// HasLog reports whether a line of the log contains every one of parts.
+func (p *Process) HasLog(parts ...string) bool {
+	for line := range strings.Lines(p.Log()) {
+		if containsAll(line, parts) {
+			return true
+		}
+	}
+	return false
+}
+
+// WaitForLog waits until a line of the log contains every one of parts.
+func (p *Process) WaitForLog(ctx context.Context, parts ...string) error {
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		return p.HasLog(parts...), nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for a log line of %s (pid %d) with %q: %w\nlog tail:\n%s", p.Name, p.Pid(), parts, err, p.LogTail(20))
+	}
+	return nil
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, part := range parts {
+		if !strings.Contains(s, part) {
+			return false
+		}
+	}
+	return true
+}
