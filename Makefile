@@ -12,7 +12,7 @@ GO_TEST_FLAGS ?= -race
 INTEGRATION_TIMEOUT ?= 40m
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-unit test-integration deps controlplane lint tidy verify demo bench image push clean
+.PHONY: help build test test-unit test-integration test-faults deps controlplane lint tidy verify demo bench image push clean
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -32,6 +32,9 @@ test/%:
 
 test-integration: controlplane ## Integration tests against the real control plane and backends.
 	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./...
+
+test-faults: controlplane ## Only the fault suite (test/faults): kills, restarts and outages across all provisioners.
+	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./faults/
 
 deps: ## Install the Debian packages the tests need (root; idempotent).
 	hack/install-test-deps.sh
