@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -181,11 +182,17 @@ func (o *Common) NewClients(userAgent string) (*Clients, error) {
 	}
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.UserAgent = userAgent + "/" + version.Version
-	kube, err := kubernetes.NewForConfig(cfg)
+	// Built-in types speak protobuf: listing tens of thousands of claims at
+	// start-up decodes several times faster and leaves less garbage than
+	// JSON. Config stays JSON for clients of custom resources.
+	typed := rest.CopyConfig(cfg)
+	typed.ContentType = runtime.ContentTypeProtobuf
+	typed.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	kube, err := kubernetes.NewForConfig(typed)
 	if err != nil {
 		return nil, err
 	}
-	events, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	events, err := kubernetes.NewForConfig(rest.CopyConfig(typed))
 	if err != nil {
 		return nil, err
 	}
