@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,16 +27,22 @@ import (
 // releases its Lease and finishes running operations first.
 const processStopTimeout = 15 * time.Second
 
+// unsafeInName matches what must not go into a file name made of build flags.
+var unsafeInName = regexp.MustCompile(`[^A-Za-z0-9._=-]+`)
+
 // RepoRoot is the repository's root directory: the nearest directory at or
 // above the working directory that holds go.work or hack/controlplane.sh.
 func RepoRoot() (string, error) { return findRepoRoot() }
 
-// BuildBinary compiles <repo>/<module>/cmd/<binary> and returns its path. The
-// binary lives in a cache directory ($KUBEPROV_CACHE, by default
-// ~/.cache/kubeprov, like the control plane's) because go build skips
-// relinking an output that is up to date: a warm build takes a second instead
-// of ten. Test packages run in parallel share one build through a file lock.
-func BuildBinary(ctx context.Context, module, binary string) (string, error) {
+// BuildBinary compiles <repo>/<module>/cmd/<binary> with go build's
+// buildFlags (such as -race) and returns its path. The binary lives in a
+// cache directory ($KUBEPROV_CACHE, by default ~/.cache/kubeprov, like the
+// control plane's) because go build skips relinking an output that is up to
+// date: a warm build takes a second instead of ten. Each set of build flags
+// has an output of its own, so that callers with different flags do not
+// relink each other's. Test packages run in parallel share one build
+// through a file lock.
+func BuildBinary(ctx context.Context, module, binary string, buildFlags ...string) (string, error) {
 	root, err := findRepoRoot()
 	if err != nil {
 		return "", err
@@ -48,13 +55,16 @@ func BuildBinary(ctx context.Context, module, binary string) (string, error) {
 		dir = filepath.Join(dir, "kubeprov")
 	}
 	dir = filepath.Join(dir, "bin")
-	unlock, err := lockFile(ctx, dir, binary+".lock")
+	// csi-provisioner with -race is csi-provisioner-race.
+	name := binary + unsafeInName.ReplaceAllString(strings.Join(buildFlags, ""), "_")
+	unlock, err := lockFile(ctx, dir, name+".lock")
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	bin := filepath.Join(dir, binary)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+binary)
+	bin := filepath.Join(dir, name)
+	args := slices.Concat([]string{"build", "-o", bin}, buildFlags, []string{"./cmd/" + binary})
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = filepath.Join(root, module)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s in %s: %w\n%s", binary, cmd.Dir, err, out)
@@ -77,6 +87,10 @@ type ProcessOptions struct {
 	// NoEndpoint: the process serves no /readyz; StartProcess returns once it
 	// has started.
 	NoEndpoint bool
+	// NoWait: StartProcess adds --http-endpoint but returns once the process
+	// has started, for a process that is not to be ready yet (or ever);
+	// WaitReady waits for it later.
+	NoWait bool
 	// ReadyTimeout bounds the wait for /readyz (default one minute).
 	ReadyTimeout time.Duration
 }
@@ -96,8 +110,8 @@ type Process struct {
 	killed bool  // by Kill: its exit status is no failure
 }
 
-// StartProcess runs a child process as opts say and, unless opts.NoEndpoint,
-// returns once its /readyz answers ok.
+// StartProcess runs a child process as opts say and, unless opts.NoEndpoint
+// or opts.NoWait, returns once its /readyz answers ok.
 func StartProcess(ctx context.Context, opts ProcessOptions) (*Process, error) {
 	p := &Process{Name: filepath.Base(opts.Binary), LogPath: opts.LogPath, done: make(chan struct{})}
 	args := opts.Args
@@ -124,7 +138,7 @@ func StartProcess(ctx context.Context, opts ProcessOptions) (*Process, error) {
 		p.err = p.cmd.Wait()
 		close(p.done)
 	}()
-	if opts.NoEndpoint {
+	if opts.NoEndpoint || opts.NoWait {
 		return p, nil
 	}
 	timeout := opts.ReadyTimeout

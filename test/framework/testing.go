@@ -39,3 +39,17 @@ func (cp *ControlPlane) CreateTestNamespace(t testing.TB, prefix string) string 
 	})
 	return ns
 }
+
+// StopAtEnd stops p when the test ends, failing the test if p did not exit
+// cleanly (or crashed earlier), and shows the end of p's log if the test
+// failed.
+func StopAtEnd(t testing.TB, p *Process) {
+	t.Cleanup(func() {
+		if err := p.Stop(); err != nil {
+			t.Errorf("stopping %s: %v", p.Name, err)
+		}
+		if t.Failed() {
+			t.Logf("log of %s (pid %d, %s), last lines:\n%s", p.Name, p.Pid(), p.LogPath, p.LogTail(60))
+		}
+	})
+}

@@ -142,7 +142,9 @@ func TestNoLeakAcrossRestart(t *testing.T) {
 	started, release := e.slowCreate()
 	claim := e.createClaim(class.Name, "1Gi")
 	e.waitStarted(started)
-	e.prov.kill()
+	if err := e.prov.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	e.deleteClaim(claim)
 	release()
 	e.eventually("the driver to complete the volume", func() bool { return e.volumeCount() == 1 })
@@ -175,23 +177,23 @@ func TestDriverRestart(t *testing.T) {
 	e.driver.Stop()
 	e.prov = e.startProvisioner()
 	// It waits for the socket rather than failing.
-	if code, _, err := e.prov.readyz(e.ctx); err == nil && code == http.StatusOK {
+	if code, _, err := readyz(e.ctx, e.prov); err == nil && code == http.StatusOK {
 		t.Fatalf("ready without a driver")
 	}
 	if err := e.driver.Start(e.socket); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.prov.waitReady(e.ctx); err != nil {
+	if err := e.prov.WaitReady(e.ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	class := e.createClass(nil)
 	e.bound(e.createClaim(class.Name, "1Gi"))
 
 	e.driver.Stop()
-	if err := e.prov.waitReadiness(e.ctx, false); err != nil {
+	if err := waitNotReady(e.ctx, e.prov); err != nil {
 		t.Fatal(err)
 	}
-	if _, body, _ := e.prov.readyz(e.ctx); !strings.Contains(body, "[-]csi-driver failed") {
+	if _, body, _ := readyz(e.ctx, e.prov); !strings.Contains(body, "[-]csi-driver failed") {
 		t.Errorf("/readyz does not name the driver:\n%s", body)
 	}
 	claim := e.createClaim(class.Name, "1Gi")
@@ -200,7 +202,7 @@ func TestDriverRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.bound(claim)
-	if err := e.prov.waitReady(e.ctx); err != nil {
+	if err := e.prov.WaitReady(e.ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.volumeCount(); n != 2 {
@@ -209,7 +211,7 @@ func TestDriverRestart(t *testing.T) {
 
 	// A driver that says it is not ready makes the provisioner not ready.
 	e.driver.SetReady(false)
-	if err := e.prov.waitReadiness(e.ctx, false); err != nil {
+	if err := waitNotReady(e.ctx, e.prov); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -223,10 +225,10 @@ func TestRefusesDriverThatCannotCreate(t *testing.T) {
 	e.prov = e.startProvisioner()
 	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
 	defer cancel()
-	if err := e.prov.wait(ctx); err == nil {
+	if err := exitError(ctx, e.prov); err == nil {
 		t.Fatal("csi-provisioner exited successfully")
 	}
-	if logs := e.prov.logs(); !strings.Contains(logs, "CSI driver "+e.name+" does not support CREATE_DELETE_VOLUME") {
-		t.Errorf("no clear message in the output:\n%s", tail(logs, 20))
+	if logs := e.prov.Log(); !strings.Contains(logs, "CSI driver "+e.name+" does not support CREATE_DELETE_VOLUME") {
+		t.Errorf("no clear message in the output:\n%s", e.prov.LogTail(20))
 	}
 }

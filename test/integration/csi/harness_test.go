@@ -9,15 +9,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubeprov/external-storage/test/backend"
+	csibackend "github.com/kubeprov/external-storage/test/backend/csi"
 	"github.com/kubeprov/external-storage/test/csidriver"
 	"github.com/kubeprov/external-storage/test/framework"
 )
@@ -34,55 +31,11 @@ import (
 const (
 	// testTimeout bounds each test.
 	testTimeout = 3 * time.Minute
-	// stopGrace is how long a stopped provisioner may take to exit.
-	stopGrace = 20 * time.Second
 	// journalNamespace holds the provisioners' in-flight journals.
 	journalNamespace = "default"
 )
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-	counter   atomic.Int64
-)
-
-// provisionerBinary builds csi-provisioner, with the race detector, once per
-// package run into the user cache (go build is incremental) and returns its path.
-func provisionerBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir := filepath.Join(cache, "kubeprov", "test-bin")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			buildErr = err
-			return
-		}
-		module, err := filepath.Abs(filepath.Join("..", "..", "..", "csi"))
-		if err != nil {
-			buildErr = err
-			return
-		}
-		// Build to a private name and rename: test runs in parallel share the dir.
-		tmp := filepath.Join(dir, fmt.Sprintf("csi-provisioner.%d", os.Getpid()))
-		cmd := exec.Command("go", "build", "-race", "-o", tmp, "./cmd/csi-provisioner")
-		cmd.Dir = module
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building csi-provisioner: %w\n%s", err, out)
-			return
-		}
-		binary = filepath.Join(dir, "csi-provisioner")
-		buildErr = os.Rename(tmp, binary)
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binary
-}
+var counter atomic.Int64
 
 // uniqueName returns a name no other test of this run uses.
 func uniqueName(prefix string) string {
@@ -91,27 +44,16 @@ func uniqueName(prefix string) string {
 	return fmt.Sprintf("%s-%d-%s", prefix, counter.Add(1), hex.EncodeToString(b))
 }
 
-// socketPath returns a unix socket path short enough for the 108-byte limit,
-// which t.TempDir paths of long test names exceed.
-func socketPath(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "csi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return filepath.Join(dir, "csi.sock")
-}
-
 // env is one test's driver and provisioner.
 type env struct {
-	t      *testing.T
-	ctx    context.Context
-	name   string // driver name, also the provisioner name
-	ns     string
-	socket string
-	driver *csidriver.Driver
-	prov   *process
+	t       *testing.T
+	ctx     context.Context
+	name    string // driver name, also the provisioner name
+	ns      string
+	socket  string
+	backend *csibackend.Backend
+	driver  *csidriver.Driver
+	prov    *framework.Process
 }
 
 // setup starts a driver with opts (its Name is generated) and a provisioner
@@ -120,7 +62,7 @@ func setup(t *testing.T, opts csidriver.Options, args ...string) *env {
 	t.Helper()
 	e := newEnv(t, opts)
 	e.prov = e.startProvisioner(args...)
-	if err := e.prov.waitReady(e.ctx); err != nil {
+	if err := e.prov.WaitReady(e.ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -129,16 +71,28 @@ func setup(t *testing.T, opts csidriver.Options, args ...string) *env {
 // newEnv starts only the driver.
 func newEnv(t *testing.T, opts csidriver.Options) *env {
 	t.Helper()
-	opts.Name = uniqueName("csi") + ".test.kubeprov.io"
-	e := &env{
-		t: t, ctx: framework.TestContext(t, testTimeout), name: opts.Name,
-		ns: cp.CreateTestNamespace(t, "csi"), socket: socketPath(t), driver: csidriver.New(opts),
-	}
-	if err := e.driver.Start(e.socket); err != nil {
+	ctx := framework.TestContext(t, testTimeout)
+	b, err := csibackend.NewWithOptions(ctx, backend.Config{
+		ControlPlane:    cp,
+		Namespace:       journalNamespace,
+		ProvisionerName: uniqueName("csi") + ".test.kubeprov.io",
+		Dir:             t.TempDir(),
+		// Failing claims retried every 2 s would otherwise exhaust the
+		// default budget of 5 writes a second and delay the events tested.
+		ExtraArgs: []string{"--kube-api-qps=100", "--kube-api-burst=200", "-v=5"},
+	}, csibackend.Options{Driver: opts, BuildFlags: []string{"-race"}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(e.driver.Stop)
-	return e
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return &env{
+		t: t, ctx: ctx, name: b.ProvisionerName(), ns: cp.CreateTestNamespace(t, "csi"),
+		socket: b.Socket(), backend: b, driver: b.Driver(),
+	}
 }
 
 // on returns the env for a subtest: helpers fail the test they run in.
@@ -148,100 +102,46 @@ func (e *env) on(t *testing.T) *env {
 	return &c
 }
 
-// process is a running csi-provisioner.
-type process struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	log  string
-	addr string
-	done chan struct{}
-	err  error
-}
-
-// startProvisioner runs csi-provisioner for the env's driver with short
-// retry intervals, metrics and health on a free port, and the extra flags.
-func (e *env) startProvisioner(args ...string) *process {
+// startProvisioner runs csi-provisioner, built with the race detector, for
+// the env's driver with the extra flags, and returns once it has started.
+// It is stopped when the test ends, which fails if it found a data race.
+func (e *env) startProvisioner(args ...string) *framework.Process {
 	t := e.t
 	t.Helper()
-	p := &process{t: t, log: filepath.Join(t.TempDir(), fmt.Sprintf("csi-provisioner-%d.log", counter.Add(1))), addr: freeAddress(t), done: make(chan struct{})}
-	all := append([]string{
-		"--kubeconfig=" + cp.KubeconfigPath,
-		"--csi-address=" + e.socket,
-		"--http-endpoint=" + p.addr,
-		"--leader-election-namespace=" + journalNamespace,
-		"--retry-interval-start=100ms",
-		"--retry-interval-max=2s",
-		// Failing claims retried every 2 s would otherwise exhaust the
-		// default budget of 5 writes a second and delay the events tested.
-		"--kube-api-qps=100",
-		"--kube-api-burst=200",
-		"-v=5",
-	}, args...)
-	out, err := os.Create(p.log)
+	p, err := e.backend.StartReplica(e.ctx, backend.Replica{Identity: strconv.FormatInt(counter.Add(1), 10), Args: args, NoWait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(provisionerBinary(t), all...)
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		_ = out.Close()
-		close(p.done)
-	}()
 	t.Cleanup(func() {
-		p.stop()
-		if logs := p.logs(); strings.Contains(logs, "WARNING: DATA RACE") {
-			t.Errorf("csi-provisioner found a data race:\n%s", logs)
+		select {
+		case <-p.Exited(): // killed, or exited as the test expected
+		default:
+			if err := p.Stop(); err != nil {
+				t.Errorf("stopping csi-provisioner: %v", err)
+			}
+		}
+		if p.HasLog("WARNING: DATA RACE") {
+			t.Errorf("csi-provisioner found a data race:\n%s", p.Log())
 		} else if t.Failed() {
-			t.Logf("csi-provisioner log (%s), last lines:\n%s", p.log, tail(logs, 80))
+			t.Logf("csi-provisioner log (%s), last lines:\n%s", p.LogPath, p.LogTail(80))
 		}
 	})
 	return p
 }
 
-// stop asks the provisioner to exit (SIGTERM) and kills it if it does not.
-func (p *process) stop() {
+// exitError waits until the provisioner exits and returns its exit error.
+func exitError(ctx context.Context, p *framework.Process) error {
 	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(stopGrace):
-		p.t.Errorf("csi-provisioner did not exit within %v of SIGTERM", stopGrace)
-		p.kill()
-	}
-}
-
-// kill ends the provisioner at once, as a crash or an OOM kill would.
-func (p *process) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-// wait returns the provisioner's exit error once it exits.
-func (p *process) wait(ctx context.Context) error {
-	select {
-	case <-p.done:
-		return p.err
+	case <-p.Exited():
+		return p.Stop()
 	case <-ctx.Done():
 		return fmt.Errorf("csi-provisioner still running: %w", ctx.Err())
 	}
 }
 
-func (p *process) logs() string {
-	b, _ := os.ReadFile(p.log)
-	return string(b)
-}
-
 // readyz returns the status code and body of /readyz?verbose.
-func (p *process) readyz(ctx context.Context) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addr+"/readyz?verbose", nil)
+func readyz(ctx context.Context, p *framework.Process) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.Endpoint+"/readyz?verbose", nil)
 	if err != nil {
 		return 0, "", err
 	}
@@ -254,43 +154,15 @@ func (p *process) readyz(ctx context.Context) (int, string, error) {
 	return rsp.StatusCode, string(body), err
 }
 
-// waitReadiness waits until /readyz answers ready (or not ready).
-func (p *process) waitReadiness(ctx context.Context, ready bool) error {
-	var last string
+// waitNotReady waits until /readyz answers not ready.
+func waitNotReady(ctx context.Context, p *framework.Process) error {
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-p.done:
-			return false, fmt.Errorf("csi-provisioner exited: %w", p.err)
-		default:
-		}
-		code, body, err := p.readyz(ctx)
-		last = fmt.Sprintf("%d %s %v", code, body, err)
-		return err == nil && (code == http.StatusOK) == ready, nil
+		return !p.Ready(ctx), nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for /readyz to be ready=%v: %w (last answer: %s)", ready, err, last)
+		return fmt.Errorf("waiting for /readyz to answer not ready: %w", err)
 	}
 	return nil
-}
-
-func (p *process) waitReady(ctx context.Context) error { return p.waitReadiness(ctx, true) }
-
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // createClass creates a StorageClass of the env's driver and deletes it

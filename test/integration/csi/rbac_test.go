@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
@@ -88,7 +89,7 @@ func TestDeployRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.prov = e.startProvisioner("--kubeconfig="+kubeconfig, "--leader-election", "--leader-election-namespace="+home)
-	if err := e.prov.waitReady(e.ctx); err != nil {
+	if err := e.prov.WaitReady(e.ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 
@@ -123,7 +124,7 @@ func TestDeployRBAC(t *testing.T) {
 	if err != nil || len(leases.Items) != 1 {
 		t.Errorf("no leader Lease in namespace %s (%v)", home, err)
 	}
-	if logs := e.prov.logs(); strings.Contains(strings.ToLower(logs), "forbidden") {
+	if logs := e.prov.Log(); strings.Contains(strings.ToLower(logs), "forbidden") {
 		t.Errorf("csi-provisioner was refused something:\n%s", grepLines(logs, "orbidden"))
 	}
 }

@@ -219,7 +219,7 @@ func TestSecrets(t *testing.T) {
 				}
 			}
 		}
-		logs := e.prov.logs()
+		logs := e.prov.Log()
 		for _, v := range values {
 			if strings.Contains(logs, v) {
 				t.Errorf("the provisioner logged a secret value")

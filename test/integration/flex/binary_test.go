@@ -4,14 +4,11 @@
 package flex
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,39 +20,15 @@ import (
 	"github.com/kubeprov/external-storage/test/framework"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds flex-provisioner once per test run.
+// binary builds flex-provisioner (a second time is a cache hit).
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "flex-provisioner-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "flex-provisioner")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/kubeprov/external-storage/flex/cmd/flex-provisioner").CombinedOutput()
-		if err != nil {
-			buildErr = &buildError{err: err, out: string(out)}
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("building flex-provisioner: %v", buildErr)
+	bin, err := framework.BuildBinary(framework.TestContext(t, 10*time.Minute), "flex", "flex-provisioner")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binPath
+	return bin
 }
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
 // applyDeployRBAC creates the RBAC objects of flex/deploy/rbac.yaml for a
 // provisioner in namespace ns and returns a kubeconfig of its service
@@ -115,55 +88,22 @@ func applyDeployRBAC(t *testing.T, ctx context.Context, ns string) string {
 }
 
 // runBinary runs flex-provisioner as the deployment does (POD_NAMESPACE,
-// leader election) until the test ends, and returns its output so far on demand.
-func runBinary(t *testing.T, kubeconfig, ns string, env []string, args ...string) func() string {
+// leader election) until the test ends.
+func runBinary(t *testing.T, kubeconfig, ns string, env []string, args ...string) *framework.Process {
 	t.Helper()
-	var out bytes.Buffer
-	var mu sync.Mutex
-	cmd := exec.Command(binary(t), append([]string{
-		"--kubeconfig", kubeconfig, "--leader-election", "--retry-interval-start=100ms", "--retry-interval-max=2s", "-v=2",
-	}, args...)...)
-	cmd.Env = append(os.Environ(), append([]string{"POD_NAMESPACE=" + ns}, env...)...)
-	w := &lockedWriter{mu: &mu, w: &out}
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
+	p, err := framework.StartProcess(framework.TestContext(t, time.Minute), framework.ProcessOptions{
+		Binary: binary(t),
+		Args: append([]string{
+			"--kubeconfig", kubeconfig, "--leader-election", "--retry-interval-start=100ms", "--retry-interval-max=2s", "-v=2",
+		}, args...),
+		Env:     append([]string{"POD_NAMESPACE=" + ns}, env...),
+		LogPath: filepath.Join(t.TempDir(), "flex-provisioner.log"),
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	output := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return out.String()
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("flex-provisioner exited with %v after SIGTERM; output:\n%s", err, output())
-			}
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("flex-provisioner did not stop on SIGTERM; output:\n%s", output())
-		}
-		if t.Failed() {
-			t.Logf("flex-provisioner output:\n%s", output())
-		}
-	})
-	return output
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	framework.StopAtEnd(t, p)
+	return p
 }
 
 // The binary with the exec launcher and the permissions of flex/deploy:

@@ -68,14 +68,7 @@ func startProvisioner(t *testing.T, env []string, args ...string) *framework.Pro
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := p.Stop(); err != nil {
-			t.Errorf("stopping %s: %v", binaryName, err)
-		}
-		if t.Failed() {
-			t.Logf("log of %s (pid %d), last lines:\n%s", binaryName, p.Pid(), p.LogTail(60))
-		}
-	})
+	framework.StopAtEnd(t, p)
 	return p
 }
 
