@@ -9,6 +9,7 @@ require (
 	github.com/kubeprov/external-storage/cinder v0.0.0-00010101000000-000000000000
 	github.com/kubeprov/external-storage/flex v0.0.0-00010101000000-000000000000
 	github.com/kubeprov/external-storage/lib v0.0.0-00010101000000-000000000000
+	github.com/kubeprov/external-storage/nfs v0.0.0-00010101000000-000000000000
 	github.com/kubernetes-csi/csi-test/v5 v5.6.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
@@ -43,6 +44,7 @@ require (
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect
 	github.com/go-openapi/jsonreference v0.20.2 // indirect
 	github.com/go-openapi/swag v0.23.0 // indirect
+	github.com/godbus/dbus/v5 v5.2.2 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect

@@ -8,81 +8,33 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	cinderprov "github.com/kubeprov/external-storage/cinder/pkg/cinder"
+	cinderbackend "github.com/kubeprov/external-storage/test/backend/cinder"
 	"github.com/kubeprov/external-storage/test/framework"
 )
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
-
-// removeBinary deletes what buildBinary built; TestMain calls it.
-func removeBinary() {
-	if binary != "" {
-		_ = os.RemoveAll(filepath.Dir(binary))
-	}
-}
-
-// buildBinary builds cinder-provisioner once per test run.
+// buildBinary builds cinder-provisioner (cached across runs).
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cinder-provisioner-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binary = filepath.Join(dir, "cinder-provisioner")
-		cmd := exec.Command("go", "build", "-o", binary, "./cmd/cinder-provisioner")
-		cmd.Dir = filepath.Join("..", "..", "..", "cinder")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	bin, err := framework.BuildBinary(framework.TestContext(t, 5*time.Minute), "cinder", "cinder-provisioner")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binary
-}
-
-// syncBuffer is an io.Writer safe for a process's output and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	return bin
 }
 
 // TestBinaryConfigError: a bad cloud config stops the binary at once with
@@ -179,56 +131,26 @@ func applyDeployRBAC(ctx context.Context, t *testing.T) string {
 func TestBinary(t *testing.T) {
 	bin := buildBinary(t)
 	const name = "kubeprov.io/cinder-binary-it"
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ctx := framework.TestContext(t, 3*time.Minute)
+	kubeconfig := applyDeployRBAC(ctx, t)
+	// StartProcess returns once /readyz answers, which needs Cinder.
+	p, err := framework.StartProcess(ctx, framework.ProcessOptions{
+		Binary: bin,
+		Args: []string{"--kubeconfig", kubeconfig, "--provisioner", name,
+			"--retry-interval-start", "200ms", "--retry-interval-max", "2s", "-v", "2"},
+		Env: []string{"OS_CINDER_ENDPOINT=" + cinderAPI.Endpoint, "OS_USERNAME=admin", "OS_TENANT_NAME=" + cinderbackend.Project,
+			"INITIATOR_NAME=" + initiatorName, "POD_NAMESPACE=" + deployNamespace},
+		LogPath: filepath.Join(t.TempDir(), "cinder-provisioner.log"),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-
-	ctx := framework.TestContext(t, 3*time.Minute)
-	kubeconfig := applyDeployRBAC(ctx, t)
-	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--provisioner", name, "--http-endpoint", addr,
-		"--retry-interval-start", "200ms", "--retry-interval-max", "2s", "-v", "2")
-	cmd.Env = append(os.Environ(),
-		"OS_CINDER_ENDPOINT="+cinderAPI.endpoint, "OS_USERNAME=admin", "OS_TENANT_NAME="+cinderProject,
-		"INITIATOR_NAME="+initiatorName, "POD_NAMESPACE="+deployNamespace)
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
 	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			t.Logf("cinder-provisioner killed: %v", <-exited)
-		}
+		_ = p.Kill()
 		if t.Failed() {
-			t.Logf("cinder-provisioner output:\n%s", out.String())
+			t.Logf("cinder-provisioner output:\n%s", p.Log())
 		}
 	})
-
-	readyURL := "http://" + addr + "/readyz"
-	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		select {
-		case err := <-exited:
-			stopped = true
-			return false, fmt.Errorf("cinder-provisioner exited: %w", err)
-		default:
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	}); err != nil {
-		t.Fatalf("%s never became ready: %v", readyURL, err)
-	}
 
 	ns := cp.CreateTestNamespace(t, "cinder-binary")
 	sc := createClass(t, ns, name, map[string]string{"type": "iscsi"})
@@ -251,16 +173,8 @@ func TestBinary(t *testing.T) {
 	deleteClaim(ctx, t, pvc, pv.Name)
 	assertVolumeGone(ctx, t, id)
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Error("cinder-provisioner did not stop within 30 s of SIGTERM")
+	// Stop sends SIGTERM and fails unless the process exits cleanly in time.
+	if err := p.Stop(); err != nil {
+		t.Errorf("stopping with SIGTERM: %v", err)
 	}
 }

@@ -37,7 +37,7 @@ func needTool(t *testing.T, ok bool, what string) {
 // portal, IQN, LUN, initiator name and CHAP. A wrong password or another
 // initiator is refused, and after the claim is deleted the target is gone.
 func TestISCSILoginWithPV(t *testing.T) {
-	needTool(t, cinderAPI.tgtPortal != "", "tgt (tgtd, tgtadm)")
+	needTool(t, cinderAPI.TGTPortal != "", "tgt (tgtd, tgtadm)")
 	_, err := exec.LookPath("iscsi-readcapacity16")
 	needTool(t, err == nil, "libiscsi-bin (iscsi-readcapacity16)")
 
@@ -53,8 +53,8 @@ func TestISCSILoginWithPV(t *testing.T) {
 	if src == nil || src.SecretRef == nil || src.InitiatorName == nil {
 		t.Fatalf("iSCSI source = %+v", src)
 	}
-	if src.TargetPortal != cinderAPI.tgtPortal {
-		t.Fatalf("portal = %s, want the test target's %s", src.TargetPortal, cinderAPI.tgtPortal)
+	if src.TargetPortal != cinderAPI.TGTPortal {
+		t.Fatalf("portal = %s, want the test target's %s", src.TargetPortal, cinderAPI.TGTPortal)
 	}
 	secret, err := cp.Client.CoreV1().Secrets(src.SecretRef.Namespace).Get(ctx, src.SecretRef.Name, metav1.GetOptions{})
 	if err != nil {

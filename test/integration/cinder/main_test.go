@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,6 +25,7 @@ import (
 
 	cinderprov "github.com/kubeprov/external-storage/cinder/pkg/cinder"
 	"github.com/kubeprov/external-storage/lib/controller"
+	cinderbackend "github.com/kubeprov/external-storage/test/backend/cinder"
 	"github.com/kubeprov/external-storage/test/framework"
 )
 
@@ -39,7 +39,7 @@ const (
 // Shared by the tests of this package.
 var (
 	cp        *framework.ControlPlane
-	cinderAPI *stack
+	cinderAPI *cinderbackend.Stack
 	volClient *gophercloud.ServiceClient
 )
 
@@ -107,16 +107,12 @@ func run(m *testing.M) int {
 		return max(code, skipOrFail(err))
 	}
 
-	driverDir, err := filepath.Abs(filepath.Join("..", "..", "testdata", "cinder"))
-	if err != nil {
-		return failStart(err)
-	}
 	var wg sync.WaitGroup
 	var stackErr, cpErr error
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		cinderAPI, stackErr = startStack(ctx, driverDir, logf)
+		cinderAPI, stackErr = cinderbackend.StartStack(ctx, cinderbackend.StackOptions{ISCSITarget: true, Log: logf})
 	}()
 	go func() {
 		defer wg.Done()
@@ -125,7 +121,7 @@ func run(m *testing.M) int {
 	wg.Wait()
 	mu.Lock()
 	if cinderAPI != nil {
-		stoppers = append(stoppers, cinderAPI.stop)
+		stoppers = append(stoppers, cinderAPI.Stop)
 	}
 	if cp != nil {
 		stoppers = append(stoppers, cp.Stop)
@@ -134,7 +130,8 @@ func run(m *testing.M) int {
 	if err := errors.Join(stackErr, cpErr); err != nil {
 		return failStart(err)
 	}
-	if volClient, err = cinderAPI.client(); err != nil {
+	var err error
+	if volClient, err = cinderAPI.Client(); err != nil {
 		return failStart(err)
 	}
 	ctrlCtx, stopCtrl := context.WithCancel(klog.NewContext(ctx, klog.Background().WithName("cinder-provisioner")))
@@ -154,7 +151,6 @@ func run(m *testing.M) int {
 	mu.Unlock()
 
 	code := m.Run()
-	removeBinary()
 	// Whatever a test did, nothing may be left in Cinder.
 	if code == 0 {
 		if err := checkNoVolumesLeft(ctx); err != nil {
@@ -203,22 +199,13 @@ func startProvisioner(ctx context.Context) (<-chan struct{}, error) {
 	return done, nil
 }
 
-// allVolumes lists every volume in the test project.
-func allVolumes(ctx context.Context) ([]volumes.Volume, error) {
-	pages, err := volumes.List(volClient, nil).AllPages(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return volumes.ExtractVolumes(pages)
-}
-
 // checkNoVolumesLeft waits a little for rollbacks still running, then
 // fails if Cinder holds any volume.
 func checkNoVolumesLeft(ctx context.Context) error {
 	var vols []volumes.Volume
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		vols, err = allVolumes(ctx)
+		vols, err = cinderAPI.Volumes(ctx)
 		return err == nil && len(vols) == 0, nil
 	})
 	if vols == nil && err != nil {

@@ -68,7 +68,7 @@ func deleteClaim(ctx context.Context, t *testing.T, pvc *corev1.PersistentVolume
 // volumesNamed lists the Cinder volumes named name.
 func volumesNamed(ctx context.Context, t *testing.T, name string) []volumes.Volume {
 	t.Helper()
-	vols, err := allVolumes(ctx)
+	vols, err := cinderAPI.Volumes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,15 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,153 +20,72 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	nfsbackend "github.com/kubeprov/external-storage/test/backend/nfs"
 	"github.com/kubeprov/external-storage/test/framework"
 )
 
-const (
-	// loopback is where Ganesha listens and what PVs name as server.
-	loopback = "127.0.0.1"
-	// stopTimeout bounds a graceful stop of the provisioner and its daemons.
-	stopTimeout = 30 * time.Second
-)
+// loopback is where Ganesha listens and what PVs name as server.
+const loopback = nfsbackend.Loopback
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds nfs-provisioner once per test run into the user cache (go
-// build is incremental there) and returns its path.
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir := filepath.Join(cache, "kubeprov", "nfs-test")
-		if buildErr = os.MkdirAll(dir, 0o755); buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(dir, "nfs-provisioner")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/nfs-provisioner")
-		cmd.Dir = filepath.Join(repoRoot(t), "nfs")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build nfs-provisioner: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-// proc is a running nfs-provisioner.
+// proc is a running nfs-provisioner that a test can restart.
 type proc struct {
-	args    []string
-	env     []string
-	log     string
-	healthz string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	waitErr error
+	*framework.Process
+	opts   framework.ProcessOptions
+	dir    string
+	starts int
 }
 
-// startProc runs nfs-provisioner with args (plus the kubeconfig, fast
-// retries and a health endpoint) and env, waits until /readyz answers 200,
-// and stops it when the test ends, printing its log if the test failed.
+// startProc runs nfs-provisioner with args (plus the kubeconfig and fast
+// retries) and env, waits until /readyz answers 200, and stops it when the
+// test ends, printing its log if the test failed.
 func startProc(t *testing.T, args, env []string) *proc {
 	t.Helper()
-	port, err := freePort()
+	bin, err := framework.BuildBinary(framework.TestContext(t, 5*time.Minute), "nfs", "nfs-provisioner")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := net.JoinHostPort(loopback, strconv.Itoa(port))
 	p := &proc{
-		args: append([]string{
-			"--kubeconfig=" + cp.KubeconfigPath,
-			"--http-endpoint=" + addr,
-			"--retry-interval-start=200ms",
-			"--retry-interval-max=2s",
-			"-v=4",
-		}, args...),
-		env:     env,
-		log:     filepath.Join(t.TempDir(), "nfs-provisioner.log"),
-		healthz: "http://" + addr + "/readyz",
+		opts: framework.ProcessOptions{
+			Binary: bin,
+			Args: append([]string{
+				"--kubeconfig=" + cp.KubeconfigPath,
+				"--retry-interval-start=200ms",
+				"--retry-interval-max=2s",
+				"-v=4",
+			}, args...),
+			Env: env,
+		},
+		dir: t.TempDir(),
 	}
 	t.Cleanup(func() {
 		p.stop(t)
-		if t.Failed() {
-			b, _ := os.ReadFile(p.log)
-			t.Logf("nfs-provisioner log (%s):\n%s", p.log, tail(string(b), 80))
+		if t.Failed() && p.Process != nil {
+			t.Logf("nfs-provisioner log (%s):\n%s", p.LogPath, p.LogTail(80))
 		}
 	})
 	p.start(t)
 	return p
 }
 
+// start runs the process, each start with a log of its own.
 func (p *proc) start(t *testing.T) {
 	t.Helper()
-	logFile, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+	p.starts++
+	p.opts.LogPath = filepath.Join(p.dir, fmt.Sprintf("nfs-provisioner-%d.log", p.starts))
+	var err error
+	if p.Process, err = framework.StartProcess(framework.TestContext(t, 2*time.Minute), p.opts); err != nil {
 		t.Fatal(err)
-	}
-	defer func() { _ = logFile.Close() }()
-	cmd := exec.Command(binary(t), p.args...)
-	cmd.Env = append(os.Environ(), p.env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p.cmd, p.exited = cmd, make(chan struct{})
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.exited)
-	}()
-	ctx := framework.TestContext(t, 2*time.Minute)
-	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-p.exited:
-			return false, fmt.Errorf("nfs-provisioner exited: %v", p.waitErr)
-		default:
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.healthz, nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		b, _ := os.ReadFile(p.log)
-		t.Fatalf("nfs-provisioner did not become ready: %v\n%s", err, tail(string(b), 60))
 	}
 }
 
-// stop sends SIGTERM and waits for the process (SIGKILL after stopTimeout).
+// stop stops the process (SIGTERM, then SIGKILL); it must exit cleanly.
 func (p *proc) stop(t *testing.T) {
 	t.Helper()
-	if p.cmd == nil {
+	if p.Process == nil { // it did not start
 		return
 	}
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(stopTimeout):
-		t.Errorf("nfs-provisioner did not stop within %s after SIGTERM; killing it", stopTimeout)
-		_ = p.cmd.Process.Kill()
-		<-p.exited
+	if err := p.Stop(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -185,9 +99,8 @@ func (p *proc) restart(t *testing.T) {
 // server is a server-mode nfs-provisioner with its own Ganesha.
 type server struct {
 	*proc
-	name       string
-	exportRoot string
-	config     string
+	nfsbackend.Layout
+	name string
 }
 
 // startServer runs nfs-provisioner in server mode with --run-server on
@@ -195,23 +108,12 @@ type server struct {
 // override the defaults) and environment.
 func startServer(t *testing.T, env []string, extra ...string) *server {
 	t.Helper()
-	dir := t.TempDir()
 	s := &server{
-		name:       "kubeprov.io/nfs-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")),
-		exportRoot: filepath.Join(dir, "export"),
-		config:     filepath.Join(dir, "ganesha", "ganesha.conf"),
+		Layout: nfsbackend.NewLayout(t.TempDir()),
+		name:   "kubeprov.io/nfs-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")),
 	}
-	args := append([]string{
-		"--mode=server",
-		"--provisioner=" + s.name,
-		"--run-server",
-		"--export-root=" + s.exportRoot,
-		"--ganesha-config=" + s.config,
-		"--bind-address=" + loopback,
-		"--grace-period=0",
-		"--server-hostname=" + loopback,
-	}, extra...)
 	// Ganesha logs to the default /dev/stderr: into the provisioner's log.
+	args := append(append(s.Args(s.name), "--run-server"), extra...)
 	s.proc = startProc(t, args, env)
 	return s
 }
@@ -219,11 +121,7 @@ func startServer(t *testing.T, env []string, extra ...string) *server {
 // ganeshaPid returns the pid of the running ganesha.nfsd from its pid file.
 func (s *server) ganeshaPid(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(s.config), "ganesha.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	pid, err := s.GaneshaPid()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,21 +310,14 @@ func exportBlocks(t *testing.T, config string) int {
 	return n
 }
 
-// volumeDirs lists the volume directories of an export root (hidden
-// entries and the identity file are not volumes).
-func volumeDirs(t *testing.T, root string) []string {
+// volumeDirs lists the volume directories of the server's export root.
+func (s *server) volumeDirs(t *testing.T) []string {
 	t.Helper()
-	entries, err := os.ReadDir(root)
+	dirs, err := s.VolumeDirs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	return dirs
 }
 
 // exists reports whether path exists locally (without following a symlink).
@@ -437,80 +328,4 @@ func exists(t *testing.T, path string) bool {
 		t.Fatal(err)
 	}
 	return err == nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(loopback, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// Sockets of the system daemons (fixed by their Debian packages).
-const (
-	rpcbindSocket   = "/run/rpcbind.sock"
-	systemBusSocket = "/run/dbus/system_bus_socket"
-)
-
-// listening reports whether something accepts connections on a unix socket.
-func listening(path string) bool {
-	c, err := net.DialTimeout("unix", path, time.Second)
-	if err != nil {
-		return false
-	}
-	_ = c.Close()
-	return true
-}
-
-// startDaemon runs a system daemon for the test unless one already listens
-// on socket, waits until it listens, and stops exactly that process when the
-// test ends. It returns the pid, 0 when it reused a running daemon.
-func startDaemon(t *testing.T, socket string, name string, args ...string) int {
-	t.Helper()
-	if listening(socket) {
-		return 0
-	}
-	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// A socket file left by a dead daemon makes the new one fail.
-	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(name, args...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(stopTimeout):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	ctx := framework.TestContext(t, 30*time.Second)
-	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
-		return listening(socket), nil
-	}); err != nil {
-		t.Fatalf("%s does not listen on %s: %v", name, socket, err)
-	}
-	return cmd.Process.Pid
 }

@@ -6,71 +6,47 @@
 // with --run-server, which reuses rpcbind and the system D-Bus when they
 // already run), checked through libnfs's userspace client because this
 // kernel cannot mount NFS. Ganesha owns fixed ports and a fixed D-Bus name,
-// so the tests of this package run one after another, never in parallel.
+// so the tests of this package run one after another, never in parallel,
+// and each holds the machine's Ganesha lock (test/backend/nfs.Lock).
 package nfs
 
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	nfsbackend "github.com/kubeprov/external-storage/test/backend/nfs"
 	"github.com/kubeprov/external-storage/test/framework"
 )
 
 // cp is the control plane shared by all tests of this package.
 var cp *framework.ControlPlane
 
-// missing lists what the tests need and the machine lacks.
-var missing []string
-
-// tools the tests run; hack/deps/nfs.sh installs them.
-var tools = []string{"ganesha.nfsd", "rpcbind", "dbus-daemon", "dbus-send", "nfs-ls", "nfs-cp", "nfs-cat"}
+// clientTools are the NFS client and D-Bus tools the tests run besides the
+// server's; hack/deps/nfs.sh installs them.
+var clientTools = []string{"dbus-send", "nfs-ls", "nfs-cp", "nfs-cat"}
 
 func TestMain(m *testing.M) {
-	framework.RunMain(m, framework.Options{}, func(c *framework.ControlPlane) {
-		cp = c
-		for _, tool := range tools {
-			if _, err := exec.LookPath(tool); err != nil {
-				missing = append(missing, tool)
-			}
-		}
-		if os.Geteuid() != 0 {
-			missing = append(missing, "root (ganesha.nfsd and the system D-Bus need it)")
-		}
-	})
+	framework.RunMain(m, framework.Options{}, func(c *framework.ControlPlane) { cp = c })
 }
 
 // requireNFS fails the test under CI=true, and skips it otherwise, when the
-// NFS tools are missing.
+// NFS tools are missing; then it waits for the machine's Ganesha lock and
+// holds it until the test ends.
 func requireNFS(t *testing.T) {
 	t.Helper()
-	if len(missing) == 0 {
-		return
+	if missing := nfsbackend.Missing(clientTools...); len(missing) > 0 {
+		msg := fmt.Sprintf("missing %s: run hack/deps/nfs.sh", strings.Join(missing, ", "))
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
 	}
-	msg := fmt.Sprintf("missing %v: run hack/deps/nfs.sh", missing)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
-
-// repoRoot is the directory with go.work, found from the working directory.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
+	unlock, err := nfsbackend.Lock(framework.TestContext(t, 5*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.work above the working directory")
-		}
-		dir = parent
-	}
+	t.Cleanup(unlock)
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	nfsbackend "github.com/kubeprov/external-storage/test/backend/nfs"
 	"github.com/kubeprov/external-storage/test/framework"
 )
 
@@ -30,21 +31,21 @@ func TestServerExportLifecycle(t *testing.T) {
 	createClass(t, "nfs-server-lifecycle", srv.name, map[string]string{"gid": "1234", "rootSquash": "false"})
 
 	pv := bound(t, ctx, ns, "data", "nfs-server-lifecycle", nil)
-	dir := filepath.Join(srv.exportRoot, pv.Name)
+	dir := filepath.Join(srv.ExportRoot, pv.Name)
 	if pv.Spec.NFS == nil || pv.Spec.NFS.Server != loopback || pv.Spec.NFS.Path != dir {
 		t.Fatalf("PV source %+v, want NFS %s:%s", pv.Spec.PersistentVolumeSource, loopback, dir)
 	}
 	if got := pv.Annotations["pv.beta.kubernetes.io/gid"]; got != "1234" {
 		t.Errorf("PV annotation pv.beta.kubernetes.io/gid = %q, want 1234", got)
 	}
-	config, err := os.ReadFile(srv.config)
+	config, err := os.ReadFile(srv.GaneshaConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if id := pv.Annotations["Export_Id"]; id == "" || !strings.Contains(string(config), "Export_Id = "+id+";\n\tPath = "+dir+";") {
 		t.Errorf("PV annotation Export_Id = %q does not match the block of %s in the configuration:\n%s", id, dir, config)
 	}
-	identity, err := os.ReadFile(filepath.Join(srv.exportRoot, "nfs-provisioner.identity"))
+	identity, err := os.ReadFile(filepath.Join(srv.ExportRoot, "nfs-provisioner.identity"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +66,8 @@ func TestServerExportLifecycle(t *testing.T) {
 		t.Fatalf("Ganesha does not export %s:\n%s", dir, showExports(t, ctx))
 	}
 	// Ganesha logs into the container log (--ganesha-log=/dev/stderr).
-	if log, err := os.ReadFile(srv.log); err != nil || !strings.Contains(string(log), "NFS SERVER INITIALIZED") {
-		t.Errorf("Ganesha's start is not in nfs-provisioner's log (%v)", err)
+	if !srv.HasLog("NFS SERVER INITIALIZED") {
+		t.Errorf("Ganesha's start is not in nfs-provisioner's log %s", srv.LogPath)
 	}
 
 	// What a pod would do: write through NFSv3 and NFSv4, read back.
@@ -88,8 +89,8 @@ func TestServerExportLifecycle(t *testing.T) {
 	if exists(t, dir) {
 		t.Errorf("volume directory %s still exists", dir)
 	}
-	if n := exportBlocks(t, srv.config); n != 0 {
-		t.Errorf("%d EXPORT blocks left in %s, want 0", n, srv.config)
+	if n := exportBlocks(t, srv.GaneshaConfig); n != 0 {
+		t.Errorf("%d EXPORT blocks left in %s, want 0", n, srv.GaneshaConfig)
 	}
 }
 
@@ -140,7 +141,7 @@ func TestServerRestart(t *testing.T) {
 	if newPid := srv.ganeshaPid(t); newPid == pid {
 		t.Errorf("ganesha.nfsd pid file still says %d", pid)
 	}
-	if n, pvs := exportBlocks(t, srv.config), 2; n != pvs {
+	if n, pvs := exportBlocks(t, srv.GaneshaConfig), 2; n != pvs {
 		t.Errorf("%d EXPORT blocks, want %d (one per PV)", n, pvs)
 	}
 }
@@ -163,7 +164,7 @@ func TestServerRejects(t *testing.T) {
 	badGID := createPVC(t, ns, "badgid", "nfs-server-badgid", "1Mi", nil)
 	failsWith(t, ctx, badGID, "parameter gid", `"wheel"`)
 	huge := createPVC(t, ns, "huge", "nfs-server-rejects", "1Pi", nil)
-	failsWith(t, ctx, huge, "free", srv.exportRoot)
+	failsWith(t, ctx, huge, "free", srv.ExportRoot)
 
 	pv := bound(t, ctx, ns, "only", "nfs-server-rejects", nil)
 	if !exported(t, ctx, pv.Spec.NFS.Path) {
@@ -174,7 +175,7 @@ func TestServerRejects(t *testing.T) {
 	}
 	second := createPVC(t, ns, "second", "nfs-server-rejects", "1Mi", nil)
 	failsWith(t, ctx, second, "--max-exports")
-	if dirs := volumeDirs(t, srv.exportRoot); len(dirs) != 1 {
+	if dirs := srv.volumeDirs(t); len(dirs) != 1 {
 		t.Errorf("volume directories %v, want only the bound claim's", dirs)
 	}
 }
@@ -201,11 +202,7 @@ func TestServerServiceAddress(t *testing.T) {
 	if pv.Spec.NFS.Server != svc.Spec.ClusterIP || svc.Spec.ClusterIP == "" {
 		t.Errorf("PV server %q, want the Service's ClusterIP %q", pv.Spec.NFS.Server, svc.Spec.ClusterIP)
 	}
-	log, err := os.ReadFile(srv.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(log), "does not expose an NFS port") || !strings.Contains(string(log), "port=20048") {
+	if !srv.HasLog("does not expose an NFS port", "port=20048") {
 		t.Errorf("no warning about the Service's missing mountd port in the log")
 	}
 }
@@ -216,8 +213,17 @@ func TestServerServiceAddress(t *testing.T) {
 func TestServerReusesRunningDaemons(t *testing.T) {
 	requireNFS(t)
 	ctx := framework.TestContext(t, 3*time.Minute)
-	rpcbind := startDaemon(t, rpcbindSocket, "rpcbind", "-f", "-w")
-	bus := startDaemon(t, systemBusSocket, "dbus-daemon", "--system", "--nofork", "--nopidfile")
+	daemons, err := nfsbackend.StartSystemDaemons(ctx, t.TempDir())
+	t.Cleanup(func() {
+		for i := len(daemons) - 1; i >= 0; i-- {
+			if err := daemons[i].Stop(); err != nil {
+				t.Errorf("stopping %s: %v", daemons[i].Name, err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := startServer(t, nil)
 	ns := cp.CreateTestNamespace(t, "nfs-reuse")
 	createClass(t, "nfs-server-reuse", srv.name, nil)
@@ -226,23 +232,19 @@ func TestServerReusesRunningDaemons(t *testing.T) {
 	mustRead(t, ctx, pv.Spec.NFS.Path, "f.txt", "reused daemons\n", "4")
 
 	srv.stop(t)
-	log, err := os.ReadFile(srv.log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, d := range []string{"rpcbind", "dbus-daemon"} {
-		if !strings.Contains(string(log), `"Reusing a running daemon" logger="nfs-provisioner.supervisor" daemon="`+d+`"`) {
+		if !srv.HasLog(`"Reusing a running daemon" logger="nfs-provisioner.supervisor" daemon="` + d + `"`) {
 			t.Errorf("nfs-provisioner did not reuse the running %s", d)
 		}
 	}
-	for name, pid := range map[string]int{"rpcbind": rpcbind, "dbus-daemon": bus} {
-		if pid != 0 {
-			if err := syscall.Kill(pid, 0); err != nil {
-				t.Errorf("%s (%d), started by the test, was stopped by nfs-provisioner: %v", name, pid, err)
-			}
+	for _, d := range daemons {
+		select {
+		case <-d.Exited():
+			t.Errorf("%s (%d), started by the test, was stopped by nfs-provisioner", d.Name, d.Pid())
+		default:
 		}
 	}
-	if !listening(rpcbindSocket) || !listening(systemBusSocket) {
+	if !nfsbackend.SystemDaemonsRunning(ctx) {
 		t.Errorf("rpcbind or D-Bus no longer listens after nfs-provisioner stopped")
 	}
 }

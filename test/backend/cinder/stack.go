@@ -1,6 +1,11 @@
 // Copyright 2026 The external-storage Authors.
 // SPDX-License-Identifier: Apache-2.0
 
+// Package cinder runs cinder-provisioner against a real Cinder as a
+// backend.Backend, and holds the Cinder stack it shares with the cinder
+// integration tests: Debian's cinder-api, cinder-scheduler and
+// cinder-volume, sqlite and RabbitMQ on 127.0.0.1, with the test volume
+// driver kept in test/testdata/cinder (installed by hack/deps/cinder.sh).
 package cinder
 
 import (
@@ -21,39 +26,56 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/noauth"
+	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumetypes"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeprov/external-storage/test/framework"
 )
 
-// A real Cinder (Debian's cinder-api, cinder-scheduler and cinder-volume,
-// sqlite, RabbitMQ) on 127.0.0.1 with the test volume driver kept in
-// test/testdata/cinder. Installed by hack/deps/cinder.sh.
+// Project is the project in every URL; Cinder wants it hex.
+const Project = "7d1d3a6b5c1e4f0a9b8c7d6e5f4a3b2c"
 
 const (
 	rabbitServer = "/usr/lib/rabbitmq/bin/rabbitmq-server"
-	// cinderProject is the project in every URL; Cinder wants it hex.
-	cinderProject = "7d1d3a6b5c1e4f0a9b8c7d6e5f4a3b2c"
-	backendName   = "kubeprov"
+	backendName  = "kubeprov"
 	// stackStartTimeout covers a busy two-core machine: RabbitMQ needs
 	// ~20 s, Cinder's services ~40 s to import and report their pools.
 	stackStartTimeout = 4 * time.Minute
+	// apiStartTimeout bounds a restart of cinder-api alone.
+	apiStartTimeout = 2 * time.Minute
 	// stopTimeout is how long a service gets to exit after SIGTERM before
 	// SIGKILL; cinder-volume can hang on shutdown.
 	stopTimeout = 10 * time.Second
 )
 
-// volumeTypes are the types the test driver serves (see its docstring).
-var volumeTypes = []string{"iscsi", "rbd", "fibre_channel", "nvme", "broken"}
+// VolumeTypes are the types the test driver serves (see its docstring).
+var VolumeTypes = []string{"iscsi", "rbd", "fibre_channel", "nvme", "broken"}
 
-// stack is the running Cinder and RabbitMQ.
-type stack struct {
-	dir      string
-	endpoint string // e.g. http://127.0.0.1:PORT/v3
-	// tgtPortal is where tgtd serves the iscsi volumes, "" without tgt.
-	tgtPortal string
-	// processes in start order; stopped in reverse.
+// StackOptions say what to run besides Cinder and RabbitMQ.
+type StackOptions struct {
+	// ISCSITarget runs a tgtd of the stack's own, where tgt is installed,
+	// on which the driver exports iscsi volumes as real LUNs.
+	ISCSITarget bool
+	// Log reports progress; nil is quiet.
+	Log func(format string, args ...any)
+}
+
+// Stack is a running Cinder and RabbitMQ.
+type Stack struct {
+	// Endpoint is Cinder's block storage v3 endpoint without the project,
+	// e.g. http://127.0.0.1:PORT/v3.
+	Endpoint string
+	// TGTPortal is where tgtd serves the iscsi volumes, "" without tgt.
+	TGTPortal string
+
+	dir    string
+	log    func(string, ...any)
+	client *gophercloud.ServiceClient
+	// apiArgv and apiEnv start cinder-api again after StopAPI.
+	apiArgv, apiEnv []string
+	// procs in start order; stopped in reverse.
 	procs []*process
-	log   func(string, ...any)
 }
 
 type process struct {
@@ -69,8 +91,8 @@ type process struct {
 	err       error
 }
 
-// missingComponents names what hack/deps/cinder.sh installs and is absent.
-func missingComponents() []string {
+// Missing names what hack/deps/cinder.sh installs and is absent.
+func Missing() []string {
 	var missing []string
 	for _, bin := range []string{"cinder-api", "cinder-scheduler", "cinder-volume", "cinder-manage", "epmd", "python3"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -86,51 +108,51 @@ func missingComponents() []string {
 	return missing
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, n)
 	for i := range ports {
-		p, err := freePort()
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
-		ports[i] = p
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
 	}
 	return ports, nil
 }
 
-// startStack starts RabbitMQ and Cinder in a temporary directory and
+// StartStack starts RabbitMQ and Cinder in a temporary directory and
 // returns once the scheduler knows the test backend and the volume types
-// exist. Where tgt is installed, the driver exports iscsi volumes on a
-// tgtd of the stack's own.
-func startStack(ctx context.Context, driverDir string, log func(string, ...any)) (_ *stack, retErr error) {
-	if missing := missingComponents(); len(missing) > 0 {
+// exist.
+func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, retErr error) {
+	if missing := Missing(); len(missing) > 0 {
 		return nil, fmt.Errorf("not installed: %s (run hack/deps/cinder.sh)", strings.Join(missing, ", "))
 	}
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	driverDir := filepath.Join(root, "test", "testdata", "cinder")
 	ctx, cancel := context.WithTimeout(ctx, stackStartTimeout)
 	defer cancel()
+	// Not in a caller's directory: RabbitMQ runs as user rabbitmq, which
+	// must reach this one.
 	dir, err := os.MkdirTemp("", "kubeprov-cinder-")
 	if err != nil {
 		return nil, err
 	}
-	s := &stack{dir: dir, log: log}
+	s := &Stack{dir: dir, log: opts.Log}
+	if s.log == nil {
+		s.log = func(string, ...any) {}
+	}
 	defer func() {
 		if retErr != nil {
 			retErr = fmt.Errorf("%w%s", retErr, s.logTails())
-			if err := s.stop(); err != nil {
+			if err := s.Stop(); err != nil {
 				retErr = fmt.Errorf("%w (and stopping: %w)", retErr, err)
 			}
 		}
 	}()
-	// RabbitMQ runs as user rabbitmq: it must reach its own directory.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -142,7 +164,10 @@ func startStack(ctx context.Context, driverDir string, log func(string, ...any))
 	// tgtd's management "port" names its unix socket and must be below
 	// 32768; one derived from a free TCP port keeps stacks apart.
 	tgtControl := tgtPort%32000 + 1
-	s.endpoint = fmt.Sprintf("http://127.0.0.1:%d/v3", apiPort)
+	s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d/v3", apiPort)
+	if s.client, err = s.Client(); err != nil {
+		return nil, err
+	}
 
 	if err := s.startRabbit(epmdPort, amqpPort, distPort); err != nil {
 		return nil, err
@@ -164,32 +189,29 @@ func startStack(ctx context.Context, driverDir string, log func(string, ...any))
 		"import sqlite3,sys; sqlite3.connect(sys.argv[1]).execute('PRAGMA journal_mode=WAL')", db).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("enabling WAL on %s: %w\n%s", db, err, out)
 	}
-	log("cinder: database ready in %s", time.Since(started).Round(time.Millisecond))
+	s.log("cinder: database ready in %s", time.Since(started).Round(time.Millisecond))
 
 	env := append(os.Environ(), "PYTHONPATH="+driverDir)
-	if tgtInstalled() {
+	if opts.ISCSITarget && tgtInstalled() {
 		if err := s.startTgt(ctx, tgtPort, tgtControl); err != nil {
 			return nil, err
 		}
-		env = append(env, "KUBEPROV_TGT_PORTAL="+s.tgtPortal, "KUBEPROV_TGT_CONTROL_PORT="+strconv.Itoa(tgtControl),
+		env = append(env, "KUBEPROV_TGT_PORTAL="+s.TGTPortal, "KUBEPROV_TGT_CONTROL_PORT="+strconv.Itoa(tgtControl),
 			"KUBEPROV_TGT_DIR="+filepath.Join(s.dir, "luns"))
 	}
+	s.apiArgv, s.apiEnv = []string{"cinder-api", "--config-file", conf}, env
 	for _, svc := range []string{"cinder-api", "cinder-scheduler", "cinder-volume"} {
 		if _, err := s.start(svc, env, nil, svc, "--config-file", conf); err != nil {
 			return nil, err
 		}
 	}
-	client, err := s.client()
-	if err != nil {
+	if err := s.waitReady(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.waitReady(ctx, client); err != nil {
-		return nil, err
-	}
-	log("cinder: ready at %s after %s", s.endpoint, time.Since(started).Round(time.Millisecond))
-	for _, t := range volumeTypes {
+	s.log("cinder: ready at %s after %s", s.Endpoint, time.Since(started).Round(time.Millisecond))
+	for _, t := range VolumeTypes {
 		err := retryLocked(ctx, func() error {
-			_, err := volumetypes.Create(ctx, client, volumetypes.CreateOpts{Name: t, IsPublic: ptrTo(true)}).Extract()
+			_, err := volumetypes.Create(ctx, s.client, volumetypes.CreateOpts{Name: t, IsPublic: ptrTo(true)}).Extract()
 			return err
 		})
 		if err != nil {
@@ -221,7 +243,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 // startRabbit starts epmd (so that no daemon outlives the tests) and
 // RabbitMQ as user rabbitmq with everything in s.dir.
-func (s *stack) startRabbit(epmdPort, amqpPort, distPort int) error {
+func (s *Stack) startRabbit(epmdPort, amqpPort, distPort int) error {
 	if _, err := s.start("epmd", os.Environ(), nil, "epmd", "-port", strconv.Itoa(epmdPort), "-address", "127.0.0.1"); err != nil {
 		return err
 	}
@@ -285,12 +307,12 @@ func tgtInstalled() bool {
 
 // startTgt starts a userspace iSCSI target on 127.0.0.1 with a management
 // port of its own, so that it never meets another tgtd on the machine.
-func (s *stack) startTgt(ctx context.Context, port, control int) error {
+func (s *Stack) startTgt(ctx context.Context, port, control int) error {
 	if err := os.MkdirAll(filepath.Join(s.dir, "luns"), 0o755); err != nil {
 		return err
 	}
-	s.tgtPortal = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	p, err := s.start("tgtd", os.Environ(), nil, "tgtd", "-f", "-C", strconv.Itoa(control), "--iscsi", "portal="+s.tgtPortal)
+	s.TGTPortal = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	p, err := s.start("tgtd", os.Environ(), nil, "tgtd", "-f", "-C", strconv.Itoa(control), "--iscsi", "portal="+s.TGTPortal)
 	if err != nil {
 		return err
 	}
@@ -310,12 +332,12 @@ func (s *stack) startTgt(ctx context.Context, port, control int) error {
 		return err == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("starting tgtd on %s: %w", s.tgtPortal, err)
+		return fmt.Errorf("starting tgtd on %s: %w", s.TGTPortal, err)
 	}
 	return nil
 }
 
-func (s *stack) writeCinderConf(amqpPort, apiPort int) (string, error) {
+func (s *Stack) writeCinderConf(amqpPort, apiPort int) (string, error) {
 	for _, d := range []string{"state", "lock"} {
 		if err := os.MkdirAll(filepath.Join(s.dir, d), 0o755); err != nil {
 			return "", err
@@ -333,6 +355,9 @@ my_ip = 127.0.0.1
 host = kubeprov-test
 enabled_backends = %s
 use_stderr = true
+# A scale run needs more than the default 10 volumes and 1000 GiB a project.
+quota_volumes = -1
+quota_gigabytes = -1
 
 [database]
 connection = sqlite:///%s?timeout=30
@@ -353,11 +378,23 @@ volume_backend_name = %s
 	return path, os.WriteFile(path, []byte(conf), 0o644)
 }
 
-// start runs a process in its own process group (so that stop reaches its
-// children too) with its output in <dir>/<name>.log.
-func (s *stack) start(name string, env []string, cred *syscall.Credential, argv ...string) (*process, error) {
+// start launches a process and adds it to those Stop stops.
+func (s *Stack) start(name string, env []string, cred *syscall.Credential, argv ...string) (*process, error) {
+	p, err := s.launch(name, env, cred, argv...)
+	if err != nil {
+		return nil, err
+	}
+	s.procs = append(s.procs, p)
+	return p, nil
+}
+
+// launch runs a process in its own process group (so that stopping it
+// reaches its children too) with its output appended to <dir>/<name>.log.
+// framework.StartProcess does neither process groups nor other users, which
+// Cinder's forking services and RabbitMQ need.
+func (s *Stack) launch(name string, env []string, cred *syscall.Credential, argv ...string) (*process, error) {
 	logPath := filepath.Join(s.dir, name+".log")
-	out, err := os.Create(logPath)
+	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -376,7 +413,6 @@ func (s *stack) start(name string, env []string, cred *syscall.Credential, argv 
 		_ = out.Close()
 		close(p.done)
 	}()
-	s.procs = append(s.procs, p)
 	return p, nil
 }
 
@@ -388,26 +424,55 @@ func (p *process) exitError() error {
 	return errors.New("exit status 0")
 }
 
-// client is a noauth block storage client for the test project.
-func (s *stack) client() (*gophercloud.ServiceClient, error) {
-	provider, err := noauth.NewClient(gophercloud.AuthOptions{Username: "admin", TenantName: cinderProject})
+// stop sends the process group the stop signal, then SIGKILL after
+// stopTimeout.
+func (s *Stack) stop(p *process) {
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, p.stopSignal)
+	select {
+	case <-p.done:
+	case <-time.After(stopTimeout):
+		s.log("cinder: %s did not stop within %s, killing it", p.name, stopTimeout)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-p.done
+	}
+	// Children that ignored SIGTERM (erl_child_setup, inet_gethost)
+	// must not outlive the test either.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if p.afterStop != nil {
+		p.afterStop()
+	}
+}
+
+// Client is a noauth block storage client for Project.
+func (s *Stack) Client() (*gophercloud.ServiceClient, error) {
+	provider, err := noauth.NewClient(gophercloud.AuthOptions{Username: "admin", TenantName: Project})
 	if err != nil {
 		return nil, err
 	}
-	return noauth.NewBlockStorageNoAuthV3(provider, noauth.EndpointOpts{CinderEndpoint: s.endpoint})
+	return noauth.NewBlockStorageNoAuthV3(provider, noauth.EndpointOpts{CinderEndpoint: s.Endpoint})
+}
+
+// Volumes lists every volume of Project.
+func (s *Stack) Volumes(ctx context.Context) ([]volumes.Volume, error) {
+	pages, err := volumes.List(s.client, nil).AllPages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return volumes.ExtractVolumes(pages)
 }
 
 // waitReady waits until the scheduler lists the test backend's pool: then
 // the API, RabbitMQ, the scheduler and the volume service all work, and a
 // create will find a valid backend.
-func (s *stack) waitReady(ctx context.Context, c *gophercloud.ServiceClient) error {
-	url := c.ServiceURL("scheduler-stats", "get_pools")
+func (s *Stack) waitReady(ctx context.Context) error {
+	url := s.client.ServiceURL("scheduler-stats", "get_pools")
 	var lastErr error
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		for _, p := range s.procs {
 			select {
 			case <-p.done:
-				return false, fmt.Errorf("%s exited during start: %w", p.name, p.exitError())
+				return false, fmt.Errorf("%s exited: %w", p.name, p.exitError())
 			default:
 			}
 		}
@@ -416,7 +481,7 @@ func (s *stack) waitReady(ctx context.Context, c *gophercloud.ServiceClient) err
 				Name string `json:"name"`
 			} `json:"pools"`
 		}
-		_, err := c.Get(ctx, url, &body, &gophercloud.RequestOpts{OkCodes: []int{http.StatusOK}})
+		_, err := s.client.Get(ctx, url, &body, &gophercloud.RequestOpts{OkCodes: []int{http.StatusOK}})
 		if err != nil {
 			lastErr = err
 			return false, nil
@@ -430,47 +495,70 @@ func (s *stack) waitReady(ctx context.Context, c *gophercloud.ServiceClient) err
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for Cinder at %s: %w", s.endpoint, errors.Join(err, lastErr))
+		return fmt.Errorf("waiting for Cinder at %s: %w", s.Endpoint, errors.Join(err, lastErr))
 	}
 	return nil
 }
 
-// stop stops the processes in reverse start order (cinder-volume first:
-// it can hang once RabbitMQ is gone), each with SIGTERM to its process
-// group, then SIGKILL after stopTimeout, and removes the directory.
-func (s *stack) stop() error {
+// apiIndex is where cinder-api is in s.procs, -1 while it is stopped.
+func (s *Stack) apiIndex() int {
+	for i, p := range s.procs {
+		if p.name == "cinder-api" {
+			return i
+		}
+	}
+	return -1
+}
+
+// StopAPI stops cinder-api (SIGTERM, as an operator or an orchestrator
+// stops it); the scheduler, the volume service and the volumes stay.
+func (s *Stack) StopAPI() error {
+	i := s.apiIndex()
+	if i < 0 {
+		return errors.New("cinder-api is not running")
+	}
+	s.stop(s.procs[i])
+	s.procs = append(s.procs[:i], s.procs[i+1:]...)
+	s.log("cinder: cinder-api stopped")
+	return nil
+}
+
+// StartAPI starts cinder-api again after StopAPI and returns once Cinder
+// answers.
+func (s *Stack) StartAPI(ctx context.Context) error {
+	if s.apiIndex() >= 0 {
+		return errors.New("cinder-api is running already")
+	}
+	if _, err := s.start("cinder-api", s.apiEnv, nil, s.apiArgv...); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiStartTimeout)
+	defer cancel()
+	started := time.Now()
+	if err := s.waitReady(ctx); err != nil {
+		return fmt.Errorf("%w%s", err, s.logTails())
+	}
+	s.log("cinder: cinder-api answers again after %s", time.Since(started).Round(time.Millisecond))
+	return nil
+}
+
+// Stop stops the processes in reverse start order (cinder-volume first:
+// it can hang once RabbitMQ is gone) and removes the directory.
+func (s *Stack) Stop() error {
 	started := time.Now()
 	defer func() { s.log("cinder: stopped in %s", time.Since(started).Round(time.Millisecond)) }()
-	var errs []error
 	for i := len(s.procs) - 1; i >= 0; i-- {
-		p := s.procs[i]
-		pgid := p.cmd.Process.Pid
-		_ = syscall.Kill(-pgid, p.stopSignal)
-		select {
-		case <-p.done:
-		case <-time.After(stopTimeout):
-			s.log("cinder: %s did not stop within %s, killing it", p.name, stopTimeout)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-p.done
-		}
-		// Children that ignored SIGTERM (erl_child_setup, inet_gethost)
-		// must not outlive the test either.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		if p.afterStop != nil {
-			p.afterStop()
-		}
+		s.stop(s.procs[i])
 	}
 	s.procs = nil
-	if s.dir != "" {
-		if err := os.RemoveAll(s.dir); err != nil {
-			errs = append(errs, err)
-		}
+	if s.dir == "" {
+		return nil
 	}
-	return errors.Join(errs...)
+	return os.RemoveAll(s.dir)
 }
 
 // logTails is the end of every service's log, for start failures.
-func (s *stack) logTails() string {
+func (s *Stack) logTails() string {
 	var b strings.Builder
 	for _, p := range s.procs {
 		out, _ := os.ReadFile(p.logPath)
