@@ -5,6 +5,7 @@ package ganesha
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -20,6 +21,9 @@ const (
 	methodRemove     = exportMgrIface + ".RemoveExport"
 	methodShow       = exportMgrIface + ".ShowExports"
 	methodNameHasOwn = "org.freedesktop.DBus.NameHasOwner"
+
+	errServiceUnknown = "org.freedesktop.DBus.Error.ServiceUnknown"
+	errNameHasNoOwner = "org.freedesktop.DBus.Error.NameHasNoOwner"
 )
 
 // ExportManager adds and removes exports in a running Ganesha.
@@ -79,9 +83,20 @@ func (b *Bus) call(ctx context.Context, method string, args ...any) (*dbus.Call,
 	}
 	call := c.Object(BusName, ExportMgrPath).CallWithContext(ctx, method, 0, args...)
 	if call.Err != nil {
-		return nil, fmt.Errorf("D-Bus %s: %w", method, call.Err)
+		return nil, callError(method, call.Err)
 	}
 	return call, nil
+}
+
+// callError says in the user's words when Ganesha is simply not running:
+// the bus's own message ("The name org.ganesha.nfsd was not provided by any
+// .service files") would end up in PVC events.
+func callError(method string, err error) error {
+	var dbusErr dbus.Error
+	if errors.As(err, &dbusErr) && (dbusErr.Name == errServiceUnknown || dbusErr.Name == errNameHasNoOwner) {
+		return fmt.Errorf("NFS-Ganesha is not running (nothing owns %s on the system D-Bus): %w", BusName, err)
+	}
+	return fmt.Errorf("D-Bus %s: %w", method, err)
 }
 
 // Running reports whether a Ganesha owns its name on the bus.

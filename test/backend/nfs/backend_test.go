@@ -15,5 +15,5 @@ import (
 // Warning event naming it and binds once Ganesha is back.
 func TestBackend(t *testing.T) {
 	backendtest.Require(t, nfs.Missing(), "hack/deps/nfs.sh")
-	backendtest.Run(t, cp, nfs.New, backendtest.Expect{OutageEvent: "NFS-Ganesha"})
+	backendtest.Run(t, cp, nfs.New, backendtest.Expect{OutageEvent: "NFS-Ganesha is not running"})
 }
