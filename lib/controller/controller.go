@@ -208,7 +208,7 @@ func (c *ProvisionController) Run(ctx context.Context) error {
 
 	c.factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.claimInformer.HasSynced, c.volumeInformer.HasSynced, c.classInformer.HasSynced) {
-		return fmt.Errorf("informer caches did not sync: %w", context.Cause(ctx))
+		return nil // ctx ended before anything started: a stop, not a failure
 	}
 	c.synced.Store(true)
 	// Decoding the initial lists leaves garbage larger than the caches, and
@@ -265,6 +265,9 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 func (c *ProvisionController) runActive(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	if err := c.recover(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped (or leadership lost) while starting: no work began
+		}
 		return err
 	}
 	var wg sync.WaitGroup

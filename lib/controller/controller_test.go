@@ -744,6 +744,33 @@ func TestTwoControllersShareARegistry(t *testing.T) {
 	}
 }
 
+// A stop (SIGTERM) while the controller is still starting is no failure:
+// the binary must exit 0, not report the interrupted journal read.
+func TestRunStoppedWhileStartingReturnsNil(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	client := fake.NewClientset()
+	client.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		cancel() // the stop arrives while the journal is being read
+		return true, nil, errors.New("connection reset by peer")
+	})
+	c, err := NewProvisionController(client, testProvisioner, newStore(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v after a stop during start-up", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after the stop")
+	}
+}
+
 func TestRunDrainsAndReturnsOnCancel(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
