@@ -9,54 +9,10 @@
 #
 # Idempotent: does nothing when everything is installed; runs apt-get update
 # only when something is missing. Services are not started by the packages'
-# postinst scripts (policy-rc.d): the tests start their own on loopback.
+# postinst scripts (policy-rc.d, hack/lib/apt.sh): the tests start their own
+# on loopback.
 set -euo pipefail
+# shellcheck source=SCRIPTDIR/../lib/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/apt.sh"
 
-packages=(nfs-ganesha nfs-ganesha-vfs rpcbind dbus libnfs-utils)
-
-log() { printf '[deps/nfs] %s\n' "$*" >&2; }
-
-missing=()
-for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
-    missing+=("$p")
-  fi
-done
-
-if ((${#missing[@]} == 0)); then
-  log "already installed: ${packages[*]}"
-  exit 0
-fi
-
-sudo=()
-if [[ $(id -u) -ne 0 ]]; then
-  sudo=(sudo)
-fi
-
-# Keep postinst scripts from starting rpcbind, dbus or ganesha as services;
-# restore whatever policy was there before.
-policy=/usr/sbin/policy-rc.d
-backup=""
-if [[ -e $policy ]]; then
-  backup=$(mktemp)
-  "${sudo[@]}" cp -p "$policy" "$backup"
-fi
-restore_policy() {
-  if [[ -n $backup ]]; then
-    "${sudo[@]}" cp -p "$backup" "$policy"
-    rm -f "$backup"
-  else
-    "${sudo[@]}" rm -f "$policy"
-  fi
-}
-trap restore_policy EXIT
-printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
-"${sudo[@]}" chmod 755 "$policy"
-
-log "installing: ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-# Other installers may hold the dpkg lock: wait for it rather than fail.
-apt=("${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900)
-"${apt[@]}" update -qq
-"${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}"
-log "done"
+apt_ensure_installed nfs-ganesha nfs-ganesha-vfs rpcbind dbus libnfs-utils

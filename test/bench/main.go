@@ -1,28 +1,33 @@
 // Copyright 2026 The external-storage Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command bench measures the ProvisionController against the real control
-// plane and prints the results as Markdown: claims/s and latency percentiles
-// for each stage, API requests per volume, events written versus emitted,
-// memory, deletion, the raw API ceiling at the same client settings, and a
-// restart with many bound claims. The controller runs as a separate process
-// (test/cmd/faultprovisioner with an in-memory provisioner), exactly as
-// users run a provisioner; every request it makes is counted.
+// Command bench measures provisioners against the real control plane and
+// prints the results as Markdown: claims/s and latency percentiles for each
+// stage, API requests per volume, events written versus emitted, memory,
+// deletion, the raw API ceiling at the same client settings, and a restart
+// with many bound claims.
+//
+// Each provisioner under test runs as a separate process, exactly as users
+// run it, on a control plane of its own, and talks to the API through a
+// proxy that counts its every request. By default that is the library's
+// controller alone (lib: test/cmd/faultprovisioner with an in-memory
+// provisioner); -backends adds the real provisioners with their storage
+// (test/backend) and a summary table with one row each:
 //
 //	go run ./bench -n 1000 -qps 200 -burst 400
+//	go run ./bench -backends hostpath,csi,nfs,cinder,flex
+//	go run ./bench -backends hostpath,csi -n 50 -restart-claims 0
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -39,33 +44,107 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kubeprov/external-storage/lib/httpendpoint"
+	"github.com/kubeprov/external-storage/test/backend/all"
 	"github.com/kubeprov/external-storage/test/framework"
 )
 
-const provisionerName = "bench.kubeprov.io/noop"
-
 type config struct {
-	n, burst, workers, restartClaims, kcmQPS int
-	qps                                      float64
-	timeout                                  time.Duration
+	backends               []string
+	n, restartClaims       *sizes
+	burst, workers, kcmQPS int
+	qps                    float64
+	timeout                time.Duration
+}
+
+// Default sizes per provisioner: the library alone and the two provisioners
+// without a storage system to wait for take the large bursts. The restart
+// measurement binds its claims through the real storage first: the flex
+// test driver makes about 5 volumes/s (a shell and jq per call) and this
+// Cinder about 2, so 10,000 would take half an hour and an hour and a half;
+// -restart-claims flex=10000,cinder=10000 asks for them anyway.
+var (
+	defaultClaims        = map[string]int{libName: 1000, "hostpath": 2000, "csi": 2000, "nfs": 500, "cinder": 500, "flex": 500}
+	defaultRestartClaims = map[string]int{libName: 10000, "hostpath": 10000, "csi": 10000, "nfs": 10000, "cinder": 0, "flex": 2000}
+)
+
+// sizes is a flag giving a number per subject: "50" for all, or
+// "hostpath=2000,nfs=100" for some, the others keeping their defaults.
+type sizes struct {
+	defaults map[string]int
+	all      *int
+	set      map[string]int
+}
+
+func newSizes(defaults map[string]int) *sizes {
+	return &sizes{defaults: defaults, set: map[string]int{}}
+}
+
+func (z *sizes) of(name string) int {
+	if n, ok := z.set[name]; ok {
+		return n
+	}
+	if z.all != nil {
+		return *z.all
+	}
+	return z.defaults[name]
+}
+
+func (z *sizes) String() string {
+	if z == nil {
+		return ""
+	}
+	var parts []string
+	for _, name := range append([]string{libName}, all.Names...) {
+		parts = append(parts, fmt.Sprintf("%s=%d", name, z.of(name)))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (z *sizes) Set(v string) error {
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		z.all = &n
+		return nil
+	}
+	for item := range strings.SplitSeq(v, ",") {
+		name, count, ok := strings.Cut(item, "=")
+		n, err := strconv.Atoi(count)
+		if !ok || err != nil || n < 0 {
+			return fmt.Errorf("%q: want a count, or name=count,... with names from %s,%s", item, libName, strings.Join(all.Names, ","))
+		}
+		if _, err := all.Parse(name, libName); err != nil {
+			return err
+		}
+		z.set[name] = n
+	}
+	return nil
 }
 
 func main() {
-	var c config
-	flag.IntVar(&c.n, "n", 1000, "claims created at once")
+	c := config{n: newSizes(defaultClaims), restartClaims: newSizes(defaultRestartClaims)}
+	backends := libName
+	flag.StringVar(&backends, "backends", backends, "provisioners to measure, comma-separated: "+libName+" (the library's controller alone), "+strings.Join(all.Names, ", "))
+	flag.Var(c.n, "n", "claims created at once: a count for every provisioner, or name=count,... for some")
 	flag.Float64Var(&c.qps, "qps", 200, "controller --kube-api-qps")
 	flag.IntVar(&c.burst, "burst", 400, "controller --kube-api-burst")
 	flag.IntVar(&c.workers, "workers", 100, "controller --worker-threads")
-	flag.IntVar(&c.restartClaims, "restart-claims", 10000, "bound claims for the restart measurement; 0 skips it")
+	flag.Var(c.restartClaims, "restart-claims", "bound claims for the restart measurement (0 skips it): a count for every provisioner, or name=count,... for some")
 	flag.IntVar(&c.kcmQPS, "kcm-qps", 2000, "kube-controller-manager QPS, high so that its binder does not mask the provisioner")
-	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "bound of the whole run")
+	flag.DurationVar(&c.timeout, "timeout", 30*time.Minute, "bound of each provisioner's run")
 	flag.Parse()
+	var err error
+	if c.backends, err = all.Parse(backends, libName); err == nil && len(c.backends) == 0 {
+		err = errors.New("name at least one provisioner")
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: -backends %q: %v\n", backends, err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	err := run(ctx, c, os.Stdout)
-	cancel()
+	err = run(ctx, c, os.Stdout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -77,72 +156,95 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[bench %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
+// libOnly: the default run, whose output is the library's report alone.
+func (c config) libOnly() bool { return len(c.backends) == 1 && c.backends[0] == libName }
+
 func run(ctx context.Context, c config, out io.Writer) error {
-	cp, err := framework.Start(ctx, framework.Options{
-		ControllerManagerArgs: []string{fmt.Sprintf("--kube-api-qps=%d", c.kcmQPS), fmt.Sprintf("--kube-api-burst=%d", 2*c.kcmQPS)},
-		Log:                   logf,
-	})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = cp.Stop() }()
-	cfg := cp.RestConfig()
-	cfg.QPS, cfg.Burst = 2000, 4000
-	admin := kubernetes.NewForConfigOrDie(cfg)
-
-	bin, err := buildProvisioner(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.RemoveAll(filepath.Dir(bin)) }()
-	p, err := startProvisioner(ctx, bin, cp.KubeconfigPath, c)
-	if err != nil {
-		return err
-	}
-	defer p.stop()
-
-	class := framework.NewStorageClass("bench", provisionerName, nil)
-	if _, err := admin.StorageV1().StorageClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
-		return err
-	}
 	fmt.Fprintf(out, "# Provisioning benchmark\n\n%s\n\n", machine(c))
-
-	if c.n > 0 {
-		prov, err := measureBurst(ctx, admin, p, c.n, "burst")
+	var results []*result
+	for _, name := range c.backends {
+		r, err := measure(ctx, name, c, out)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", name, err)
 		}
-		ceiling, err := rawCeiling(ctx, cp, admin, c)
-		if err != nil {
-			return err
-		}
-		report(out, c, prov, ceiling)
-		p.stop()
-		alone, err := measureBacklog(ctx, admin, bin, cp.KubeconfigPath, c)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "\nThe provisioner alone: with %d annotated claims already waiting, a freshly started provisioner created their PVs at **%.1f PVs/s** "+
-			"(from process start to the last PV; %.0f%% of the raw ceiling), with %.3f API writes per volume.\n", c.n, alone.rate, 100*alone.rate/ceiling, alone.writes)
-		if p, err = startProvisioner(ctx, bin, cp.KubeconfigPath, c); err != nil {
-			return err
-		}
-		defer p.stop()
+		results = append(results, r)
 	}
-
-	if c.restartClaims > 0 {
-		r, err := measureRestart(ctx, admin, p, bin, cp.KubeconfigPath, c)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "\n## Restart with %d bound claims\n\n| measure | value |\n|---|---|\n", c.restartClaims)
-		fmt.Fprintf(out, "| time from start to ready (/readyz) | %.2f s |\n", r.ready.Seconds())
-		fmt.Fprintf(out, "| time from start to idle (work queues empty) | %.2f s |\n", r.idle.Seconds())
-		fmt.Fprintf(out, "| API writes during start-up | %.0f |\n", r.writes)
-		fmt.Fprintf(out, "| RSS when idle | %.1f MB |\n", r.rssMB)
-		fmt.Fprintf(out, "| heap in use when idle | %.1f MB |\n", r.heapMB)
+	if !c.libOnly() {
+		summary(out, c, results)
 	}
 	return nil
+}
+
+// result is what one provisioner measured, for the summary.
+type result struct {
+	name          string
+	burst         *phase
+	ceiling       float64
+	restartClaims int
+	restart       *restart
+}
+
+// measure runs every measurement of one provisioner on a control plane of
+// its own and prints its details; heading levels nest under its name unless
+// the library is measured alone.
+func measure(ctx context.Context, name string, c config, out io.Writer) (*result, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	h := "##"
+	if !c.libOnly() {
+		fmt.Fprintf(out, "## %s\n\n", name)
+		h = "###"
+	}
+	s, err := newSubject(ctx, name, c)
+	if err != nil {
+		return nil, err
+	}
+	failed := true
+	defer func() {
+		s.close()
+		if failed {
+			logf("%s: logs and state kept in %s", name, s.dir)
+		} else {
+			_ = os.RemoveAll(s.dir)
+		}
+	}()
+	if err := s.start(ctx); err != nil {
+		return nil, err
+	}
+	r := &result{name: name, restartClaims: c.restartClaims.of(name)}
+	if n := c.n.of(name); n > 0 {
+		if r.burst, err = measureBurst(ctx, s, n, "burst"); err != nil {
+			return nil, err
+		}
+		if r.ceiling, err = rawCeiling(ctx, s, n); err != nil {
+			return nil, err
+		}
+		report(out, h, c, r.burst, r.ceiling)
+		s.stop()
+		alone, err := measureBacklog(ctx, s, n)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "\nThe provisioner alone: with %d annotated claims already waiting, a freshly started provisioner created their PVs at **%.1f PVs/s** "+
+			"(from process start to the last PV; %.0f%% of the raw ceiling), with %.3f API writes per volume.\n", n, alone.rate, 100*alone.rate/r.ceiling, alone.writes)
+	}
+
+	if r.restartClaims > 0 {
+		if r.restart, err = measureRestart(ctx, s, r.restartClaims); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "\n%s Restart with %d bound claims\n\n| measure | value |\n|---|---|\n", h, r.restartClaims)
+		fmt.Fprintf(out, "| time from start to ready (/readyz) | %.2f s |\n", r.restart.ready.Seconds())
+		fmt.Fprintf(out, "| time from start to idle (work queues empty) | %.2f s |\n", r.restart.idle.Seconds())
+		fmt.Fprintf(out, "| API writes during start-up | %.0f |\n", r.restart.writes)
+		fmt.Fprintf(out, "| RSS when idle | %.1f MB |\n", r.restart.rssMB)
+		fmt.Fprintf(out, "| heap in use when idle | %.1f MB |\n", r.restart.heapMB)
+	}
+	if !c.libOnly() {
+		fmt.Fprintln(out)
+	}
+	failed = false
+	return r, nil
 }
 
 // machine describes where the numbers come from.
@@ -163,93 +265,21 @@ func machine(c config) string {
 			mem = fmt.Sprintf(", %.0f GiB", kb/1024/1024)
 		}
 	}
+	provisioners := "test/cmd/faultprovisioner (lib's controller with an in-memory provisioner)"
+	if !c.libOnly() {
+		provisioners = "each on a control plane of its own: " + strings.Join(c.backends, ", ") +
+			" (lib: test/cmd/faultprovisioner, lib's controller with an in-memory provisioner; the others: the project's binaries with their real storage, see test/backend)"
+	}
 	return fmt.Sprintf("Machine: %d cores (%s)%s, %s. Real etcd, kube-apiserver and kube-controller-manager v1.36.3 on loopback "+
 		"(kube-controller-manager at --kube-api-qps=%d so that its binder does not mask the provisioner). "+
-		"Provisioner: test/cmd/faultprovisioner (lib's controller with an in-memory provisioner) at --kube-api-qps=%g "+
-		"--kube-api-burst=%d --worker-threads=%d; events through their own client with the same limits.",
-		runtime.NumCPU(), model, mem, runtime.Version(), c.kcmQPS, c.qps, c.burst, c.workers)
+		"Provisioner: %s at --kube-api-qps=%g "+
+		"--kube-api-burst=%d --worker-threads=%d; events through their own client with the same limits; "+
+		"every request counted by a proxy in front of kube-apiserver.",
+		runtime.NumCPU(), model, mem, runtime.Version(), c.kcmQPS, provisioners, c.qps, c.burst, c.workers)
 }
 
-func buildProvisioner(ctx context.Context) (string, error) {
-	dir, err := os.MkdirTemp("", "bench")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "faultprovisioner")
-	logf("building the provisioner")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/faultprovisioner")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	return bin, cmd.Run()
-}
-
-type provisioner struct {
-	cmd      *exec.Cmd
-	endpoint string
-	started  time.Time
-}
-
-func freeAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
-}
-
-func startProvisioner(ctx context.Context, bin, kubeconfig string, c config) (*provisioner, error) {
-	addr, err := freeAddress()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "--noop", "--kubeconfig", kubeconfig, "--provisioner", provisionerName,
-		"--http-endpoint", addr, "--leader-election-namespace=default",
-		fmt.Sprintf("--kube-api-qps=%g", c.qps), fmt.Sprintf("--kube-api-burst=%d", c.burst),
-		fmt.Sprintf("--worker-threads=%d", c.workers))
-	logFile, err := os.CreateTemp("", "bench-provisioner-*.log")
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	p := &provisioner{cmd: cmd, endpoint: "http://" + addr, started: time.Now()}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	logf("provisioner pid %d, log %s", cmd.Process.Pid, logFile.Name())
-	return p, p.waitReady(ctx)
-}
-
-func (p *provisioner) waitReady(ctx context.Context) error {
-	for {
-		resp, err := http.Get(p.endpoint + "/readyz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("provisioner not ready: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func (p *provisioner) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
-}
-
-// peakRSSMB is the process's high-water mark of resident memory.
-func (p *provisioner) peakRSSMB() float64 { return procStatusMB(p.cmd.Process.Pid, "VmHWM:") }
+// peakRSSMB is a process's high-water mark of resident memory.
+func peakRSSMB(p *framework.Process) float64 { return procStatusMB(p.Pid(), "VmHWM:") }
 
 func procStatusMB(pid int, key string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -266,11 +296,11 @@ func procStatusMB(pid int, key string) float64 {
 	return 0
 }
 
-// metrics is one scrape of the provisioner's /metrics.
+// metrics is one scrape of a provisioner's /metrics.
 type metrics map[string]*dto.MetricFamily
 
-func (p *provisioner) scrape() (metrics, error) {
-	resp, err := http.Get(p.endpoint + "/metrics")
+func scrape(p *framework.Process) (metrics, error) {
+	resp, err := http.Get("http://" + p.Endpoint + httpendpoint.DefaultMetricsPath)
 	if err != nil {
 		return nil, err
 	}
@@ -310,62 +340,23 @@ func (m metrics) sum(family string, match map[string]string) float64 {
 	return total
 }
 
-// requests returns the controller's request counts by "client verb resource".
-func (m metrics) requests() map[string]float64 {
-	out := map[string]float64{}
-	if f := m["test_client_requests_total"]; f != nil {
-		for _, metric := range f.Metric {
-			labels := map[string]string{}
-			for _, l := range metric.Label {
-				labels[l.GetName()] = l.GetValue()
-			}
-			out[labels["client"]+" "+labels["verb"]+" "+labels["resource"]] += metric.Counter.GetValue()
-		}
-	}
-	return out
-}
-
-// writes is the number of API writes the provisioner made.
-func (m metrics) writes() float64 {
-	total := 0.0
-	for k, v := range m.requests() {
-		if isWrite(k) {
-			total += v
-		}
-	}
-	return total
-}
-
-func diff(after, before map[string]float64) map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range after {
-		if d := v - before[k]; d > 0 {
-			out[k] = d
-		}
-	}
-	return out
-}
-
-func isWrite(key string) bool {
-	verb := strings.Fields(key)[1]
-	return verb == "post" || verb == "put" || verb == "patch" || verb == "delete"
-}
-
 // phase is what one burst measured.
 type phase struct {
-	n                               int
-	toPV, toBound, endToEnd, delete []time.Duration
-	provisionRate, bindRate         float64
-	deleteRate                      float64
-	provRequests, delRequests       map[string]float64
-	eventsEmitted                   float64
-	eventsWritten                   map[string]float64
-	journalWrites                   float64
-	peakRSSMB, heapMB               float64
+	n int
+	provisionStats
+	delete                    []time.Duration
+	deleteRate                float64
+	provRequests, delRequests map[string]float64
+	eventsEmitted             float64
+	eventsWritten             map[string]float64
+	journalWrites             float64
+	peakRSSMB, heapMB         float64
+	problems                  []string // assets that disagree with the PVs
 }
 
 // measureBurst creates n claims at once, waits for all to bind, then deletes them all.
-func measureBurst(ctx context.Context, admin kubernetes.Interface, p *provisioner, n int, prefix string) (*phase, error) {
+func measureBurst(ctx context.Context, s *subject, n int, prefix string) (*phase, error) {
+	admin := s.admin
 	ns, err := framework.CreateNamespace(ctx, admin, prefix)
 	if err != nil {
 		return nil, err
@@ -385,13 +376,14 @@ func measureBurst(ctx context.Context, admin kubernetes.Interface, p *provisione
 	factory.Start(stopInformers)
 	factory.WaitForCacheSync(stopInformers)
 
-	before, err := p.scrape()
+	before, err := scrape(s.p)
 	if err != nil {
 		return nil, err
 	}
+	beforeRequests := s.api.snapshot()
 	logf("creating %d claims", n)
 	if err := parallel(ctx, n, func(i int) error {
-		pvc := framework.NewPVC(ns, fmt.Sprintf("%s-%d", prefix, i), "bench", "1Gi")
+		pvc := framework.NewPVC(ns, fmt.Sprintf("%s-%d", prefix, i), s.class, "1Gi")
 		t := time.Now()
 		created, err := admin.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{})
 		if err == nil {
@@ -404,12 +396,15 @@ func measureBurst(ctx context.Context, admin kubernetes.Interface, p *provisione
 	if err := rec.waitBound(ctx, n); err != nil {
 		return nil, err
 	}
-	afterProv, err := p.scrape()
+	res := &phase{n: n, provisionStats: rec.provisionStats()}
+	// Count the events flushed and the journal settled after the last claim
+	// bound as the burst's too.
+	time.Sleep(6 * time.Second)
+	afterProv, err := scrape(s.p)
 	if err != nil {
 		return nil, err
 	}
-	res := &phase{n: n, peakRSSMB: p.peakRSSMB()}
-	res.provRequests = diff(afterProv.requests(), before.requests())
+	res.provRequests = diff(s.api.snapshot(), beforeRequests)
 	res.eventsEmitted = afterProv.sum("controller_events_emitted_total", nil) - before.sum("controller_events_emitted_total", nil)
 	res.eventsWritten = map[string]float64{}
 	for _, kind := range []string{"single", "aggregated", "repeat"} {
@@ -418,15 +413,12 @@ func measureBurst(ctx context.Context, admin kubernetes.Interface, p *provisione
 	}
 	res.journalWrites = afterProv.sum("controller_journal_writes_total", nil) - before.sum("controller_journal_writes_total", nil)
 	res.heapMB = afterProv.sum("go_memstats_heap_inuse_bytes", nil) / 1024 / 1024
-	res.toPV, res.toBound, res.endToEnd, res.provisionRate, res.bindRate = rec.provisionStats()
+	if problem := s.checkAssets(ctx, "after the burst"); problem != "" {
+		res.problems = append(res.problems, problem)
+	}
 
 	logf("deleting %d claims", n)
-	// Let the last events flush and the journal settle before counting deletion.
-	time.Sleep(6 * time.Second)
-	beforeDel, err := p.scrape()
-	if err != nil {
-		return nil, err
-	}
+	beforeDel := s.api.snapshot()
 	if err := parallel(ctx, n, func(i int) error {
 		name := fmt.Sprintf("%s-%d", prefix, i)
 		rec.deleteIssued(name, time.Now())
@@ -437,12 +429,13 @@ func measureBurst(ctx context.Context, admin kubernetes.Interface, p *provisione
 	if err := rec.waitVolumesGone(ctx, n); err != nil {
 		return nil, err
 	}
-	afterDel, err := p.scrape()
-	if err != nil {
-		return nil, err
-	}
-	res.delRequests = diff(afterDel.requests(), beforeDel.requests())
+	res.delRequests = diff(s.api.snapshot(), beforeDel)
 	res.delete, res.deleteRate = rec.deleteStats()
+	// The high-water mark of the whole burst, creation and deletion.
+	res.peakRSSMB = peakRSSMB(s.p)
+	if problem := s.checkAssets(ctx, "after the deletion"); problem != "" {
+		res.problems = append(res.problems, problem)
+	}
 	return res, nil
 }
 
@@ -473,23 +466,24 @@ func parallel(ctx context.Context, n int, f func(i int) error) error {
 }
 
 // rawCeiling is how fast a plain client with the controller's QPS settings
-// creates PVs: the upper bound for any provisioner with those settings.
-func rawCeiling(ctx context.Context, cp *framework.ControlPlane, admin kubernetes.Interface, c config) (float64, error) {
-	cfg := cp.RestConfig()
-	cfg.QPS, cfg.Burst = float32(c.qps), c.burst
+// creates PVs: the upper bound for any provisioner with those settings. It
+// goes through the counting proxy too, as the provisioner does.
+func rawCeiling(ctx context.Context, s *subject, n int) (float64, error) {
+	cfg := rest.CopyConfig(s.api.Config)
+	cfg.QPS, cfg.Burst = float32(s.c.qps), s.c.burst
 	plain := kubernetes.NewForConfigOrDie(cfg)
-	logf("raw ceiling: %d PVs from a client at %g/%d", c.n, c.qps, c.burst)
+	logf("raw ceiling: %d PVs from a client at %g/%d", n, s.c.qps, s.c.burst)
 	start := time.Now()
-	if err := parallel(ctx, c.n, func(i int) error {
+	if err := parallel(ctx, n, func(i int) error {
 		pv := framework.NewPV(fmt.Sprintf("ceiling-%d", i), "bench-ceiling", "1Gi")
 		_, err := plain.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return 0, err
 	}
-	rate := float64(c.n) / time.Since(start).Seconds()
-	_ = parallel(ctx, c.n, func(i int) error {
-		return admin.CoreV1().PersistentVolumes().Delete(ctx, fmt.Sprintf("ceiling-%d", i), metav1.DeleteOptions{})
+	rate := float64(n) / time.Since(start).Seconds()
+	_ = parallel(ctx, n, func(i int) error {
+		return s.admin.CoreV1().PersistentVolumes().Delete(ctx, fmt.Sprintf("ceiling-%d", i), metav1.DeleteOptions{})
 	})
 	return rate, nil
 }
@@ -498,29 +492,30 @@ type backlog struct{ rate, writes float64 }
 
 // measureBacklog isolates the provisioner from the rest of the system: the
 // claims are created and annotated by kube-controller-manager while no
-// provisioner runs, then one starts and works through them.
-func measureBacklog(ctx context.Context, admin kubernetes.Interface, bin, kubeconfig string, c config) (*backlog, error) {
+// provisioner runs, then one starts and works through them. The
+// provisioner must be stopped; the one started here keeps running.
+func measureBacklog(ctx context.Context, s *subject, n int) (*backlog, error) {
+	admin := s.admin
 	ns, err := framework.CreateNamespace(ctx, admin, "backlog")
 	if err != nil {
 		return nil, err
 	}
-	logf("backlog: creating %d claims with no provisioner running", c.n)
-	if err := createClaims(ctx, admin, ns, "b", c.n); err != nil {
+	logf("backlog: creating %d claims with no provisioner running", n)
+	if err := createClaims(ctx, admin, ns, s.class, "b", n); err != nil {
 		return nil, err
 	}
 	if err := poll(ctx, 200*time.Millisecond, func() (bool, error) {
 		annotated, err := countClaims(ctx, admin, ns, func(pvc *corev1.PersistentVolumeClaim) bool {
-			return pvc.Annotations[framework.AnnStorageProvisioner] == provisionerName
+			return pvc.Annotations[framework.AnnStorageProvisioner] == s.b.ProvisionerName()
 		})
-		return annotated == c.n, err
+		return annotated == n, err
 	}); err != nil {
 		return nil, err
 	}
-	q, err := startProvisioner(ctx, bin, kubeconfig, c)
-	if err != nil {
+	before := s.api.snapshot()
+	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
-	defer q.stop()
 	if err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
 		pvs, err := admin.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -532,18 +527,17 @@ func measureBacklog(ctx context.Context, admin kubernetes.Interface, bin, kubeco
 				created++
 			}
 		}
-		return created == c.n, nil
+		return created == n, nil
 	}); err != nil {
 		return nil, err
 	}
-	b := &backlog{rate: float64(c.n) / time.Since(q.started).Seconds()}
-	m, err := q.scrape()
-	if err != nil {
-		return nil, err
-	}
-	b.writes = m.writes() / float64(c.n)
+	b := &backlog{rate: float64(n) / time.Since(s.started).Seconds()}
+	b.writes = writes(diff(s.api.snapshot(), before)) / float64(n)
 	return b, nil
 }
+
+// workersStarted is the controller's log line at the end of its start-up.
+const workersStarted = "Workers started"
 
 type restart struct {
 	ready, idle   time.Duration
@@ -553,57 +547,58 @@ type restart struct {
 
 // measureRestart binds many claims, restarts the provisioner and measures
 // its start-up: it must write nothing.
-func measureRestart(ctx context.Context, admin kubernetes.Interface, p *provisioner, bin, kubeconfig string, c config) (*restart, error) {
+func measureRestart(ctx context.Context, s *subject, claims int) (*restart, error) {
+	admin := s.admin
 	ns, err := framework.CreateNamespace(ctx, admin, "restart")
 	if err != nil {
 		return nil, err
 	}
-	logf("creating %d claims for the restart measurement", c.restartClaims)
-	if err := createClaims(ctx, admin, ns, "r", c.restartClaims); err != nil {
+	logf("creating %d claims for the restart measurement", claims)
+	if err := createClaims(ctx, admin, ns, s.class, "r", claims); err != nil {
 		return nil, err
 	}
 	if err := poll(ctx, 5*time.Second, func() (bool, error) {
 		bound, err := countClaims(ctx, admin, ns, func(pvc *corev1.PersistentVolumeClaim) bool {
 			return pvc.Status.Phase == corev1.ClaimBound
 		})
-		logf("%d/%d bound", bound, c.restartClaims)
-		return bound == c.restartClaims, err
+		logf("%d/%d bound", bound, claims)
+		return bound == claims, err
 	}); err != nil {
 		return nil, err
 	}
-	p.stop() // a graceful stop writes the journal's pending removals
+	s.stop()
 	logf("restarting the provisioner")
-	q, err := startProvisioner(ctx, bin, kubeconfig, c)
-	if err != nil {
+	before := s.api.snapshot()
+	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
-	defer q.stop()
-	r := &restart{ready: time.Since(q.started)}
+	r := &restart{ready: time.Since(s.started)}
 	if err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
-		m, err := q.scrape()
+		m, err := scrape(s.p)
 		if err != nil {
 			return false, err
 		}
-		// Bound claims and volumes never enter the work queues, so idle is
-		// ready with empty queues.
-		if m.sum("workqueue_depth", nil) != 0 || m.sum("workqueue_unfinished_work_seconds", nil) != 0 {
+		// Idle is the start-up over (the journal read, which comes after
+		// /readyz, and the workers started) with empty queues: bound claims
+		// and volumes never enter them.
+		if !s.p.HasLog(workersStarted) || m.sum("workqueue_depth", nil) != 0 || m.sum("workqueue_unfinished_work_seconds", nil) != 0 {
 			return false, nil
 		}
-		r.idle = time.Since(q.started)
-		r.writes = m.writes()
+		r.idle = time.Since(s.started)
+		r.writes = writes(diff(s.api.snapshot(), before))
 		r.heapMB = m.sum("go_memstats_heap_inuse_bytes", nil) / 1024 / 1024
 		return true, nil
 	}); err != nil {
 		return nil, err
 	}
-	r.rssMB = procStatusMB(q.cmd.Process.Pid, "VmRSS:")
+	r.rssMB = procStatusMB(s.p.Pid(), "VmRSS:")
 	return r, nil
 }
 
-// createClaims creates n claims <prefix>-0.. of the bench class in ns.
-func createClaims(ctx context.Context, admin kubernetes.Interface, ns, prefix string, n int) error {
+// createClaims creates n claims <prefix>-0.. of class in ns.
+func createClaims(ctx context.Context, admin kubernetes.Interface, ns, class, prefix string, n int) error {
 	return parallel(ctx, n, func(i int) error {
-		pvc := framework.NewPVC(ns, fmt.Sprintf("%s-%d", prefix, i), "bench", "1Gi")
+		pvc := framework.NewPVC(ns, fmt.Sprintf("%s-%d", prefix, i), class, "1Gi")
 		_, err := admin.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{})
 		return err
 	})
@@ -629,21 +624,32 @@ func poll(ctx context.Context, interval time.Duration, done func() (bool, error)
 	return wait.PollUntilContextCancel(ctx, interval, true, func(context.Context) (bool, error) { return done() })
 }
 
-func percentiles(d []time.Duration) string {
+// quantiles are the p50, p90 and p99 of d, in milliseconds.
+func quantiles(d []time.Duration) []string {
 	if len(d) == 0 {
-		return "| – | – | – |"
+		return []string{"–", "–", "–"}
 	}
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	at := func(p float64) string {
 		i := int(p * float64(len(d)-1))
 		return fmt.Sprintf("%.0f ms", float64(d[i].Microseconds())/1000)
 	}
-	return fmt.Sprintf("| %s | %s | %s |", at(0.5), at(0.9), at(0.99))
+	return []string{at(0.5), at(0.9), at(0.99)}
 }
 
-func report(out io.Writer, c config, r *phase, ceiling float64) {
+// percentiles are the quantiles as three table cells.
+func percentiles(d []time.Duration) string {
+	return "| " + strings.Join(quantiles(d), " | ") + " |"
+}
+
+// requestTotals are the writes per provisioned and per deleted volume.
+func (r *phase) requestTotals() (provWrites, delWrites float64) {
+	return writes(r.provRequests) / float64(r.n), writes(r.delRequests) / float64(r.n)
+}
+
+func report(out io.Writer, h string, c config, r *phase, ceiling float64) {
 	n := float64(r.n)
-	fmt.Fprintf(out, "## %d claims at once\n\n", r.n)
+	fmt.Fprintf(out, "%s %d claims at once\n\n", h, r.n)
 	fmt.Fprintf(out, "| stage | claims/s | p50 | p90 | p99 |\n|---|---|---|---|---|\n")
 	fmt.Fprintf(out, "| PVC created → PV created (the provisioner) | %.1f %s\n", r.provisionRate, percentiles(r.toPV))
 	fmt.Fprintf(out, "| PV created → PVC Bound (kube-controller-manager's binder) | %.1f %s\n", r.bindRate, percentiles(r.toBound))
@@ -665,17 +671,45 @@ func report(out io.Writer, c config, r *phase, ceiling float64) {
 		sorted = append(sorted, k)
 	}
 	sort.Strings(sorted)
-	provWrites, delWrites := 0.0, 0.0
 	for _, k := range sorted {
 		fmt.Fprintf(out, "| %s | %.3f | %.3f |\n", k, r.provRequests[k]/n, r.delRequests[k]/n)
-		if isWrite(k) {
-			provWrites += r.provRequests[k]
-			delWrites += r.delRequests[k]
-		}
 	}
-	fmt.Fprintf(out, "| **all writes** | **%.3f** | **%.3f** |\n\n", provWrites/n, delWrites/n)
+	provWrites, delWrites := r.requestTotals()
+	fmt.Fprintf(out, "| **all writes** | **%.3f** | **%.3f** |\n\n", provWrites, delWrites)
 	written := r.eventsWritten["single"] + r.eventsWritten["aggregated"] + r.eventsWritten["repeat"]
 	fmt.Fprintf(out, "Events: %.0f emitted, %.0f written (%.0f single, %.0f aggregated on the StorageClass, %.0f count updates); journal writes: %.0f (%.3f per volume).\n\n",
 		r.eventsEmitted, written, r.eventsWritten["single"], r.eventsWritten["aggregated"], r.eventsWritten["repeat"], r.journalWrites, r.journalWrites/n)
-	fmt.Fprintf(out, "Provisioner memory: peak RSS %.1f MB, heap in use after the burst %.1f MB.\n", r.peakRSSMB, r.heapMB)
+	fmt.Fprintf(out, "Provisioner memory: peak RSS %.1f MB (creation and deletion), heap in use after the burst %.1f MB.\n", r.peakRSSMB, r.heapMB)
+	for _, p := range r.problems {
+		fmt.Fprintf(out, "\n**Problem:** %s\n", p)
+	}
+}
+
+// summary prints one row per provisioner: the burst, then the restart.
+func summary(out io.Writer, c config, results []*result) {
+	fmt.Fprintf(out, "## Summary\n\nAt --kube-api-qps=%g --kube-api-burst=%d --worker-threads=%d. "+
+		"Latencies p50 / p90 / p99 from the claim's creation; writes are API writes by the provisioner, events and journal included.\n\n", c.qps, c.burst, c.workers)
+	fmt.Fprintf(out, "| provisioner | claims | claims/s to Bound | PVC → PV created | PVC → Bound | writes per volume | deletes/s | writes per deleted volume | peak RSS | heap after burst | raw ceiling |\n")
+	fmt.Fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		if r.burst == nil {
+			continue
+		}
+		b := r.burst
+		provWrites, delWrites := b.requestTotals()
+		mark := ""
+		if len(b.problems) > 0 {
+			mark = " (assets disagree, see above)"
+		}
+		fmt.Fprintf(out, "| %s%s | %d | %.1f | %s | %s | %.3f | %.1f | %.3f | %.1f MB | %.1f MB | %.1f PVs/s |\n",
+			r.name, mark, b.n, b.boundRate, strings.Join(quantiles(b.toPV), " / "), strings.Join(quantiles(b.endToEnd), " / "),
+			provWrites, b.deleteRate, delWrites, b.peakRSSMB, b.heapMB, r.ceiling)
+	}
+	fmt.Fprintf(out, "\n| provisioner | bound claims | start to ready | start to idle | API writes at start | RSS when idle | heap when idle |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		if x := r.restart; x != nil {
+			fmt.Fprintf(out, "| %s | %d | %.2f s | %.2f s | %.0f | %.1f MB | %.1f MB |\n",
+				r.name, r.restartClaims, x.ready.Seconds(), x.idle.Seconds(), x.writes, x.rssMB, x.heapMB)
+		}
+	}
 }

@@ -116,16 +116,25 @@ func (r *recorder) waitVolumesGone(ctx context.Context, n int) error {
 	return r.waitFor(ctx, "volumes deleted", n, func() int { return len(r.pvGone) })
 }
 
-// provisionStats returns per-claim latencies and the rate of each stage.
-func (r *recorder) provisionStats() (toPV, toBound, endToEnd []time.Duration, provisionRate, bindRate float64) {
+// provisionStats are per-claim latencies and the rate of each stage.
+type provisionStats struct {
+	toPV, toBound, endToEnd []time.Duration
+	// provisionRate: claims from the first claim created to the last PV
+	// created; bindRate: from the first PV to the last claim bound;
+	// boundRate: from the first claim created to the last one bound.
+	provisionRate, bindRate, boundRate float64
+}
+
+func (r *recorder) provisionStats() provisionStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var s provisionStats
 	var firstCreated, lastPV, firstPV, lastBound time.Time
 	for uid, c := range r.created {
 		pv, b := r.pvCreated[uid], r.bound[uid]
-		toPV = append(toPV, pv.Sub(c))
-		toBound = append(toBound, b.Sub(pv))
-		endToEnd = append(endToEnd, b.Sub(c))
+		s.toPV = append(s.toPV, pv.Sub(c))
+		s.toBound = append(s.toBound, b.Sub(pv))
+		s.endToEnd = append(s.endToEnd, b.Sub(c))
 		if firstCreated.IsZero() || c.Before(firstCreated) {
 			firstCreated = c
 		}
@@ -140,7 +149,10 @@ func (r *recorder) provisionStats() (toPV, toBound, endToEnd []time.Duration, pr
 		}
 	}
 	n := float64(len(r.created))
-	return toPV, toBound, endToEnd, n / lastPV.Sub(firstCreated).Seconds(), n / lastBound.Sub(firstPV).Seconds()
+	s.provisionRate = n / lastPV.Sub(firstCreated).Seconds()
+	s.bindRate = n / lastBound.Sub(firstPV).Seconds()
+	s.boundRate = n / lastBound.Sub(firstCreated).Seconds()
+	return s
 }
 
 func (r *recorder) deleteStats() ([]time.Duration, float64) {

@@ -56,9 +56,9 @@ func EnsureBinaries(ctx context.Context, log func(string, ...any)) (string, erro
 
 	// Two test binaries (go test runs packages in parallel) must not both start a
 	// cold build: the second would redo 15 minutes of work and race on the outputs.
-	unlock, err := lockFile(ctx, filepath.Dir(binDir), filepath.Base(binDir)+".lock")
+	unlock, err := LockFile(ctx, filepath.Dir(binDir), filepath.Base(binDir)+".lock")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("waiting for another control plane build: %w", err)
 	}
 	defer unlock()
 
@@ -95,9 +95,12 @@ func findRepoRoot() (string, error) {
 	}
 }
 
-// lockFile takes an exclusive flock on dir/name, creating both if needed, and
-// returns the function that releases it. It gives up when ctx is done.
-func lockFile(ctx context.Context, dir, name string) (func(), error) {
+// LockFile takes an exclusive flock on dir/name, creating both if needed, and
+// returns the function that releases it. It gives up when ctx is done. Each
+// call opens the file anew and flock locks belong to an open file: the lock
+// excludes other callers in this process as it does other processes (such as
+// the test binaries of other packages, which go test runs at once).
+func LockFile(ctx context.Context, dir, name string) (unlock func(), err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -121,7 +124,7 @@ func lockFile(ctx context.Context, dir, name string) (func(), error) {
 			<-locked
 			_ = f.Close()
 		}()
-		return nil, fmt.Errorf("waiting for another control plane build (lock %s): %w", f.Name(), ctx.Err())
+		return nil, fmt.Errorf("waiting for the lock %s: %w", f.Name(), ctx.Err())
 	}
 }
 

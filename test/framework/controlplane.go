@@ -152,11 +152,11 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	// Explicit 127.0.0.1 addresses (envtest would resolve "localhost") and
 	// directories inside Dir: the latter keep the serving certificates across
 	// RestartAPIServer, so existing rest.Configs stay valid.
-	apiPort, err := freePort()
+	apiPort, err := FreePort()
 	if err != nil {
 		return err
 	}
-	etcdPort, err := freePort()
+	etcdPort, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -354,8 +354,9 @@ func processTimeout(ctx context.Context) time.Duration {
 	return DefaultProcessTimeout
 }
 
-// freePort asks the kernel for a free port on 127.0.0.1.
-func freePort() (int, error) {
+// FreePort asks the kernel for a free port on 127.0.0.1, for a server of a
+// test to listen on.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -4,7 +4,7 @@
 package framework
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,9 +57,9 @@ func BuildBinary(ctx context.Context, module, binary string, buildFlags ...strin
 	dir = filepath.Join(dir, "bin")
 	// csi-provisioner with -race is csi-provisioner-race.
 	name := binary + unsafeInName.ReplaceAllString(strings.Join(buildFlags, ""), "_")
-	unlock, err := lockFile(ctx, dir, name+".lock")
+	unlock, err := LockFile(ctx, dir, name+".lock")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("waiting for another build of %s: %w", name, err)
 	}
 	defer unlock()
 	bin := filepath.Join(dir, name)
@@ -82,16 +82,33 @@ type ProcessOptions struct {
 	Args []string
 	// Env is added to this process's environment.
 	Env []string
+	// NoInheritEnv: Env is the whole environment, none of this process's is
+	// inherited; for a process that runs as another user, whom this
+	// process's HOME or TMPDIR would not suit.
+	NoInheritEnv bool
+	// Dir is its working directory; by default this process's.
+	Dir string
+	// Credential runs it as another user (this process must be root).
+	Credential *syscall.Credential
+	// ProcessGroup runs it in a process group of its own, for a daemon that
+	// forks workers or helpers: Stop and Kill signal the whole group, and
+	// kill what is left of it once the process has exited.
+	ProcessGroup bool
 	// LogPath receives its standard output and error.
 	LogPath string
-	// NoEndpoint: the process serves no /readyz; StartProcess returns once it
-	// has started.
+	// NoEndpoint: the process serves no /readyz and gets no
+	// --http-endpoint; unless Ready is set, StartProcess returns once it has
+	// started.
 	NoEndpoint bool
-	// NoWait: StartProcess adds --http-endpoint but returns once the process
-	// has started, for a process that is not to be ready yet (or ever);
-	// WaitReady waits for it later.
+	// Ready, if set, tells whether the process is ready (a nil error) in
+	// place of its /readyz: for a daemon that is ready once it answers its
+	// own protocol.
+	Ready func(ctx context.Context) error
+	// NoWait: StartProcess returns once the process has started, for a
+	// process that is not to be ready yet (or ever); WaitReady waits for it
+	// later.
 	NoWait bool
-	// ReadyTimeout bounds the wait for /readyz (default one minute).
+	// ReadyTimeout bounds the wait for readiness (default one minute).
 	ReadyTimeout time.Duration
 }
 
@@ -105,18 +122,26 @@ type Process struct {
 	Endpoint string
 
 	cmd    *exec.Cmd
+	ready  func(context.Context) error // ProcessOptions.Ready
+	group  bool                        // ProcessOptions.ProcessGroup
 	done   chan struct{}
 	err    error // set before done is closed
 	killed bool  // by Kill: its exit status is no failure
 }
 
-// StartProcess runs a child process as opts say and, unless opts.NoEndpoint
-// or opts.NoWait, returns once its /readyz answers ok.
+// StartProcess runs a child process as opts say and, unless opts.NoWait or
+// opts.NoEndpoint without opts.Ready, returns once it is ready.
 func StartProcess(ctx context.Context, opts ProcessOptions) (*Process, error) {
-	p := &Process{Name: filepath.Base(opts.Binary), LogPath: opts.LogPath, done: make(chan struct{})}
+	p := &Process{
+		Name:    filepath.Base(opts.Binary),
+		LogPath: opts.LogPath,
+		ready:   opts.Ready,
+		group:   opts.ProcessGroup,
+		done:    make(chan struct{}),
+	}
 	args := opts.Args
 	if !opts.NoEndpoint {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -129,8 +154,14 @@ func StartProcess(ctx context.Context, opts ProcessOptions) (*Process, error) {
 	}
 	defer logFile.Close() // the child has its own descriptor
 	p.cmd = exec.Command(opts.Binary, args...)
-	p.cmd.Env = append(os.Environ(), opts.Env...)
+	p.cmd.Dir = opts.Dir
+	if opts.NoInheritEnv {
+		p.cmd.Env = append([]string{}, opts.Env...) // not nil: nil inherits
+	} else {
+		p.cmd.Env = append(os.Environ(), opts.Env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: opts.ProcessGroup, Credential: opts.Credential}
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -138,7 +169,7 @@ func StartProcess(ctx context.Context, opts ProcessOptions) (*Process, error) {
 		p.err = p.cmd.Wait()
 		close(p.done)
 	}()
-	if opts.NoEndpoint || opts.NoWait {
+	if opts.NoWait || (opts.NoEndpoint && opts.Ready == nil) {
 		return p, nil
 	}
 	timeout := opts.ReadyTimeout
@@ -158,32 +189,48 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // Exited is closed when the process has exited.
 func (p *Process) Exited() <-chan struct{} { return p.done }
 
-// Ready reports whether /readyz answers 200.
-func (p *Process) Ready(ctx context.Context) bool {
+// Ready reports whether the process is ready: ProcessOptions.Ready answers
+// nil or, without it, /readyz answers 200.
+func (p *Process) Ready(ctx context.Context) bool { return p.checkReady(ctx) == nil }
+
+// checkReady is why the process is not ready, nil when it is.
+func (p *Process) checkReady(ctx context.Context) error {
+	if p.ready != nil {
+		return p.ready(ctx)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.Endpoint+"/readyz", nil)
 	if err != nil {
-		return false
+		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return false
+		return err
 	}
 	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/readyz answered %s", resp.Status)
+	}
+	return nil
 }
 
-// WaitReady polls /readyz until it answers 200, the process exits or the
+// WaitReady polls until the process is ready (see Ready), it exits or the
 // timeout passes.
 func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
+	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-p.done:
-			return false, fmt.Errorf("%s exited: %w", p.Name, p.err)
+			last = nil // the exit says more
+			return false, fmt.Errorf("%s exited: %w", p.Name, cmp.Or(p.err, errors.New("exit status 0")))
 		default:
 		}
-		return p.Ready(ctx), nil
+		last = p.checkReady(ctx)
+		return last == nil, nil
 	})
 	if err != nil {
+		if last != nil {
+			err = fmt.Errorf("%w (last answer: %w)", err, last)
+		}
 		return fmt.Errorf("waiting for %s (pid %d) to be ready: %w\nlog tail:\n%s", p.Name, p.Pid(), err, p.LogTail(20))
 	}
 	return nil
@@ -193,6 +240,7 @@ func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
 // period. It returns an error if the process did not exit cleanly, now or
 // earlier (a crash), unless Kill stopped it; calling it again is harmless.
 func (p *Process) Stop() error {
+	defer p.killGroup()
 	select {
 	case <-p.done:
 		if p.killed {
@@ -201,7 +249,7 @@ func (p *Process) Stop() error {
 		return p.exitError()
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
 		return p.exitError()
@@ -214,17 +262,35 @@ func (p *Process) Stop() error {
 // Kill stops the process at once (SIGKILL), as a crash or a node failure
 // would.
 func (p *Process) Kill() error {
+	defer p.killGroup()
 	select {
 	case <-p.done:
 		return nil
 	default:
 	}
 	p.killed = true
-	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := p.signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
 	<-p.done
 	return nil
+}
+
+// signal sends sig to the process, or to its process group.
+func (p *Process) signal(sig syscall.Signal) error {
+	if p.group {
+		return syscall.Kill(-p.Pid(), sig)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// killGroup kills what is left of the process group once Stop or Kill is
+// done (children that ignore SIGTERM or outlived a crash): they must not
+// outlive the test.
+func (p *Process) killGroup() {
+	if p.group {
+		_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+	}
 }
 
 func (p *Process) exitError() error {
@@ -244,10 +310,7 @@ func (p *Process) Log() string {
 }
 
 // LogTail is the last n lines of Log.
-func (p *Process) LogTail(n int) string {
-	lines := bytes.Split(bytes.TrimRight([]byte(p.Log()), "\n"), []byte("\n"))
-	return string(bytes.Join(lines[max(0, len(lines)-n):], []byte("\n")))
-}
+func (p *Process) LogTail(n int) string { return fileTail(p.LogPath, n) }
 
 // HasLog reports whether a line of the log contains every one of parts.
 func (p *Process) HasLog(parts ...string) bool {

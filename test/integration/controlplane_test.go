@@ -25,18 +25,7 @@ const pvcProtectionFinalizer = "kubernetes.io/pvc-protection"
 // (StorageClasses are cluster-scoped) and deletes it when the test ends.
 func createStorageClass(t *testing.T, ns, provisioner string) *storagev1.StorageClass {
 	t.Helper()
-	sc, err := cp.Client.StorageV1().StorageClasses().Create(t.Context(), framework.NewStorageClass(ns, provisioner, nil), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
-		defer cancel()
-		if err := cp.Client.StorageV1().StorageClasses().Delete(ctx, sc.Name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	return sc
+	return cp.CreateTestStorageClass(t, framework.NewStorageClass(ns, provisioner, nil))
 }
 
 func createPVC(t *testing.T, pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {

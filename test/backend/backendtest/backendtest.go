@@ -94,13 +94,7 @@ func Check(t *testing.T, cp *framework.ControlPlane, b backend.Backend, ns strin
 	}
 	framework.StopAtEnd(t, p)
 	c := cp.Client
-	class, err := c.StorageV1().StorageClasses().Create(ctx, framework.NewStorageClass(ns, b.ProvisionerName(), b.Parameters()), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.StorageV1().StorageClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{})
-	})
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(ns, b.ProvisionerName(), b.Parameters()))
 
 	var names []string
 	create := func() *corev1.PersistentVolumeClaim {

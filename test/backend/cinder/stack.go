@@ -10,6 +10,7 @@ package cinder
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,9 +45,6 @@ const (
 	stackStartTimeout = 4 * time.Minute
 	// apiStartTimeout bounds a restart of cinder-api alone.
 	apiStartTimeout = 2 * time.Minute
-	// stopTimeout is how long a service gets to exit after SIGTERM before
-	// SIGKILL; cinder-volume can hang on shutdown.
-	stopTimeout = 10 * time.Second
 )
 
 // VolumeTypes are the types the test driver serves (see its docstring).
@@ -72,23 +70,21 @@ type Stack struct {
 	dir    string
 	log    func(string, ...any)
 	client *gophercloud.ServiceClient
-	// apiArgv and apiEnv start cinder-api again after StopAPI.
-	apiArgv, apiEnv []string
+	// apiOpts start cinder-api again after StopAPI.
+	apiOpts framework.ProcessOptions
 	// procs in start order; stopped in reverse.
-	procs []*process
+	procs []*service
+	// starts counts the starts of each binary, to name its logs.
+	starts map[string]int
 }
 
-type process struct {
-	name string
-	// stopSignal asks the process to end: SIGTERM, or SIGKILL for one that
-	// ignores SIGTERM (tgtd).
-	stopSignal syscall.Signal
+// service is a process of the stack.
+type service struct {
+	*framework.Process
+	// ignoresTerm: SIGTERM does not end it (tgtd); the stack kills it.
+	ignoresTerm bool
 	// afterStop removes what the process leaves behind when killed.
 	afterStop func()
-	cmd       *exec.Cmd
-	logPath   string
-	done      chan struct{}
-	err       error
 }
 
 // Missing names what hack/deps/cinder.sh installs and is absent.
@@ -111,12 +107,10 @@ func Missing() []string {
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, n)
 	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+		var err error
+		if ports[i], err = framework.FreePort(); err != nil {
 			return nil, err
 		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
 	}
 	return ports, nil
 }
@@ -141,7 +135,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, retErr error)
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{dir: dir, log: opts.Log}
+	s := &Stack{dir: dir, log: opts.Log, starts: map[string]int{}}
 	if s.log == nil {
 		s.log = func(string, ...any) {}
 	}
@@ -169,7 +163,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, retErr error)
 		return nil, err
 	}
 
-	if err := s.startRabbit(epmdPort, amqpPort, distPort); err != nil {
+	if err := s.startRabbit(ctx, epmdPort, amqpPort, distPort); err != nil {
 		return nil, err
 	}
 	conf, err := s.writeCinderConf(amqpPort, apiPort)
@@ -191,7 +185,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, retErr error)
 	}
 	s.log("cinder: database ready in %s", time.Since(started).Round(time.Millisecond))
 
-	env := append(os.Environ(), "PYTHONPATH="+driverDir)
+	env := []string{"PYTHONPATH=" + driverDir}
 	if opts.ISCSITarget && tgtInstalled() {
 		if err := s.startTgt(ctx, tgtPort, tgtControl); err != nil {
 			return nil, err
@@ -199,9 +193,12 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, retErr error)
 		env = append(env, "KUBEPROV_TGT_PORTAL="+s.TGTPortal, "KUBEPROV_TGT_CONTROL_PORT="+strconv.Itoa(tgtControl),
 			"KUBEPROV_TGT_DIR="+filepath.Join(s.dir, "luns"))
 	}
-	s.apiArgv, s.apiEnv = []string{"cinder-api", "--config-file", conf}, env
-	for _, svc := range []string{"cinder-api", "cinder-scheduler", "cinder-volume"} {
-		if _, err := s.start(svc, env, nil, svc, "--config-file", conf); err != nil {
+	for _, bin := range []string{"cinder-api", "cinder-scheduler", "cinder-volume"} {
+		opts := framework.ProcessOptions{Binary: bin, Args: []string{"--config-file", conf}, Env: env}
+		if bin == "cinder-api" {
+			s.apiOpts = opts
+		}
+		if _, err := s.start(ctx, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -243,8 +240,9 @@ func ptrTo[T any](v T) *T { return &v }
 
 // startRabbit starts epmd (so that no daemon outlives the tests) and
 // RabbitMQ as user rabbitmq with everything in s.dir.
-func (s *Stack) startRabbit(epmdPort, amqpPort, distPort int) error {
-	if _, err := s.start("epmd", os.Environ(), nil, "epmd", "-port", strconv.Itoa(epmdPort), "-address", "127.0.0.1"); err != nil {
+func (s *Stack) startRabbit(ctx context.Context, epmdPort, amqpPort, distPort int) error {
+	epmd := framework.ProcessOptions{Binary: "epmd", Args: []string{"-port", strconv.Itoa(epmdPort), "-address", "127.0.0.1"}}
+	if _, err := s.start(ctx, epmd); err != nil {
 		return err
 	}
 	u, err := user.Lookup("rabbitmq")
@@ -291,8 +289,12 @@ func (s *Stack) startRabbit(epmdPort, amqpPort, distPort int) error {
 		"RABBITMQ_ADVANCED_CONFIG_FILE=" + filepath.Join(base, "advanced.config"),
 		"RABBITMQ_CONF_ENV_FILE=/dev/null",
 	}
-	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)} //nolint:gosec // ids of a system user
-	_, err = s.start("rabbitmq", env, cred, rabbitServer)
+	_, err = s.start(ctx, framework.ProcessOptions{
+		Binary:       rabbitServer,
+		Env:          env,
+		NoInheritEnv: true,
+		Credential:   &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, //nolint:gosec // ids of a system user
+	})
 	return err
 }
 
@@ -312,28 +314,27 @@ func (s *Stack) startTgt(ctx context.Context, port, control int) error {
 		return err
 	}
 	s.TGTPortal = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	p, err := s.start("tgtd", os.Environ(), nil, "tgtd", "-f", "-C", strconv.Itoa(control), "--iscsi", "portal="+s.TGTPortal)
-	if err != nil {
-		return err
-	}
-	p.stopSignal = syscall.SIGKILL
-	p.afterStop = func() {
+	removeSockets := func() {
 		sock := fmt.Sprintf("/var/run/tgtd/socket.%d", control)
 		_ = os.Remove(sock)
 		_ = os.Remove(sock + ".lock")
 	}
-	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-p.done:
-			return false, fmt.Errorf("tgtd exited: %w", p.exitError())
-		default:
-		}
-		err := exec.CommandContext(ctx, "tgtadm", "-C", strconv.Itoa(control), "--op", "show", "--mode", "system").Run()
-		return err == nil, nil
+	svc, err := s.start(ctx, framework.ProcessOptions{
+		Binary: "tgtd",
+		Args:   []string{"-f", "-C", strconv.Itoa(control), "--iscsi", "portal=" + s.TGTPortal},
+		Ready: func(ctx context.Context) error {
+			out, err := exec.CommandContext(ctx, "tgtadm", "-C", strconv.Itoa(control), "--op", "show", "--mode", "system").CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("tgtadm: %w: %s", err, bytes.TrimSpace(out))
+			}
+			return nil
+		},
 	})
 	if err != nil {
+		removeSockets()
 		return fmt.Errorf("starting tgtd on %s: %w", s.TGTPortal, err)
 	}
+	svc.ignoresTerm, svc.afterStop = true, removeSockets
 	return nil
 }
 
@@ -378,69 +379,41 @@ volume_backend_name = %s
 	return path, os.WriteFile(path, []byte(conf), 0o644)
 }
 
-// start launches a process and adds it to those Stop stops.
-func (s *Stack) start(name string, env []string, cred *syscall.Credential, argv ...string) (*process, error) {
-	p, err := s.launch(name, env, cred, argv...)
-	if err != nil {
-		return nil, err
+// start runs a service of the stack in s.dir and in a process group of its
+// own (Cinder's services fork workers, RabbitMQ and tgtd helpers: stopping
+// must reach them too), with its output in <dir>/<binary>.log
+// (<binary>-<n>.log when started again), returns once it is ready if
+// opts.Ready says how to tell, and adds it to those Stop stops.
+func (s *Stack) start(ctx context.Context, opts framework.ProcessOptions) (*service, error) {
+	name := filepath.Base(opts.Binary)
+	s.starts[name]++
+	logName := name + ".log"
+	if n := s.starts[name]; n > 1 {
+		logName = fmt.Sprintf("%s-%d.log", name, n)
 	}
-	s.procs = append(s.procs, p)
-	return p, nil
-}
-
-// launch runs a process in its own process group (so that stopping it
-// reaches its children too) with its output appended to <dir>/<name>.log.
-// framework.StartProcess does neither process groups nor other users, which
-// Cinder's forking services and RabbitMQ need.
-func (s *Stack) launch(name string, env []string, cred *syscall.Credential, argv ...string) (*process, error) {
-	logPath := filepath.Join(s.dir, name+".log")
-	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	opts.LogPath = filepath.Join(s.dir, logName)
+	opts.Dir = s.dir
+	opts.ProcessGroup = true
+	opts.NoEndpoint = true
+	p, err := framework.StartProcess(ctx, opts)
 	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = s.dir
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	if err := cmd.Start(); err != nil {
-		_ = out.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, stopSignal: syscall.SIGTERM, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		_ = out.Close()
-		close(p.done)
-	}()
-	return p, nil
+	svc := &service{Process: p}
+	s.procs = append(s.procs, svc)
+	return svc, nil
 }
 
-// exitError is why a process that has exited ended.
-func (p *process) exitError() error {
-	if p.err != nil {
-		return p.err
+// stop ends a service and every process of its group. Its exit status says
+// nothing: epmd, for one, dies of SIGTERM.
+func (s *Stack) stop(svc *service) {
+	if svc.ignoresTerm {
+		_ = svc.Kill()
+	} else {
+		_ = svc.Stop()
 	}
-	return errors.New("exit status 0")
-}
-
-// stop sends the process group the stop signal, then SIGKILL after
-// stopTimeout.
-func (s *Stack) stop(p *process) {
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, p.stopSignal)
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
-		s.log("cinder: %s did not stop within %s, killing it", p.name, stopTimeout)
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-p.done
-	}
-	// Children that ignored SIGTERM (erl_child_setup, inet_gethost)
-	// must not outlive the test either.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	if p.afterStop != nil {
-		p.afterStop()
+	if svc.afterStop != nil {
+		svc.afterStop()
 	}
 }
 
@@ -471,8 +444,9 @@ func (s *Stack) waitReady(ctx context.Context) error {
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		for _, p := range s.procs {
 			select {
-			case <-p.done:
-				return false, fmt.Errorf("%s exited: %w", p.name, p.exitError())
+			case <-p.Exited():
+				// Stop gives the exit status, with the log's tail.
+				return false, cmp.Or(p.Stop(), fmt.Errorf("%s exited with status 0", p.Name))
 			default:
 			}
 		}
@@ -503,7 +477,7 @@ func (s *Stack) waitReady(ctx context.Context) error {
 // apiIndex is where cinder-api is in s.procs, -1 while it is stopped.
 func (s *Stack) apiIndex() int {
 	for i, p := range s.procs {
-		if p.name == "cinder-api" {
+		if p.Name == "cinder-api" {
 			return i
 		}
 	}
@@ -529,7 +503,7 @@ func (s *Stack) StartAPI(ctx context.Context) error {
 	if s.apiIndex() >= 0 {
 		return errors.New("cinder-api is running already")
 	}
-	if _, err := s.start("cinder-api", s.apiEnv, nil, s.apiArgv...); err != nil {
+	if _, err := s.start(ctx, s.apiOpts); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiStartTimeout)
@@ -561,8 +535,7 @@ func (s *Stack) Stop() error {
 func (s *Stack) logTails() string {
 	var b strings.Builder
 	for _, p := range s.procs {
-		out, _ := os.ReadFile(p.logPath)
-		fmt.Fprintf(&b, "\n--- %s (%s):\n%s", p.name, p.logPath, tail(out, 15))
+		fmt.Fprintf(&b, "\n--- %s (%s):\n%s", p.Name, p.LogPath, p.LogTail(15))
 	}
 	return b.String()
 }

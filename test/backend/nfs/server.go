@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -60,26 +59,11 @@ const lockDir = "/run/lock"
 // runs the test binaries of several packages at once: whoever starts a
 // Ganesha holds this lock until it has stopped it.
 func Lock(ctx context.Context) (unlock func(), err error) {
-	if err := os.MkdirAll(lockDir, 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(lockDir, "kubeprov-ganesha.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	unlock, err = framework.LockFile(ctx, lockDir, "kubeprov-ganesha.lock")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("taking the NFS server lock (another test runs Ganesha): %w", err)
 	}
-	// Polling with LOCK_NB, unlike a blocking flock, ends with ctx.
-	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return false, nil
-		}
-		return err == nil, err
-	})
-	if err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("waiting for the NFS server lock %s (another test runs Ganesha): %w", f.Name(), err)
-	}
-	return func() { _ = f.Close() }, nil // closing the file releases the lock
+	return unlock, nil
 }
 
 // Layout is where a server-mode nfs-provisioner keeps its state.
@@ -173,26 +157,9 @@ func startDaemon(ctx context.Context, d supervisor.Process, logPath string) (*fr
 			return nil, fmt.Errorf("preparing %s: %w", d.Name, err)
 		}
 	}
-	p, err := framework.StartProcess(ctx, framework.ProcessOptions{Binary: d.Path, Args: d.Args, LogPath: logPath, NoEndpoint: true})
+	p, err := framework.StartProcess(ctx, framework.ProcessOptions{Binary: d.Path, Args: d.Args, LogPath: logPath, NoEndpoint: true, Ready: d.Ready})
 	if err != nil {
-		return nil, fmt.Errorf("starting %s: %w", d.Name, err)
-	}
-	var last error
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-p.Exited():
-			return false, fmt.Errorf("%s exited; last lines of its log:\n%s", d.Name, p.LogTail(15))
-		default:
-		}
-		if d.Ready == nil {
-			return true, nil
-		}
-		last = d.Ready(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		_ = p.Kill()
-		return nil, fmt.Errorf("waiting for %s (log %s): %w", d.Name, logPath, errors.Join(err, last))
+		return nil, fmt.Errorf("starting %s (log %s): %w", d.Name, logPath, err)
 	}
 	return p, nil
 }

@@ -4,11 +4,7 @@
 package cinder
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,30 +13,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	cinderprov "github.com/kubeprov/external-storage/cinder/pkg/cinder"
 	cinderbackend "github.com/kubeprov/external-storage/test/backend/cinder"
 	"github.com/kubeprov/external-storage/test/framework"
 )
 
-// buildBinary builds cinder-provisioner (cached across runs).
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin, err := framework.BuildBinary(framework.TestContext(t, 5*time.Minute), "cinder", "cinder-provisioner")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
 // TestBinaryConfigError: a bad cloud config stops the binary at once with
 // the key named, before it talks to anything.
 func TestBinaryConfigError(t *testing.T) {
-	bin := buildBinary(t)
+	bin := framework.BuildTestBinary(t, "cinder", "cinder-provisioner")
 	conf := filepath.Join(t.TempDir(), "cloud.conf")
 	if err := os.WriteFile(conf, []byte("[Global]\ncinder-endpoint=http://127.0.0.1:1/v3\ntenant-name=admin\nregion-name=RegionOne\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -59,62 +42,17 @@ const deployNamespace = "cinder-provisioner"
 // the binary runs with exactly the rights the deployment grants.
 func applyDeployRBAC(ctx context.Context, t *testing.T) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "cinder", "deploy", "rbac.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deployNamespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var cleanups []func(context.Context) error
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
 		defer cancel()
-		for _, c := range cleanups {
-			if err := c(ctx); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-		}
 		if err := framework.DeleteNamespace(ctx, cp.Client, deployNamespace); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	rbac := cp.Client.RbacV1()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("decoding deploy/rbac.yaml: %v", err)
-		}
-		switch o := obj.(type) {
-		case *rbacv1.ClusterRole:
-			_, err = rbac.ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-			cleanups = append(cleanups, func(ctx context.Context) error {
-				return rbac.ClusterRoles().Delete(ctx, o.Name, metav1.DeleteOptions{})
-			})
-		case *rbacv1.ClusterRoleBinding:
-			_, err = rbac.ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-			cleanups = append(cleanups, func(ctx context.Context) error {
-				return rbac.ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{})
-			})
-		case *rbacv1.Role:
-			_, err = rbac.Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			_, err = rbac.RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		default:
-			t.Fatalf("deploy/rbac.yaml: unexpected %T", obj)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	cp.CreateTestRBAC(t, filepath.Join("..", "..", "..", "cinder", "deploy", "rbac.yaml"), nil)
 	_, kubeconfig, err := cp.AddUser("system:serviceaccount:"+deployNamespace+":cinder-provisioner", []string{"system:serviceaccounts"})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +67,7 @@ func applyDeployRBAC(ctx context.Context, t *testing.T) string {
 // when Cinder answers, provisions an iSCSI claim (CHAP Secret included),
 // deletes it, and stops cleanly on SIGTERM.
 func TestBinary(t *testing.T) {
-	bin := buildBinary(t)
+	bin := framework.BuildTestBinary(t, "cinder", "cinder-provisioner")
 	const name = "kubeprov.io/cinder-binary-it"
 	ctx := framework.TestContext(t, 3*time.Minute)
 	kubeconfig := applyDeployRBAC(ctx, t)

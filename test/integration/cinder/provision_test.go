@@ -30,18 +30,7 @@ const testTimeout = 2 * time.Minute
 // deletes it when the test ends.
 func createClass(t *testing.T, ns, provisioner string, params map[string]string) *storagev1.StorageClass {
 	t.Helper()
-	sc, err := cp.Client.StorageV1().StorageClasses().Create(t.Context(), framework.NewStorageClass(ns, provisioner, params), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
-		defer cancel()
-		if err := cp.Client.StorageV1().StorageClasses().Delete(ctx, sc.Name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	return sc
+	return cp.CreateTestStorageClass(t, framework.NewStorageClass(ns, provisioner, params))
 }
 
 func createPVC(ctx context.Context, t *testing.T, ns, class string) *corev1.PersistentVolumeClaim {

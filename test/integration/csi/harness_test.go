@@ -173,14 +173,7 @@ func (e *env) createClass(params map[string]string, mutate ...func(*storagev1.St
 	for _, m := range mutate {
 		m(class)
 	}
-	class, err := cp.Client.StorageV1().StorageClasses().Create(e.ctx, class, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() {
-		_ = cp.Client.StorageV1().StorageClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{})
-	})
-	return class
+	return cp.CreateTestStorageClass(e.t, class)
 }
 
 // createClaim creates a claim of the class in the env's namespace.

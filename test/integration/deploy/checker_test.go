@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeprov/external-storage/test/framework"
+	"github.com/kubeprov/external-storage/test/framework/manifests"
 )
 
 // TestPermissionCheckFindsProblems proves the RBAC check is not vacuous: a
@@ -51,7 +52,7 @@ func TestPermissionCheckFindsProblems(t *testing.T) {
 		_ = rbac.ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
 	})
 
-	w := workload{kind: "Deployment", namespace: ns, name: "test", pod: corev1.PodTemplateSpec{
+	w := manifests.Workload{Kind: "Deployment", Namespace: ns, Name: "test", Pod: corev1.PodTemplateSpec{
 		Spec: corev1.PodSpec{ServiceAccountName: sa},
 	}}
 	perms := []permission{

@@ -15,22 +15,15 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeprov/external-storage/test/framework"
+	"github.com/kubeprov/external-storage/test/framework/manifests"
 	"github.com/kubeprov/external-storage/test/integration/release"
 )
 
@@ -65,13 +58,16 @@ func TestManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newApplier(t)
+	client, err := manifests.NewClient(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
 	installNamespaces := map[string]installNamespace{}
 	for _, k := range kustomizations {
 		if filepath.Base(k.path) != "deploy" {
 			continue
 		}
-		objs, err := render(filepath.Join(root, k.path))
+		objs, err := manifests.Render(filepath.Join(root, k.path))
 		if err != nil {
 			continue // reported by its own subtest
 		}
@@ -85,7 +81,7 @@ func TestManifests(t *testing.T) {
 	for _, k := range kustomizations {
 		t.Run(k.path, func(t *testing.T) {
 			ctx := framework.TestContext(t, 2*time.Minute)
-			objs, err := render(filepath.Join(root, k.path))
+			objs, err := manifests.Render(filepath.Join(root, k.path))
 			if err != nil {
 				t.Fatalf("kustomize build %s: %v", k.path, err)
 			}
@@ -93,7 +89,7 @@ func TestManifests(t *testing.T) {
 				t.Fatalf("kustomize build %s: no objects", k.path)
 			}
 			for _, obj := range objs {
-				if obj.GetNamespace() == "" && a.namespaced(obj) {
+				if obj.GetNamespace() == "" && namespaced(client, obj) {
 					// What kubectl apply -k does with the default context.
 					obj.SetNamespace(metav1.NamespaceDefault)
 				}
@@ -102,17 +98,17 @@ func TestManifests(t *testing.T) {
 			// the install's namespaces this kustomization uses but lacks.
 			for _, ns := range missingNamespaces(ctx, t, objs) {
 				if install, ok := installNamespaces[ns]; ok && install.provisioner == k.provisioner {
-					a.create(ctx, t, install.obj)
+					create(ctx, t, client, install.obj)
 				}
 			}
 			for _, obj := range sortForApply(objs) {
 				if slices.Contains(realKinds, obj.GetKind()) {
-					a.create(ctx, t, obj)
+					create(ctx, t, client, obj)
 				} else {
-					a.dryRun(ctx, t, obj)
+					dryRun(ctx, t, client, obj)
 				}
 			}
-			workloads, err := findWorkloads(objs)
+			workloads, err := manifests.Workloads(objs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,23 +205,6 @@ func isComponent(path string) (bool, error) {
 	return head.Kind == "Component", nil
 }
 
-// render runs kustomize in-process, as kubectl apply -k does.
-func render(dir string) ([]*unstructured.Unstructured, error) {
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		return nil, err
-	}
-	var objs []*unstructured.Unstructured
-	for _, r := range resources.Resources() {
-		m, err := r.Map()
-		if err != nil {
-			return nil, err
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
-	}
-	return objs, nil
-}
-
 // sortForApply puts realKinds first, in their order, then the rest as given.
 func sortForApply(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	rank := func(o *unstructured.Unstructured) int {
@@ -239,35 +218,9 @@ func sortForApply(objs []*unstructured.Unstructured) []*unstructured.Unstructure
 	return sorted
 }
 
-// applier applies objects of any kind through the dynamic client.
-type applier struct {
-	dyn    dynamic.Interface
-	mapper meta.RESTMapper
-}
-
-func newApplier(t *testing.T) *applier {
-	dyn, err := dynamic.NewForConfig(cp.RestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cp.RestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}
-}
-
-func (a *applier) mapping(obj *unstructured.Unstructured) (*meta.RESTMapping, error) {
-	gvk := obj.GroupVersionKind()
-	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: the API server does not serve this kind (a missing CRD?): %w", gvk, obj.GetName(), err)
-	}
-	return m, nil
-}
-
-func (a *applier) namespaced(obj *unstructured.Unstructured) bool {
-	m, err := a.mapping(obj)
+// namespaced reports whether obj's kind is namespaced.
+func namespaced(c *manifests.Client, obj *unstructured.Unstructured) bool {
+	m, err := c.Mapping(obj)
 	if err != nil {
 		// Reported by the apply that follows.
 		return false
@@ -275,19 +228,9 @@ func (a *applier) namespaced(obj *unstructured.Unstructured) bool {
 	return m.Scope.Name() == meta.RESTScopeNameNamespace
 }
 
-func (a *applier) client(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
-	m, err := a.mapping(obj)
-	if err != nil {
-		return nil, err
-	}
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return a.dyn.Resource(m.Resource).Namespace(obj.GetNamespace()), nil
-	}
-	return a.dyn.Resource(m.Resource), nil
-}
-
-func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) error {
-	c, err := a.client(obj)
+// apply applies obj server-side, as kubectl apply does, or only tries.
+func apply(ctx context.Context, c *manifests.Client, obj *unstructured.Unstructured, dryRun bool) error {
+	r, err := c.Resource(obj)
 	if err != nil {
 		return err
 	}
@@ -295,87 +238,39 @@ func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured, dry
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	_, err = c.Apply(ctx, obj.GetName(), obj, opts)
+	_, err = r.Apply(ctx, obj.GetName(), obj, opts)
 	return err
 }
 
 // dryRun reports an object the API server refuses (validation, admission, a
 // missing namespace or kind) without stopping at the first one.
-func (a *applier) dryRun(ctx context.Context, t *testing.T, obj *unstructured.Unstructured) {
+func dryRun(ctx context.Context, t *testing.T, c *manifests.Client, obj *unstructured.Unstructured) {
 	t.Helper()
-	if err := a.apply(ctx, obj, true); err != nil {
+	if err := apply(ctx, c, obj, true); err != nil {
 		t.Errorf("server-side dry-run of %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 	}
 }
 
 // create applies obj for real and deletes it when the test ends (namespaces
 // through the framework, which finalizes them: no namespace controller runs).
-func (a *applier) create(ctx context.Context, t *testing.T, obj *unstructured.Unstructured) {
+func create(ctx context.Context, t *testing.T, c *manifests.Client, obj *unstructured.Unstructured) {
 	t.Helper()
-	if err := a.apply(ctx, obj, false); err != nil {
+	if err := apply(ctx, c, obj, false); err != nil {
 		t.Fatalf("applying %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
 		defer cancel()
-		var err error
-		if obj.GetKind() == "Namespace" {
-			err = framework.DeleteNamespace(ctx, cp.Client, obj.GetName())
-		} else if c, cerr := a.client(obj); cerr != nil {
-			err = cerr
-		} else if err = c.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
-			err = nil
-		}
-		if err != nil {
+		if err := c.Delete(ctx, obj); err != nil {
 			t.Errorf("cleanup of %s %s: %v", obj.GetKind(), obj.GetName(), err)
 		}
 	})
 }
 
-// workload is the pod template of a Deployment, DaemonSet or StatefulSet.
-type workload struct {
-	kind, namespace, name string
-	pod                   corev1.PodTemplateSpec
-}
-
-func (w workload) String() string { return w.kind + " " + w.namespace + "/" + w.name }
-
-func findWorkloads(objs []*unstructured.Unstructured) ([]workload, error) {
-	var out []workload
-	for _, obj := range objs {
-		var typed interface{ template() corev1.PodTemplateSpec }
-		switch obj.GetKind() {
-		case "Deployment":
-			typed = &deployment{}
-		case "DaemonSet":
-			typed = &daemonSet{}
-		case "StatefulSet":
-			typed = &statefulSet{}
-		default:
-			continue
-		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
-		}
-		out = append(out, workload{kind: obj.GetKind(), namespace: obj.GetNamespace(), name: obj.GetName(), pod: typed.template()})
-	}
-	return out, nil
-}
-
-type (
-	deployment  struct{ appsv1.Deployment }
-	daemonSet   struct{ appsv1.DaemonSet }
-	statefulSet struct{ appsv1.StatefulSet }
-)
-
-func (d *deployment) template() corev1.PodTemplateSpec  { return d.Spec.Template }
-func (d *daemonSet) template() corev1.PodTemplateSpec   { return d.Spec.Template }
-func (s *statefulSet) template() corev1.PodTemplateSpec { return s.Spec.Template }
-
 // provisionerContainer is the container running one of the provisioner's
 // binaries, from whatever registry.
-func provisionerContainer(w workload, binaries []string) (corev1.Container, bool) {
-	for _, c := range w.pod.Spec.Containers {
+func provisionerContainer(w manifests.Workload, binaries []string) (corev1.Container, bool) {
+	for _, c := range w.Pod.Spec.Containers {
 		if slices.ContainsFunc(binaries, func(b string) bool { return imageName(c.Image) == b }) {
 			return c, true
 		}
@@ -398,7 +293,7 @@ func imageName(ref string) string {
 // versions.yaml>, the reference make push produces on release (a user
 // changes registry or tag with kustomize's images: field, which this
 // rendering already includes).
-func checkImages(t *testing.T, root, provisioner string, w workload) {
+func checkImages(t *testing.T, root, provisioner string, w manifests.Workload) {
 	t.Helper()
 	binaries, err := binariesOf(root, provisioner)
 	if err != nil {
@@ -413,7 +308,7 @@ func checkImages(t *testing.T, root, provisioner string, w workload) {
 		want = append(want, imageRepo+b+":"+version)
 	}
 	found := false
-	for _, c := range slices.Concat(w.pod.Spec.InitContainers, w.pod.Spec.Containers) {
+	for _, c := range slices.Concat(w.Pod.Spec.InitContainers, w.Pod.Spec.Containers) {
 		switch {
 		case slices.Contains(want, c.Image):
 			found = true

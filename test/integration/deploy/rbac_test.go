@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeprov/external-storage/test/framework/manifests"
 )
 
 // otherNamespace is a namespace no manifest uses: what a ServiceAccount may
@@ -139,7 +141,7 @@ func can(ctx context.Context, id identity, group, resource, verb, namespace, nam
 // checkPermissions: the workload's ServiceAccount can do everything its
 // code calls (the table in permissions_test.go) and nothing else, in its
 // own namespace or any other.
-func checkPermissions(ctx context.Context, t *testing.T, baseline map[access]bool, root, provisioner string, w workload) {
+func checkPermissions(ctx context.Context, t *testing.T, baseline map[access]bool, root, provisioner string, w manifests.Workload) {
 	t.Helper()
 	extra, ok := permissions[provisioner]
 	if !ok {
@@ -166,8 +168,8 @@ func checkPermissions(ctx context.Context, t *testing.T, baseline map[access]boo
 
 // permissionProblems compares what the API server lets the workload's
 // ServiceAccount do with perms, for container c.
-func permissionProblems(ctx context.Context, baseline map[access]bool, perms []permission, w workload, c corev1.Container) ([]string, error) {
-	id := identity{namespace: w.namespace, name: w.pod.Spec.ServiceAccountName}
+func permissionProblems(ctx context.Context, baseline map[access]bool, perms []permission, w manifests.Workload, c corev1.Container) ([]string, error) {
+	id := identity{namespace: w.Namespace, name: w.Pod.Spec.ServiceAccountName}
 	if id.name == "" {
 		id.name = "default"
 	}
@@ -178,7 +180,7 @@ func permissionProblems(ctx context.Context, baseline map[access]bool, perms []p
 		}
 		namespace := ""
 		if p.scope == own {
-			namespace = w.namespace
+			namespace = w.Namespace
 		}
 		names := p.names
 		if p.nameFlag != "" {
@@ -214,19 +216,19 @@ func permissionProblems(ctx context.Context, baseline map[access]bool, perms []p
 	// a cluster-wide grant shows in both and is reported once.
 	where := map[access]string{}
 	var order []access
-	for _, ns := range []string{otherNamespace, w.namespace} {
+	for _, ns := range []string{otherNamespace, w.Namespace} {
 		rules, err := rulesReview(ctx, id, ns)
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range rules {
-			if baseline[r] || allowed(perms, c, r, ns == w.namespace) {
+			if baseline[r] || allowed(perms, c, r, ns == w.Namespace) {
 				continue
 			}
 			if _, seen := where[r]; !seen {
 				order = append(order, r)
 				where[r] = "cluster-wide"
-				if ns == w.namespace {
+				if ns == w.Namespace {
 					where[r] = "in namespace " + ns
 				}
 			}

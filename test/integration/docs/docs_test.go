@@ -84,10 +84,7 @@ func TestGuideProgramBindsAClaim(t *testing.T) {
 		}
 	})
 
-	sc := framework.NewStorageClass("minimal", "example.com/minimal", nil)
-	if _, err := cp.Client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("minimal", "example.com/minimal", nil))
 	ns := cp.CreateTestNamespace(t, "guide")
 	if _, err := cp.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, framework.NewPVC(ns, "data", "minimal", "1Gi"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

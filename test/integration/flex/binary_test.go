@@ -4,8 +4,6 @@
 package flex
 
 import (
-	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,8 +11,7 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kubeprov/external-storage/flex/pkg/flex"
 	"github.com/kubeprov/external-storage/test/framework"
@@ -23,63 +20,35 @@ import (
 // binary builds flex-provisioner (a second time is a cache hit).
 func binary(t *testing.T) string {
 	t.Helper()
-	bin, err := framework.BuildBinary(framework.TestContext(t, 10*time.Minute), "flex", "flex-provisioner")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	return framework.BuildTestBinary(t, "flex", "flex-provisioner")
 }
 
 // applyDeployRBAC creates the RBAC objects of flex/deploy/rbac.yaml for a
 // provisioner in namespace ns and returns a kubeconfig of its service
 // account's user name, which those objects bind.
-func applyDeployRBAC(t *testing.T, ctx context.Context, ns string) string {
+func applyDeployRBAC(t *testing.T, ns string) string {
 	t.Helper()
-	data, err := os.ReadFile(mustAbs("../../../flex/deploy/rbac.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client(t)
 	const sa = "flex-provisioner"
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("flex/deploy/rbac.yaml: %v", err)
+	subjects := func(s []rbacv1.Subject) {
+		for i := range s {
+			s[i].Namespace = ns
 		}
-		subjects := func(s []rbacv1.Subject) {
-			for i := range s {
-				s[i].Namespace = ns
-			}
-		}
+	}
+	cp.CreateTestRBAC(t, mustAbs("../../../flex/deploy/rbac.yaml"), func(obj runtime.Object) {
 		switch o := obj.(type) {
 		case *rbacv1.ClusterRole:
 			o.Name = ns + "-" + o.Name
-			_, err = c.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-			name := o.Name
-			t.Cleanup(func() { _ = c.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 		case *rbacv1.ClusterRoleBinding:
 			o.Name = ns + "-" + o.Name
 			o.RoleRef.Name = ns + "-" + o.RoleRef.Name
 			subjects(o.Subjects)
-			_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-			name := o.Name
-			t.Cleanup(func() {
-				_ = c.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
-			})
 		case *rbacv1.Role:
 			o.Namespace = ns
-			_, err = c.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.RoleBinding:
 			o.Namespace = ns
 			subjects(o.Subjects)
-			_, err = c.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
-		default:
-			t.Fatalf("flex/deploy/rbac.yaml: unexpected %T", obj)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	_, kubeconfig, err := cp.AddUser("system:serviceaccount:"+ns+":"+sa, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +84,7 @@ func TestBinaryExecLauncherWithDeployRBAC(t *testing.T) {
 	claims := cp.CreateTestNamespace(t, "flex")
 	root := t.TempDir()
 	name := "test.kubeprov.io/" + uniqueName(t, "flex")
-	kubeconfig := applyDeployRBAC(t, ctx, ns)
+	kubeconfig := applyDeployRBAC(t, ns)
 
 	out, err := exec.Command(binary(t), "--version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "flex-provisioner ") {
@@ -123,7 +92,7 @@ func TestBinaryExecLauncherWithDeployRBAC(t *testing.T) {
 	}
 	// DRIVER_TIMEOUT sets --driver-timeout, as every flag can be set.
 	runBinary(t, kubeconfig, ns, []string{"DRIVER_TIMEOUT=45s"}, "--launcher=exec", "--driver", hostdirDriver, "--provisioner", name)
-	class := createClass(t, ctx, uniqueName(t, "sc"), name, map[string]string{"root": root})
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), name, map[string]string{"root": root}))
 	pvc := createPVC(t, ctx, claims, "data", class.Name, "1Gi")
 	_, pv, err := framework.WaitForPVCBound(ctx, client(t), claims, pvc.Name)
 	if err != nil {
@@ -143,12 +112,12 @@ func TestBinaryContainerLauncherWithDeployRBAC(t *testing.T) {
 	ctx := framework.TestContext(t, 3*time.Minute)
 	e := &podEnv{ns: cp.CreateTestNamespace(t, "flex"), work: cp.CreateTestNamespace(t, "flex-sys"), root: t.TempDir()}
 	e.name = "test.kubeprov.io/" + uniqueName(t, "flex")
-	kubeconfig := applyDeployRBAC(t, ctx, e.work)
+	kubeconfig := applyDeployRBAC(t, e.work)
 	sim := startSim(t, ctx, map[string]map[string]string{e.work + "-node": nil})
 	e.sim = sim
 
 	runBinary(t, kubeconfig, e.work, nil, "--launcher=container", "--provisioner", e.name, "--pod-start-timeout=30s")
-	class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{"root": e.root})
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{"root": e.root}))
 	e.configMap(t, ctx, e.work, "hostdir", map[string]string{flex.LabelStorageClass: class.Name, flex.LabelType: flex.TypeProvisionerConfig},
 		map[string]string{flex.ConfigImage: imageHostdir, flex.ConfigHostPath: e.root})
 	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")

@@ -152,7 +152,7 @@ func envOf(pod *corev1.Pod) map[string]string {
 func TestContainerTerminationMessageNodeSelectorAndDelete(t *testing.T) {
 	ctx := framework.TestContext(t, testTimeout)
 	e := containerSetup(t, time.Minute, 30*time.Second, map[string]map[string]string{"plain": nil, "ssd": {"disk": "ssd"}})
-	class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{"root": e.root})
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{"root": e.root}))
 	e.configMap(t, ctx, e.work, "hostdir", map[string]string{flex.LabelStorageClass: class.Name, flex.LabelType: flex.TypeProvisionerConfig}, map[string]string{
 		flex.ConfigImage:          imageHostdir,
 		flex.ConfigNodeSelector:   "disk=ssd",
@@ -254,7 +254,7 @@ func TestContainerPodCreatesPV(t *testing.T) {
 		_ = c.RbacV1().ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{})
 	})
 	e.configMap(t, ctx, e.work, "maker", nil, map[string]string{flex.ConfigImage: imageCreatePV, flex.ConfigServiceAccountName: "pv-maker"})
-	class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{flex.ParamProvisionerConfig: e.work + "/maker"})
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{flex.ParamProvisionerConfig: e.work + "/maker"}))
 	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "2Gi")
 
 	if _, _, err := framework.WaitForPVCBound(ctx, c, e.ns, pvc.Name); err != nil {
@@ -302,9 +302,9 @@ func TestContainerFailureInEvent(t *testing.T) {
 			ctx := framework.TestContext(t, testTimeout)
 			e := containerSetup(t, time.Minute, 30*time.Second, map[string]map[string]string{"node": nil})
 			e.configMap(t, ctx, e.work, "cfg", nil, map[string]string{flex.ConfigImage: tc.image})
-			class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{
+			class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{
 				flex.ParamProvisionerConfig: "cfg", "root": e.root, "mode": tc.mode,
-			})
+			}))
 			pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
 			msg := waitForEventContaining(t, ctx, pvc, "ProvisioningFailed", append(tc.want, "provision pod "+e.work+"/"+flex.PodName(flex.ActionProvision, pvNameOf(pvc)))...)
 			t.Logf("event: %s", msg)
@@ -328,9 +328,9 @@ func TestContainerSecretAndClaimOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.configMap(t, ctx, e.work, "cfg", nil, map[string]string{flex.ConfigImage: imageTest, flex.ConfigNamespace: e.ns})
-	class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{
 		flex.ParamProvisionerConfig: "cfg", flex.ParamSecretName: "backend", "root": e.root, "mode": "secret",
-	})
+	}))
 	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
 	_, pv, err := framework.WaitForPVCBound(ctx, client(t), e.ns, pvc.Name)
 	if err != nil {
@@ -370,7 +370,7 @@ func TestContainerDeadline(t *testing.T) {
 	ctx := framework.TestContext(t, testTimeout)
 	e := containerSetup(t, time.Minute, 30*time.Second, map[string]map[string]string{"node": nil})
 	e.configMap(t, ctx, e.work, "cfg", nil, map[string]string{flex.ConfigImage: imageTest, flex.ConfigActiveDeadline: "2"})
-	class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{flex.ParamProvisionerConfig: "cfg", "root": e.root, "mode": "slow"})
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{flex.ParamProvisionerConfig: "cfg", "root": e.root, "mode": "slow"}))
 	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
 
 	waitForEventContaining(t, ctx, pvc, "ProvisioningFailed", "still in progress, will retry", "exceeded its deadline of 2s")
@@ -412,7 +412,7 @@ func TestContainerPodNeverStarts(t *testing.T) {
 			ctx := framework.TestContext(t, testTimeout)
 			e := containerSetup(t, time.Second, time.Second, map[string]map[string]string{"node": {"disk": "ssd"}})
 			e.configMap(t, ctx, e.work, "cfg", nil, tc.data)
-			class := createClass(t, ctx, uniqueName(t, "sc"), e.name, map[string]string{flex.ParamProvisionerConfig: "cfg", "root": e.root, "mode": "flex"})
+			class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{flex.ParamProvisionerConfig: "cfg", "root": e.root, "mode": "flex"}))
 			pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
 			waitForEventContaining(t, ctx, pvc, "ProvisioningFailed", tc.want...)
 			if err := client(t).CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx, pvc.Name, metav1.DeleteOptions{}); err != nil {

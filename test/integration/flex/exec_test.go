@@ -40,7 +40,7 @@ func execSetup(t *testing.T, driver string, timeout time.Duration, flexDriver st
 func TestExecHostdirExample(t *testing.T) {
 	ctx := framework.TestContext(t, testTimeout)
 	name, ns, root := execSetup(t, hostdirDriver, 30*time.Second, "")
-	class := createClass(t, ctx, uniqueName(t, "sc"), name, map[string]string{"root": root})
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), name, map[string]string{"root": root}))
 	pvc := createPVC(t, ctx, ns, "data", class.Name, "1500Mi")
 
 	_, pv, err := framework.WaitForPVCBound(ctx, client(t), ns, pvc.Name)
@@ -77,7 +77,7 @@ func TestExecHostdirExample(t *testing.T) {
 func TestExecFlexVolumeDeleteGetsRecordedInput(t *testing.T) {
 	ctx := framework.TestContext(t, testTimeout)
 	name, ns, root := execSetup(t, testDriver, 30*time.Second, "kubeprov~test")
-	class := createClass(t, ctx, uniqueName(t, "sc"), name, map[string]string{"root": root, "mode": "flex", "pool": "gold"})
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), name, map[string]string{"root": root, "mode": "flex", "pool": "gold"}))
 	pvc := createPVC(t, ctx, ns, "data", class.Name, "1Gi")
 
 	_, pv, err := framework.WaitForPVCBound(ctx, client(t), ns, pvc.Name)
@@ -137,7 +137,7 @@ func TestExecFailures(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			ctx := framework.TestContext(t, testTimeout)
 			name, ns, root := execSetup(t, testDriver, 30*time.Second, "")
-			class := createClass(t, ctx, uniqueName(t, "sc"), name, map[string]string{"root": root, "mode": tc.mode})
+			class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), name, map[string]string{"root": root, "mode": tc.mode}))
 			pvc := createPVC(t, ctx, ns, "data", class.Name, "1Gi")
 			waitForEventContaining(t, ctx, pvc, "ProvisioningFailed", tc.want...)
 
@@ -165,7 +165,7 @@ func TestExecFailures(t *testing.T) {
 func TestExecTimeoutKillsProcessGroupAndRetries(t *testing.T) {
 	ctx := framework.TestContext(t, testTimeout)
 	name, ns, root := execSetup(t, testDriver, time.Second, "")
-	class := createClass(t, ctx, uniqueName(t, "sc"), name, map[string]string{"root": root, "mode": "slow"})
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), name, map[string]string{"root": root, "mode": "slow"}))
 	pvc := createPVC(t, ctx, ns, "data", class.Name, "1Gi")
 
 	waitForEventContaining(t, ctx, pvc, "ProvisioningFailed", "still in progress, will retry", "did not finish within --driver-timeout 1s")
@@ -224,7 +224,7 @@ func TestIdentityProtectsForeignVolumes(t *testing.T) {
 	ns := cp.CreateTestNamespace(t, "flex")
 	root := t.TempDir()
 	l := &flex.ExecLauncher{Driver: hostdirDriver, Timeout: 30 * time.Second}
-	class := createClass(t, ctx, uniqueName(t, "sc"), name, map[string]string{"root": root})
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), name, map[string]string{"root": root}))
 
 	stopA := startController(t, name, newProvisioner(t, name, "instance-a", l, ""), ns, "a")
 	pvc := createPVC(t, ctx, ns, "data", class.Name, "1Gi")

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -122,18 +121,6 @@ func newProvisioner(t *testing.T, name, identity string, l flex.Launcher, flexDr
 		t.Fatal(err)
 	}
 	return p
-}
-
-// createClass creates a StorageClass for the test and deletes it afterwards.
-func createClass(t *testing.T, ctx context.Context, name, provisioner string, params map[string]string) *storagev1.StorageClass {
-	t.Helper()
-	c := client(t)
-	sc, err := c.StorageV1().StorageClasses().Create(ctx, framework.NewStorageClass(name, provisioner, params), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	return sc
 }
 
 func createPVC(t *testing.T, ctx context.Context, ns, name, class, size string) *corev1.PersistentVolumeClaim {

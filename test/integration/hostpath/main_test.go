@@ -90,17 +90,12 @@ func setup(t *testing.T, prefix string, mutate func(*storagev1.StorageClass)) *t
 	if mutate != nil {
 		mutate(sc)
 	}
-	var err error
-	if e.class, err = cp.Client.StorageV1().StorageClasses().Create(t.Context(), sc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.class = cp.CreateTestStorageClass(t, sc)
+	// Before the class goes (cleanups run last first).
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
 		defer cancel()
 		deleteVolumesOfClass(ctx, t, sc.Name)
-		if err := cp.Client.StorageV1().StorageClasses().Delete(ctx, sc.Name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
 	})
 	return e
 }

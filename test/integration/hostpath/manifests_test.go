@@ -15,23 +15,15 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/kubeprov/external-storage/test/framework"
+	"github.com/kubeprov/external-storage/test/framework/manifests"
 )
 
 // deployDir holds the manifests users apply, relative to this package.
@@ -127,40 +119,28 @@ func TestManifests(t *testing.T) {
 // manifestNode is the node the manifests' pod runs on in TestManifests.
 const manifestNode = "test-node"
 
-// podTemplate is the pod of the one workload (Deployment or DaemonSet) of
-// objs, with the workload's namespace.
+// podTemplate is the pod of the one workload of objs, with the workload's
+// namespace.
 func podTemplate(t *testing.T, objs []*unstructured.Unstructured) corev1.PodTemplateSpec {
 	t.Helper()
-	for _, obj := range objs {
-		switch obj.GetKind() {
-		case "Deployment":
-			d := find[appsv1.Deployment](t, objs)
-			d.Spec.Template.Namespace = d.Namespace
-			return d.Spec.Template
-		case "DaemonSet":
-			d := find[appsv1.DaemonSet](t, objs)
-			d.Spec.Template.Namespace = d.Namespace
-			return d.Spec.Template
-		}
+	workloads, err := manifests.Workloads(objs)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no Deployment or DaemonSet in the manifests")
-	return corev1.PodTemplateSpec{}
+	if len(workloads) != 1 {
+		t.Fatalf("want one workload in the manifests, found %v", workloads)
+	}
+	pod := workloads[0].Pod
+	pod.Namespace = workloads[0].Namespace
+	return pod
 }
 
 // render builds a kustomization under deploy/ as `kubectl apply -k` would.
 func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(deployDir, dir))
+	objs, err := manifests.Render(filepath.Join(deployDir, dir))
 	if err != nil {
 		t.Fatal(err)
-	}
-	var objs []*unstructured.Unstructured
-	for _, r := range resources.Resources() {
-		m, err := r.Map()
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
 	}
 	return objs
 }
@@ -169,28 +149,16 @@ func render(t *testing.T, dir string) []*unstructured.Unstructured {
 // in reverse order when the test ends.
 func apply(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(cp.RestConfig())
+	c, err := manifests.NewClient(cp)
 	if err != nil {
 		t.Fatal(err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cp.RestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
-	client := func(obj *unstructured.Unstructured) dynamic.ResourceInterface {
-		gvk := obj.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			return dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
-		}
-		return dyn.Resource(m.Resource)
 	}
 	for _, obj := range objs {
-		if _, err := client(obj).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+		r, err := c.Resource(obj)
+		if err == nil {
+			_, err = r.Create(t.Context(), obj, metav1.CreateOptions{})
+		}
+		if err != nil {
 			t.Fatalf("creating %s %s: %v", obj.GetKind(), obj.GetName(), err)
 		}
 	}
@@ -198,14 +166,7 @@ func apply(t *testing.T, objs []*unstructured.Unstructured) {
 		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
 		defer cancel()
 		for _, obj := range slices.Backward(objs) {
-			var err error
-			if obj.GetKind() == "Namespace" {
-				// No namespace controller runs: finish the deletion ourselves.
-				err = framework.DeleteNamespace(ctx, cp.Client, obj.GetName())
-			} else if err = client(obj).Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
-				err = nil
-			}
-			if err != nil {
+			if err := c.Delete(ctx, obj); err != nil {
 				t.Errorf("cleanup of %s %s: %v", obj.GetKind(), obj.GetName(), err)
 			}
 		}

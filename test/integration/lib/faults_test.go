@@ -7,11 +7,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,53 +23,31 @@ import (
 	"github.com/kubeprov/external-storage/test/internal/dirstore"
 )
 
-// process is a faultprovisioner child process.
-type process struct {
-	cmd *exec.Cmd
-	log string
-}
-
-func startProcess(t *testing.T, name, root string, extra ...string) *process {
+// startProcess runs faultprovisioner for the provisioner name over root,
+// without waiting for it to be ready, and kills it when the test ends.
+func startProcess(t *testing.T, name, root string, extra ...string) *framework.Process {
 	t.Helper()
-	log := filepath.Join(t.TempDir(), "provisioner.log")
-	out, err := os.Create(log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	args := append([]string{
 		"--kubeconfig", cp.KubeconfigPath, "--provisioner", name, "--root", root,
 		"--retry-interval-start=100ms", "--retry-interval-max=2s", "--kube-api-qps=200", "--kube-api-burst=400",
 		"--leader-election-namespace=default", "-v=2",
 	}, extra...)
-	cmd := exec.Command(faultBinary, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	p, err := framework.StartProcess(t.Context(), framework.ProcessOptions{
+		Binary:  faultBinary,
+		Args:    args,
+		LogPath: filepath.Join(t.TempDir(), "provisioner.log"),
+		NoWait:  true,
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	p := &process{cmd: cmd, log: log}
 	t.Cleanup(func() {
-		p.kill()
-		_ = out.Close()
+		_ = p.Kill()
 		if t.Failed() {
-			b, _ := os.ReadFile(log)
-			t.Logf("provisioner log (%s):\n%s", name, tail(string(b), 4000))
+			t.Logf("provisioner log (%s), last lines:\n%s", name, p.LogTail(60))
 		}
 	})
 	return p
-}
-
-func (p *process) kill() {
-	if p.cmd.ProcessState == nil {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		_ = p.cmd.Wait()
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }
 
 func waitForFile(ctx context.Context, path string) error {
@@ -105,7 +81,7 @@ func TestKillBetweenProvisionAndSave(t *testing.T) {
 			name := uniqueName("kill")
 			root := t.TempDir()
 			sc := framework.NewStorageClass(className(name), name, nil)
-			createClass(t, ctx, sc)
+			cp.CreateTestStorageClass(t, sc)
 			ns := cp.CreateTestNamespace(t, "kill")
 			marker := filepath.Join(t.TempDir(), "pv-create-sent")
 
@@ -118,7 +94,9 @@ func TestKillBetweenProvisionAndSave(t *testing.T) {
 			if err := waitForAssets(ctx, root, []string{pvName}); err != nil {
 				t.Fatal(err)
 			}
-			first.kill()
+			if err := first.Kill(); err != nil {
+				t.Fatal(err)
+			}
 
 			if claimDeleted {
 				deleteClaim(t, ctx, ns, "victim")
@@ -193,7 +171,7 @@ func TestLeaderElectionNeverProvisionsTwice(t *testing.T) {
 		stops[id] = runController(t, name, s, append(le, controller.WithIdentity(id))...)
 	}
 	sc := framework.NewStorageClass(className(name), name, nil)
-	createClass(t, ctx, sc)
+	cp.CreateTestStorageClass(t, sc)
 	ns := cp.CreateTestNamespace(t, "leader")
 	burst := func(prefix string, n int) {
 		for i := range n {
@@ -243,7 +221,7 @@ func TestAPIServerRestartMidBurstLosesNothing(t *testing.T) {
 	store := newStore(t)
 	runController(t, name, store)
 	sc := framework.NewStorageClass(className(name), name, nil)
-	createClass(t, ctx, sc)
+	cp.CreateTestStorageClass(t, sc)
 	ns := cp.CreateTestNamespace(t, "restart")
 	const n = 40
 	for i := range n {

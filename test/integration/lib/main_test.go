@@ -9,9 +9,6 @@ package lib
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,23 +35,13 @@ func TestMain(m *testing.M) {
 		cfg := c.RestConfig()
 		cfg.QPS, cfg.Burst = 500, 1000
 		client = kubernetes.NewForConfigOrDie(cfg)
-		dir, err := os.MkdirTemp("", "faultprovisioner")
-		if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		var err error
+		if faultBinary, err = framework.BuildBinary(ctx, "test", "faultprovisioner"); err != nil {
 			panic(err)
 		}
-		faultBinary = filepath.Join(dir, "faultprovisioner")
-		build := exec.Command("go", "build", "-o", faultBinary, "./cmd/faultprovisioner")
-		build.Dir = repoTest()
-		if out, err := build.CombinedOutput(); err != nil {
-			panic(fmt.Sprintf("building faultprovisioner: %v\n%s", err, out))
-		}
 	})
-}
-
-// repoTest is the test module's directory (this package is test/integration/lib).
-func repoTest() string {
-	wd, _ := os.Getwd()
-	return filepath.Join(wd, "..", "..")
 }
 
 // uniqueName gives each test a provisioner name (and with it a journal and a

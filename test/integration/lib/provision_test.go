@@ -23,16 +23,6 @@ import (
 	"github.com/kubeprov/external-storage/test/framework"
 )
 
-func createClass(t *testing.T, ctx context.Context, sc *storagev1.StorageClass) {
-	t.Helper()
-	if _, err := client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.StorageV1().StorageClasses().Delete(context.Background(), sc.Name, metav1.DeleteOptions{})
-	})
-}
-
 func createClaim(t *testing.T, ctx context.Context, pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
 	t.Helper()
 	created, err := client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Create(ctx, pvc, metav1.CreateOptions{})
@@ -61,7 +51,7 @@ func TestProvisionBindAndDelete(t *testing.T) {
 	runController(t, name, store)
 	sc := framework.NewStorageClass(className(name), name, nil)
 	sc.MountOptions = []string{"noatime"}
-	createClass(t, ctx, sc)
+	cp.CreateTestStorageClass(t, sc)
 	ns := cp.CreateTestNamespace(t, "bind")
 
 	pvc := createClaim(t, ctx, framework.NewPVC(ns, "data", sc.Name, "2Gi"))
@@ -105,7 +95,7 @@ func TestRetainKeepsVolumeAndAsset(t *testing.T) {
 	sc := framework.NewStorageClass(className(name), name, nil)
 	retain := corev1.PersistentVolumeReclaimRetain
 	sc.ReclaimPolicy = &retain
-	createClass(t, ctx, sc)
+	cp.CreateTestStorageClass(t, sc)
 	ns := cp.CreateTestNamespace(t, "retain")
 
 	createClaim(t, ctx, framework.NewPVC(ns, "keep", sc.Name, "1Gi"))
@@ -139,7 +129,7 @@ func TestFinalizerDeletesAssetWhenPVObjectIsDeletedFirst(t *testing.T) {
 	store := newStore(t)
 	runController(t, name, store, controller.WithFinalizer(true))
 	sc := framework.NewStorageClass(className(name), name, nil)
-	createClass(t, ctx, sc)
+	cp.CreateTestStorageClass(t, sc)
 	ns := cp.CreateTestNamespace(t, "finalizer")
 
 	createClaim(t, ctx, framework.NewPVC(ns, "c", sc.Name, "1Gi"))
@@ -182,9 +172,9 @@ func TestWaitForFirstConsumerAndReschedule(t *testing.T) {
 	sc := framework.NewStorageClass(className(name), name, nil)
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer
 	sc.VolumeBindingMode = &wffc
-	createClass(t, ctx, sc)
+	cp.CreateTestStorageClass(t, sc)
 	immediate := framework.NewStorageClass(className(name)+"-now", name, nil)
-	createClass(t, ctx, immediate)
+	cp.CreateTestStorageClass(t, immediate)
 	ns := cp.CreateTestNamespace(t, "wffc")
 
 	late := createClaim(t, ctx, framework.NewPVC(ns, "late", sc.Name, "1Gi"))
@@ -247,7 +237,7 @@ func TestBadInputGetsWarningEvents(t *testing.T) {
 	}
 	runController(t, name, store, controller.WithFailedProvisionThreshold(2))
 	sc := framework.NewStorageClass(className(name), name, map[string]string{"size": "huge"})
-	createClass(t, ctx, sc)
+	cp.CreateTestStorageClass(t, sc)
 	ns := cp.CreateTestNamespace(t, "bad")
 
 	bad := createClaim(t, ctx, framework.NewPVC(ns, "bad-param", sc.Name, "1Gi"))
@@ -304,7 +294,7 @@ func TestClaimDeletedWhileProvisioningLeaksNothing(t *testing.T) {
 	}
 	runController(t, name, store)
 	sc := framework.NewStorageClass(className(name), name, nil)
-	createClass(t, ctx, sc)
+	cp.CreateTestStorageClass(t, sc)
 	ns := cp.CreateTestNamespace(t, "racedelete")
 	pvc := createClaim(t, ctx, framework.NewPVC(ns, "short-lived", sc.Name, "1Gi"))
 	select {

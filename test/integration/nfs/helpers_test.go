@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -40,13 +39,9 @@ type proc struct {
 // test ends, printing its log if the test failed.
 func startProc(t *testing.T, args, env []string) *proc {
 	t.Helper()
-	bin, err := framework.BuildBinary(framework.TestContext(t, 5*time.Minute), "nfs", "nfs-provisioner")
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := &proc{
 		opts: framework.ProcessOptions{
-			Binary: bin,
+			Binary: framework.BuildTestBinary(t, "nfs", "nfs-provisioner"),
 			Args: append([]string{
 				"--kubeconfig=" + cp.KubeconfigPath,
 				"--retry-interval-start=200ms",
@@ -126,20 +121,6 @@ func (s *server) ganeshaPid(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return pid
-}
-
-// createClass creates a StorageClass for provisioner and deletes it after the test.
-func createClass(t *testing.T, name, provisioner string, params map[string]string) *storagev1.StorageClass {
-	t.Helper()
-	class := framework.NewStorageClass(name, provisioner, params)
-	class, err := cp.Client.StorageV1().StorageClasses().Create(t.Context(), class, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cp.Client.StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	return class
 }
 
 // createPVC creates a claim; mutate, if set, changes it first.

@@ -28,7 +28,7 @@ func TestServerExportLifecycle(t *testing.T) {
 	ctx := framework.TestContext(t, 4*time.Minute)
 	srv := startServer(t, nil)
 	ns := cp.CreateTestNamespace(t, "nfs-server")
-	createClass(t, "nfs-server-lifecycle", srv.name, map[string]string{"gid": "1234", "rootSquash": "false"})
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-lifecycle", srv.name, map[string]string{"gid": "1234", "rootSquash": "false"}))
 
 	pv := bound(t, ctx, ns, "data", "nfs-server-lifecycle", nil)
 	dir := filepath.Join(srv.ExportRoot, pv.Name)
@@ -101,7 +101,7 @@ func TestServerRestart(t *testing.T) {
 	ctx := framework.TestContext(t, 5*time.Minute)
 	srv := startServer(t, nil)
 	ns := cp.CreateTestNamespace(t, "nfs-restart")
-	createClass(t, "nfs-server-restart", srv.name, map[string]string{"rootSquash": "true"})
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-restart", srv.name, map[string]string{"rootSquash": "true"}))
 
 	a := bound(t, ctx, ns, "a", "nfs-server-restart", nil)
 	b := bound(t, ctx, ns, "b", "nfs-server-restart", nil)
@@ -155,9 +155,9 @@ func TestServerRejects(t *testing.T) {
 	// 127.0.0.1 is not in it.
 	srv := startServer(t, nil, "--max-exports=1", "--export-subnet=192.0.2.0/24")
 	ns := cp.CreateTestNamespace(t, "nfs-rejects")
-	createClass(t, "nfs-server-rejects", srv.name, nil)
-	createClass(t, "nfs-server-typo", srv.name, map[string]string{"rootsquash": "true"})
-	createClass(t, "nfs-server-badgid", srv.name, map[string]string{"gid": "wheel"})
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-rejects", srv.name, nil))
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-typo", srv.name, map[string]string{"rootsquash": "true"}))
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-badgid", srv.name, map[string]string{"gid": "wheel"}))
 
 	typo := createPVC(t, ns, "typo", "nfs-server-typo", "1Mi", nil)
 	failsWith(t, ctx, typo, "unknown parameter(s) rootsquash")
@@ -197,7 +197,7 @@ func TestServerServiceAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startServer(t, []string{"POD_NAMESPACE=" + ns}, "--server-hostname=", "--service-name=nfs")
-	createClass(t, "nfs-server-service", srv.name, nil)
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-service", srv.name, nil))
 	pv := bound(t, ctx, ns, "via-service", "nfs-server-service", nil)
 	if pv.Spec.NFS.Server != svc.Spec.ClusterIP || svc.Spec.ClusterIP == "" {
 		t.Errorf("PV server %q, want the Service's ClusterIP %q", pv.Spec.NFS.Server, svc.Spec.ClusterIP)
@@ -226,7 +226,7 @@ func TestServerReusesRunningDaemons(t *testing.T) {
 	}
 	srv := startServer(t, nil)
 	ns := cp.CreateTestNamespace(t, "nfs-reuse")
-	createClass(t, "nfs-server-reuse", srv.name, nil)
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-reuse", srv.name, nil))
 	pv := bound(t, ctx, ns, "data", "nfs-server-reuse", nil)
 	nfsWrite(t, ctx, pv.Spec.NFS.Path, "f.txt", "reused daemons\n", "")
 	mustRead(t, ctx, pv.Spec.NFS.Path, "f.txt", "reused daemons\n", "4")

@@ -28,7 +28,7 @@ func TestSubdir(t *testing.T) {
 	ctx := framework.TestContext(t, 6*time.Minute)
 	srv := startServer(t, nil)
 	ns := cp.CreateTestNamespace(t, "nfs-subdir")
-	createClass(t, "nfs-subdir-share", srv.name, nil)
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-subdir-share", srv.name, nil))
 	share := bound(t, ctx, ns, "share", "nfs-subdir-share", nil).Spec.NFS.Path
 
 	name := "kubeprov.io/nfs-subdir-test"
@@ -36,7 +36,7 @@ func TestSubdir(t *testing.T) {
 		[]string{"NFS_SERVER=" + loopback, "NFS_PATH=" + share, "PROVISIONER_NAME=" + name})
 	class := func(t *testing.T, suffix string, params map[string]string) string {
 		n := "nfs-subdir-" + suffix
-		createClass(t, n, name, params)
+		cp.CreateTestStorageClass(t, framework.NewStorageClass(n, name, params))
 		return n
 	}
 

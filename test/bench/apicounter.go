@@ -1,0 +1,178 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubeprov/external-storage/test/framework"
+)
+
+// apiCounter is a reverse proxy in front of kube-apiserver that counts every
+// request passing through it by "client verb resource". The provisioner
+// under test talks to the API only through it (its --kubeconfig points
+// here), so every provisioner binary is measured alike without
+// instrumenting it. The client is "events" for requests on events (the
+// controller writes them through a client of their own) and "main" for the
+// rest.
+type apiCounter struct {
+	// Kubeconfig points at the proxy, without credentials: the proxy adds the
+	// admin's.
+	Kubeconfig string
+	// Config is a client configuration for the proxy.
+	Config *rest.Config
+
+	srv *http.Server
+
+	mu     sync.Mutex
+	counts map[string]float64
+}
+
+// newAPICounter starts the proxy for the control plane and writes its
+// kubeconfig into dir.
+func newAPICounter(cp *framework.ControlPlane, dir string) (*apiCounter, error) {
+	upstream := cp.RestConfig()
+	target, err := url.Parse(upstream.Host)
+	if err != nil {
+		return nil, err
+	}
+	transport, err := rest.TransportFor(upstream)
+	if err != nil {
+		return nil, err
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		// The admin's certificate authenticates every request.
+		Transport: transport,
+		// Watches stream: pass every event on at once.
+		FlushInterval: -1,
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	a := &apiCounter{
+		Kubeconfig: filepath.Join(dir, "counted.kubeconfig"),
+		Config:     &rest.Config{Host: "http://" + ln.Addr().String()},
+		counts:     map[string]float64{},
+	}
+	a.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			a.count(r)
+			proxy.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	kubeconfig := clientcmdapi.NewConfig()
+	kubeconfig.Clusters["counted"] = &clientcmdapi.Cluster{Server: a.Config.Host}
+	kubeconfig.AuthInfos["counted"] = &clientcmdapi.AuthInfo{}
+	kubeconfig.Contexts["counted"] = &clientcmdapi.Context{Cluster: "counted", AuthInfo: "counted"}
+	kubeconfig.CurrentContext = "counted"
+	if err := clientcmd.WriteToFile(*kubeconfig, a.Kubeconfig); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	go func() {
+		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logf("API counter: %v", err)
+		}
+	}()
+	return a, nil
+}
+
+// Close stops the proxy, cutting the watches that go through it.
+func (a *apiCounter) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := a.srv.Shutdown(ctx); err != nil {
+		return a.srv.Close()
+	}
+	return nil
+}
+
+func (a *apiCounter) count(r *http.Request) {
+	verb := strings.ToLower(r.Method)
+	if r.URL.Query().Get("watch") == "true" {
+		verb = "watch"
+	}
+	if r.URL.Query().Has("dryRun") {
+		// Validated and admitted, never stored: not a write (see isWrite).
+		verb += "-dryrun"
+	}
+	resource := resourceOf(r.URL.Path)
+	client := "main"
+	if resource == "events" {
+		client = "events"
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.counts[fmt.Sprintf("%s %s %s", client, verb, resource)]++
+}
+
+// snapshot is the number of requests so far by "client verb resource".
+func (a *apiCounter) snapshot() map[string]float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.counts)
+}
+
+// resourceOf is the resource of an API path: /api/v1/namespaces/ns/events/x
+// is events, /apis/coordination.k8s.io/v1/namespaces/ns/leases is leases,
+// /api/v1/namespaces/ns is namespaces.
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return "other"
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	return parts[0]
+}
+
+// writes counts the writes in requests by "client verb resource".
+func writes(requests map[string]float64) float64 {
+	total := 0.0
+	for k, v := range requests {
+		if isWrite(k) {
+			total += v
+		}
+	}
+	return total
+}
+
+func isWrite(key string) bool {
+	verb := strings.Fields(key)[1]
+	return verb == "post" || verb == "put" || verb == "patch" || verb == "delete"
+}
+
+func diff(after, before map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
