@@ -298,11 +298,12 @@ func checkURL(raw string) error {
 		// url.Parse's error quotes the input, which could hold credentials.
 		return errors.New("not a valid URL")
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q is not an http(s) URL", raw)
-	}
+	// Before anything quotes the URL: its user info may hold a password.
 	if u.User != nil {
 		return errors.New("credentials in the URL are not supported; use the username and password keys")
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL", raw)
 	}
 	return nil
 }

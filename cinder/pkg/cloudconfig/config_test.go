@@ -166,6 +166,18 @@ func TestErrorsNameTheKey(t *testing.T) {
 			file: "[Global]\ncinder-endpoint=http://admin:" + secretPassword + "@c/v3\ntenant-id=t\n",
 			want: []string{"cinder-endpoint: credentials in the URL are not supported"},
 		},
+		"credentials in a url of another scheme": {
+			file: "[Global]\nauth-url=ftp://admin:" + secretPassword + "@k/v3\nusername=u\npassword=p\ntenant-id=t\n",
+			want: []string{"auth-url: credentials in the URL are not supported; use the username and password keys"},
+		},
+		"credentials in a url without host": {
+			file: "[Global]\ncinder-endpoint=http://admin:" + secretPassword + "@\ntenant-id=t\n",
+			want: []string{"cinder-endpoint: credentials in the URL are not supported"},
+		},
+		"password with an unterminated quote": {
+			file: "[Global]\nauth-url=http://k/v3\nusername=u\ntenant-id=t\npassword=\"" + secretPassword + "\n",
+			want: []string{"cloud config f: 5:10: string not terminated"},
+		},
 		"two domains": {
 			file: "[Global]\nauth-url=http://k/v3\nusername=u\npassword=" + secretPassword + "\ntenant-name=t\ndomain-id=d\ndomain-name=D\n",
 			want: []string{"set one of domain-id or domain-name"},

@@ -23,7 +23,10 @@ const (
 func testClaim() *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
 		Name: "data", Namespace: "team-a", UID: "1234",
-		Annotations: map[string]string{"secrets.example.com/name": "from-annotation", "bad": "Not_A_Name"},
+		Annotations: map[string]string{
+			"secrets.example.com/name": "from-annotation", "bad": "Not_A_Name",
+			"inject": "${pvc.namespace}", "traverse": "../../kube-system/admin", "huge": strings.Repeat("a", 1<<20),
+		},
 	}}
 }
 
@@ -169,6 +172,36 @@ func TestSecretParameters(t *testing.T) {
 			name:    "name that resolves to an invalid name",
 			params:  map[string]string{provName: "${pvc.annotations['bad']}", provNS: "ns"},
 			wantErr: []string{`the provisioner secret name resolves to "Not_A_Name", which is not a valid secret name (DNS subdomain)`},
+		},
+		{
+			name:    "annotation holding a variable is not expanded again",
+			params:  map[string]string{provName: "${pvc.annotations['inject']}", provNS: "ns"},
+			wantErr: []string{`the provisioner secret name resolves to "${pvc.namespace}", which is not a valid secret name (DNS subdomain)`},
+		},
+		{
+			name:    "annotation holding a path",
+			params:  map[string]string{provName: "${pvc.annotations['traverse']}", provNS: "ns"},
+			wantErr: []string{`the provisioner secret name resolves to "../../kube-system/admin", which is not a valid secret name`},
+		},
+		{
+			name:    "huge annotation is cut so that the reason shows",
+			params:  map[string]string{provName: "${pvc.annotations['huge']}", provNS: "ns"},
+			wantErr: []string{`resolves to "` + strings.Repeat("a", 253) + `"..., which is not a valid secret name (DNS subdomain): must be no more than 253 characters`},
+		},
+		{
+			name:    "NUL byte in a name",
+			params:  map[string]string{provName: "sec\x00ret", provNS: "ns"},
+			wantErr: []string{`resolves to "sec\x00ret", which is not a valid secret name`},
+		},
+		{
+			name:    "traversing namespace",
+			params:  map[string]string{provName: "s", provNS: "../kube-system"},
+			wantErr: []string{`the provisioner secret namespace resolves to "../kube-system", which is not a valid namespace name (DNS label)`},
+		},
+		{
+			name:    "nested variable",
+			params:  map[string]string{provName: "${pvc.annotations['${pvc.name}']}", provNS: "ns"},
+			wantErr: []string{`parameter "` + provName + `": unknown variable ${pvc.annotations['${pvc.name}; allowed here: ${pv.name}, ${pvc.name}`},
 		},
 		{
 			name:    "namespace that is not a DNS label",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -135,18 +136,28 @@ func (s *secretTemplates) resolve(v templateValues) (*corev1.SecretReference, er
 		return nil, err
 	}
 	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
-		return nil, fmt.Errorf("parameter %q: the %s namespace resolves to %q, which is not a valid namespace name (DNS label): %s",
-			s.namespaceKey, s.what, namespace, strings.Join(errs, ", "))
+		return nil, fmt.Errorf("parameter %q: the %s namespace resolves to %s, which is not a valid namespace name (DNS label): %s",
+			s.namespaceKey, s.what, quoteName(namespace), strings.Join(errs, ", "))
 	}
 	name, err := s.name.resolve(v)
 	if err != nil {
 		return nil, err
 	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return nil, fmt.Errorf("parameter %q: the %s name resolves to %q, which is not a valid secret name (DNS subdomain): %s",
-			s.nameKey, s.what, name, strings.Join(errs, ", "))
+		return nil, fmt.Errorf("parameter %q: the %s name resolves to %s, which is not a valid secret name (DNS subdomain): %s",
+			s.nameKey, s.what, quoteName(name), strings.Join(errs, ", "))
 	}
 	return &corev1.SecretReference{Name: name, Namespace: namespace}, nil
+}
+
+// quoteName quotes a resolved name for a message, cut after the longest
+// valid name: an annotation can make it huge, and the event that carries the
+// message is truncated, which would hide the reason that follows.
+func quoteName(s string) string {
+	if len(s) <= validation.DNS1123SubdomainMaxLength {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:validation.DNS1123SubdomainMaxLength]) + "..."
 }
 
 // secretRefs are the resolved secrets by kind; nil where a kind has none.

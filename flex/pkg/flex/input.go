@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/util"
 )
 
 // Keys of the driver input that the provisioner fills in. Every other key is a
@@ -108,9 +109,12 @@ func NewInput(o controller.ProvisionOptions) (Input, error) {
 	if o.SelectedNodeName != "" {
 		in[KeySelectedNode] = o.SelectedNodeName
 	}
-	req := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
-	// Value rounds a fractional quantity up to whole bytes.
-	bytes := req.Value()
+	// Bytes rounds a fractional request up, and refuses one beyond int64
+	// that Value would wrap around.
+	bytes, err := util.Bytes(o.PVC.Spec.Resources.Requests[corev1.ResourceStorage])
+	if err != nil {
+		return nil, fmt.Errorf("claim %s/%s: storage request: %w: request less", o.PVC.Namespace, o.PVC.Name, err)
+	}
 	in[KeyRequestBytes] = fmt.Sprint(bytes)
 	in[KeyRequestMiB] = ceilDiv(bytes, 1<<20)
 	in[KeyRequestGiB] = ceilDiv(bytes, 1<<30)

@@ -75,6 +75,19 @@ func TestNewInputRoundsUp(t *testing.T) {
 	}
 }
 
+// TestNewInputHugeRequests: a request beyond int64 bytes is refused, not
+// wrapped around to a negative or zero size.
+func TestNewInputHugeRequests(t *testing.T) {
+	for _, size := range []string{"9223372036854775808", "9.3e18", "1e30", "16Ei"} {
+		_, err := NewInput(testOptions(size, nil))
+		q := resource.MustParse(size)
+		want := "claim apps/data: storage request: size " + q.String() + " is too large: request less"
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: error %v, want %q", size, err, want)
+		}
+	}
+}
+
 func TestNewInputRejectsReservedParameters(t *testing.T) {
 	_, err := NewInput(testOptions("1Gi", map[string]string{"kubernetes.io/pvc/name": "x", "requestGiB": "9", "ok": "1"}))
 	if err == nil || !strings.Contains(err.Error(), "kubernetes.io/pvc/name, requestGiB are reserved") || !strings.Contains(err.Error(), `StorageClass "gold"`) {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/util"
 )
 
 // Statuses a driver reports, as in the FlexVolume convention.
@@ -80,7 +82,7 @@ func ParseOutput(data []byte) (*Output, error) {
 	switch out.Status {
 	case StatusSuccess, StatusFailure, StatusNotSupported:
 	default:
-		return nil, fmt.Errorf("driver printed status %q, expected %q, %q or %q", out.Status, StatusSuccess, StatusFailure, StatusNotSupported)
+		return nil, fmt.Errorf("driver printed status %q, expected %q, %q or %q", Truncate(out.Status), StatusSuccess, StatusFailure, StatusNotSupported)
 	}
 	return &out, nil
 }
@@ -125,7 +127,7 @@ func (o *Output) VolumeSpec(flexDriver string, in Input) (controller.VolumeSpec,
 	dec := json.NewDecoder(bytes.NewReader(o.Volume))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
-		return controller.VolumeSpec{}, fmt.Errorf(`driver returned an invalid "volume" (%v): %s`, err, Truncate(string(o.Volume)))
+		return controller.VolumeSpec{}, fmt.Errorf(`driver returned an invalid "volume" (%s): %s`, Truncate(err.Error()), Truncate(string(o.Volume)))
 	}
 	sources := setSources(&v.PersistentVolumeSource)
 	if len(sources) != 1 {
@@ -140,13 +142,31 @@ func (o *Output) VolumeSpec(flexDriver string, in Input) (controller.VolumeSpec,
 	}
 	spec := controller.VolumeSpec{Source: v.PersistentVolumeSource, NodeAffinity: v.NodeAffinity}
 	if v.Capacity != "" {
-		q, err := resource.ParseQuantity(v.Capacity)
-		if err != nil || q.Sign() <= 0 {
-			return controller.VolumeSpec{}, fmt.Errorf(`driver returned an invalid "capacity" %q: expected a positive quantity such as 10Gi`, v.Capacity)
+		q, ok := parseCapacity(v.Capacity)
+		if !ok {
+			return controller.VolumeSpec{}, fmt.Errorf(`driver returned an invalid "capacity" %q: expected a positive quantity below 8Ei such as 10Gi`, Truncate(v.Capacity))
 		}
 		spec.Capacity = q
 	}
 	return spec, nil
+}
+
+// capacityFormat is a size in bytes: a whole or decimal number with a
+// suffix or a short exponent. ParseQuantity takes forever on some other
+// quantities, such as 1e-999999999.
+var capacityFormat = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$`)
+
+// parseCapacity reads a positive size that fits an int64 in bytes.
+func parseCapacity(s string) (resource.Quantity, bool) {
+	if !capacityFormat.MatchString(s) {
+		return resource.Quantity{}, false
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil || q.Sign() <= 0 {
+		return resource.Quantity{}, false
+	}
+	_, err = util.Bytes(q)
+	return q, err == nil
 }
 
 // setSources names the fields of a PersistentVolumeSource that are set.

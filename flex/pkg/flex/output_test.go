@@ -21,13 +21,14 @@ func TestParseOutput(t *testing.T) {
 		{in: "", wantErr: "driver printed nothing"},
 		{in: "hello", wantErr: "driver printed invalid JSON"},
 		{in: `{"status": "OK"}`, wantErr: `driver printed status "OK"`},
+		{in: `{"status": "` + strings.Repeat("x", 1<<20) + `"}`, wantErr: `driver printed status "xxxx`},
 		{in: `{"status": "Success", "capabilities": {"attach": false}}`, status: StatusSuccess},
 		{in: "  {\"status\": \"Failure\", \"message\": \"m\"}\n", status: StatusFailure},
 	} {
 		out, err := ParseOutput([]byte(tc.in))
 		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("ParseOutput(%q) = %v, want error %q", tc.in, err, tc.wantErr)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || len(err.Error()) > maxErrorBytes {
+				t.Errorf("ParseOutput(%.100q) = %.2000v, want error %q in at most %d bytes", tc.in, err, tc.wantErr, maxErrorBytes)
 			}
 			continue
 		}
@@ -86,13 +87,19 @@ func TestVolumeSpec(t *testing.T) {
 		{name: "misspelt source", volume: `{"hostPth": {"path": "/x"}}`, wantErr: `unknown field "hostPth"`},
 		{name: "bad capacity", volume: `{"hostPath": {"path": "/x"}, "capacity": "lots"}`, wantErr: `invalid "capacity" "lots"`},
 		{name: "zero capacity", volume: `{"hostPath": {"path": "/x"}, "capacity": "0"}`, wantErr: `invalid "capacity"`},
+		{name: "capacity beyond int64", volume: `{"hostPath": {"path": "/x"}, "capacity": "1e30"}`,
+			wantErr: `driver returned an invalid "capacity" "1e30": expected a positive quantity below 8Ei such as 10Gi`},
+		{name: "capacity that ParseQuantity never finishes", volume: `{"hostPath": {"path": "/x"}, "capacity": "1e-999999999"}`, wantErr: `invalid "capacity" "1e-999999999"`},
+		{name: "capacity that Cmp never finishes", volume: `{"hostPath": {"path": "/x"}, "capacity": "1e999999999"}`, wantErr: `invalid "capacity" "1e999999999"`},
+		{name: "huge capacity is cut", volume: `{"hostPath": {"path": "/x"}, "capacity": "` + strings.Repeat("9", 1<<20) + `"}`, wantErr: `...(truncated)": expected a positive quantity`},
+		{name: "huge unknown field is cut", volume: `{"` + strings.Repeat("k", 1<<20) + `": 1}`, wantErr: `(json: unknown field "kkkk`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := &Output{Status: StatusSuccess, Volume: []byte(tc.volume)}
 			spec, err := out.VolumeSpec(tc.flexDriver, in)
 			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || len(err.Error()) > maxErrorBytes {
+					t.Fatalf("err = %.2000v, want %q in at most %d bytes", err, tc.wantErr, maxErrorBytes)
 				}
 				return
 			}

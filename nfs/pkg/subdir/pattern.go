@@ -16,6 +16,16 @@ import (
 // KeyPathPattern is the class parameter naming each volume's directory.
 const KeyPathPattern = "pathPattern"
 
+// DefaultPathPattern names a volume's directory "<namespace>-<claim>-<pv>"
+// when the class sets no pathPattern.
+const DefaultPathPattern = "${.PVC.namespace}-${.PVC.name}-${.PV.name}"
+
+// MaxPathBytes bounds the directory a pathPattern names. NFSv3 clients
+// mount paths of at most 1024 bytes (MNTPATHLEN), share included: a longer
+// directory, made deep by a claim's annotations, could be created on the
+// share but never mounted.
+const MaxPathBytes = 1024
+
 // ErrPathPattern marks every error of a pathPattern.
 var ErrPathPattern = errors.New("invalid pathPattern")
 
@@ -24,10 +34,10 @@ var ErrPathPattern = errors.New("invalid pathPattern")
 // ${.PVC.annotations.KEY} and ${.PV.name} are replaced; the result must be a
 // relative path whose components are neither empty, "." nor "..", so that it
 // stays inside the share whatever the claim's labels and annotations say.
-// An empty pattern means the default "<namespace>-<claim>-<pv>".
+// An empty pattern means DefaultPathPattern, checked alike.
 func Expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string) (string, error) {
 	if pattern == "" {
-		return pvc.Namespace + "-" + pvc.Name + "-" + pvName, nil
+		pattern = DefaultPathPattern
 	}
 	if strings.HasPrefix(pattern, "/") {
 		return "", fmt.Errorf("%w %q: it must be relative to the NFS share, not absolute", ErrPathPattern, pattern)
@@ -53,6 +63,10 @@ func Expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string) (s
 		rest = rest[i+end+1:]
 	}
 	rel := out.String()
+	if len(rel) > MaxPathBytes {
+		return "", fmt.Errorf("%w %q: it expands to a path of %d bytes, more than the %d an NFS client can mount",
+			ErrPathPattern, pattern, len(rel), MaxPathBytes)
+	}
 	if err := dirs.Validate(rel); err != nil {
 		return "", fmt.Errorf("%w %q: it expands to %q, which could leave the NFS share or is not a plain relative path (%w)",
 			ErrPathPattern, pattern, rel, err)

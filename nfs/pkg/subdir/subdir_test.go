@@ -61,6 +61,47 @@ func TestExpand(t *testing.T) {
 	}
 }
 
+// TestExpandMaliciousClaims: what a claim's author sets never leads outside
+// the share, and the event says why the claim was refused.
+func TestExpandMaliciousClaims(t *testing.T) {
+	withAnnotation := func(v string) *corev1.PersistentVolumeClaim {
+		pvc := claim("ns", "data")
+		pvc.Annotations["k"] = v
+		return pvc
+	}
+	const ann = "${.PVC.annotations.k}"
+	for _, tc := range []struct {
+		name, pattern string
+		pvc           *corev1.PersistentVolumeClaim
+		want, wantErr string
+	}{
+		{name: "variables in values are not expanded again", pattern: ann, pvc: withAnnotation("${.PVC.namespace}"), want: "${.PVC.namespace}"},
+		{name: "default pattern with a traversing name", pvc: claim("ns", "../../../etc"),
+			wantErr: `invalid pathPattern "${.PVC.namespace}-${.PVC.name}-${.PV.name}": it expands to "ns-../../../etc-pvc-1", which could leave the NFS share or is not a plain relative path (invalid path: "ns-../../../etc-pvc-1" has a ".." component)`},
+		{name: "default pattern with the longest names", pvc: claim(strings.Repeat("n", 63), strings.Repeat("c", 253)),
+			wantErr: "is longer than 255 bytes"},
+		{name: "dot-dot annotation", pattern: "x/" + ann, pvc: withAnnotation(".."), wantErr: `it expands to "x/..", which could leave the NFS share`},
+		{name: "absolute annotation", pattern: ann, pvc: withAnnotation("/etc/shadow"), wantErr: `"/etc/shadow" is absolute`},
+		{name: "NUL in an annotation", pattern: ann, pvc: withAnnotation("a\x00/../b"), wantErr: "contains a NUL byte"},
+		{name: "deep tree from an annotation", pattern: ann, pvc: withAnnotation(strings.Repeat("a/", 1<<19) + "a"),
+			wantErr: `invalid pathPattern "${.PVC.annotations.k}": it expands to a path of 1048577 bytes, more than the 1024 an NFS client can mount`},
+		{name: "nested variable", pattern: "${.PVC.annotations.${.PVC.name}}", pvc: claim("ns", "data"), wantErr: `the claim has no annotation "${.PVC.name"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Expand(tc.pattern, tc.pvc, "pvc-1")
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrPathPattern) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Expand(%q) = %q, %.300v; want an ErrPathPattern containing %q", tc.pattern, got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Expand(%q) = %q, %v; want %q", tc.pattern, got, err, tc.want)
+			}
+		})
+	}
+}
+
 func class(params map[string]string) *storagev1.StorageClass {
 	return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "nfs"}, Provisioner: "kubeprov.io/nfs", Parameters: params}
 }

@@ -1,0 +1,52 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package subdir
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/nfs/pkg/params"
+)
+
+// FuzzParseParams feeds a subdir-mode StorageClass of up to four
+// parameters (a key given twice keeps its last value). Parsing either fails
+// with an error naming the class, or gives a configuration the provisioner
+// can use as it is: only known keys, a group id Linux accepts, one of the
+// onDelete policies, and a directory inside the share.
+func FuzzParseParams(f *testing.F) {
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, k3, v3, k4, v4 string) {
+		c := class(map[string]string{k1: v1, k2: v2, k3: v3, k4: v4})
+		p, err := parseParams(controller.ProvisionOptions{StorageClass: c, PVC: claim("ns", "data"), PVName: "pvc-1"})
+		if err != nil {
+			if !strings.Contains(err.Error(), "StorageClass "+c.Name+" ") {
+				t.Fatalf("error %q does not name the StorageClass", err)
+			}
+			return
+		}
+		for k := range c.Parameters {
+			if !slices.Contains([]string{params.KeyGID, KeyPathPattern, KeyOnDelete, KeyArchiveOnDelete, KeyReuseExisting}, k) {
+				t.Fatalf("unknown parameter %q accepted", k)
+			}
+		}
+		if gid, given := c.Parameters[params.KeyGID]; p.gid == nil && given && !strings.EqualFold(gid, params.GIDNone) {
+			t.Fatalf("gid %q ignored", gid)
+		}
+		if p.gid != nil && (*p.gid < 0 || *p.gid > 1<<31-1) {
+			t.Fatalf("gid %d out of range", *p.gid)
+		}
+		if !slices.Contains([]string{OnDeleteDelete, OnDeleteRetain, OnDeleteArchive}, p.onDelete) {
+			t.Fatalf("onDelete %q", p.onDelete)
+		}
+		if v, given := c.Parameters[KeyReuseExisting]; given {
+			if want, _ := strconv.ParseBool(strings.TrimSpace(v)); p.reuse != want {
+				t.Fatalf("reuseExisting %q read as %v", v, p.reuse)
+			}
+		}
+		assertInsideShare(t, p.rel)
+	})
+}
