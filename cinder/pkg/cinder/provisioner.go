@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/kubeprov/external-storage/cinder/pkg/mapper"
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/util"
 )
 
 // PV annotations. The first two keep the names the original standalone
@@ -440,15 +440,12 @@ func checkAccessModes(pvc *corev1.PersistentVolumeClaim) error {
 	return nil
 }
 
-// sizeGiB rounds the request up to whole GiB, Cinder's unit.
+// sizeGiB rounds the request up to whole GiB, Cinder's unit; an empty
+// request gets Cinder's smallest volume.
 func sizeGiB(q resource.Quantity) (int, error) {
-	bytes := q.Value()
-	if bytes <= 0 {
-		return 1, nil
+	gib, err := util.RoundUpToGiB(q)
+	if err != nil {
+		return 0, fmt.Errorf("requested size: %w", err)
 	}
-	gib := (bytes-1)/giB + 1
-	if gib > math.MaxInt32 {
-		return 0, fmt.Errorf("requested size %s is too large for Cinder", q.String())
-	}
-	return int(gib), nil
+	return max(gib, 1), nil
 }

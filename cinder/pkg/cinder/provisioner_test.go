@@ -585,7 +585,11 @@ func TestSizeGiB(t *testing.T) {
 			t.Errorf("sizeGiB(%s) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	if _, err := sizeGiB(resource.MustParse("10Ei")); err == nil {
-		t.Error("10Ei accepted")
+	// Beyond int64 a quantity's Value wraps or saturates: refused, never a
+	// small volume.
+	for _, in := range []string{"10Ei", "1e30", "9223372036854775808"} {
+		if got, err := sizeGiB(resource.MustParse(in)); err == nil || !strings.Contains(err.Error(), "too large") {
+			t.Errorf("sizeGiB(%s) = %d, %v; want a 'too large' error", in, got, err)
+		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/kubeprov/external-storage/csi/pkg/connection"
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/util"
 )
 
 // PV annotations that keep the provisioner secret's reference, so that
@@ -277,12 +278,18 @@ func (p *Provisioner) accessMode(m corev1.PersistentVolumeAccessMode) (csi.Volum
 // capacityRange is the claim's storage request and, when set, its limit.
 func capacityRange(claim *corev1.PersistentVolumeClaim) (*csi.CapacityRange, error) {
 	request := claim.Spec.Resources.Requests[corev1.ResourceStorage]
-	r := &csi.CapacityRange{RequiredBytes: request.Value()}
+	required, err := util.Bytes(request)
+	if err != nil {
+		return nil, fmt.Errorf("the claim's storage request: %w", err)
+	}
+	r := &csi.CapacityRange{RequiredBytes: required}
 	if limit, ok := claim.Spec.Resources.Limits[corev1.ResourceStorage]; ok {
-		if limit.Cmp(request) < 0 {
+		if r.LimitBytes, err = util.Bytes(limit); err != nil {
+			return nil, fmt.Errorf("the claim's storage limit: %w", err)
+		}
+		if r.LimitBytes < required {
 			return nil, fmt.Errorf("the claim's storage limit %s is less than its request %s: raise the limit or lower the request", limit.String(), request.String())
 		}
-		r.LimitBytes = limit.Value()
 	}
 	return r, nil
 }

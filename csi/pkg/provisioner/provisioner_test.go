@@ -199,6 +199,14 @@ func TestCreateRequest(t *testing.T) {
 			wantErr: "the claim's storage limit 1Mi is less than its request 1Gi",
 		},
 		{
+			// Quantity.Value wraps beyond int64: the driver would get 0, its default size.
+			name: "request beyond int64",
+			claim: newClaim(func(c *corev1.PersistentVolumeClaim) {
+				c.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1e30")}
+			}),
+			wantErr: "the claim's storage request: size 1e30 is too large",
+		},
+		{
 			name:    "no access modes",
 			claim:   newClaim(modes()),
 			wantErr: "the claim has no access modes",
