@@ -652,6 +652,8 @@ func report(out io.Writer, h string, c config, r *phase, ceiling float64) {
 	fmt.Fprintf(out, "%s %d claims at once\n\n", h, r.n)
 	fmt.Fprintf(out, "| stage | claims/s | p50 | p90 | p99 |\n|---|---|---|---|---|\n")
 	fmt.Fprintf(out, "| PVC created → PV created (the provisioner) | %.1f %s\n", r.provisionRate, percentiles(r.toPV))
+	fmt.Fprintf(out, "| ↳ PVC created → provisioner named on it (kube-controller-manager) | – %s\n", percentiles(r.toAnnotated))
+	fmt.Fprintf(out, "| ↳ provisioner named → PV created (the provisioner's own part) | – %s\n", percentiles(r.fromAnnotated))
 	fmt.Fprintf(out, "| PV created → PVC Bound (kube-controller-manager's binder) | %.1f %s\n", r.bindRate, percentiles(r.toBound))
 	fmt.Fprintf(out, "| PVC created → PVC Bound (end to end) | – %s\n", percentiles(r.endToEnd))
 	fmt.Fprintf(out, "| PVC deleted → PV gone (deletion) | %.1f %s\n", r.deleteRate, percentiles(r.delete))

@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubeprov/external-storage/test/framework"
 )
 
 // recorder timestamps each claim's stages as the watches see them.
@@ -20,6 +22,7 @@ type recorder struct {
 
 	mu        sync.Mutex
 	created   map[types.UID]time.Time
+	annotated map[types.UID]time.Time // kube-controller-manager named the provisioner
 	pvCreated map[types.UID]time.Time
 	bound     map[types.UID]time.Time
 	byName    map[string]string // claim name -> PV name
@@ -30,7 +33,7 @@ type recorder struct {
 
 func newRecorder(ns string) *recorder {
 	return &recorder{
-		namespace: ns, created: map[types.UID]time.Time{}, pvCreated: map[types.UID]time.Time{},
+		namespace: ns, created: map[types.UID]time.Time{}, annotated: map[types.UID]time.Time{}, pvCreated: map[types.UID]time.Time{},
 		bound: map[types.UID]time.Time{}, byName: map[string]string{}, delIssued: map[string]time.Time{},
 		pvGone: map[string]time.Time{}, changed: make(chan struct{}, 1),
 	}
@@ -50,10 +53,17 @@ func (r *recorder) claimCreated(uid types.UID, at time.Time) {
 }
 
 func (r *recorder) claimSeen(pvc *corev1.PersistentVolumeClaim) {
-	if pvc.Namespace != r.namespace || pvc.Status.Phase != corev1.ClaimBound {
+	if pvc.Namespace != r.namespace {
 		return
 	}
 	r.mu.Lock()
+	if _, ok := r.annotated[pvc.UID]; !ok && pvc.Annotations[framework.AnnStorageProvisioner] != "" {
+		r.annotated[pvc.UID] = time.Now()
+	}
+	if pvc.Status.Phase != corev1.ClaimBound {
+		r.mu.Unlock()
+		return
+	}
 	if _, ok := r.bound[pvc.UID]; !ok {
 		r.bound[pvc.UID] = time.Now()
 		r.byName[pvc.Name] = pvc.Spec.VolumeName
@@ -119,6 +129,9 @@ func (r *recorder) waitVolumesGone(ctx context.Context, n int) error {
 // provisionStats are per-claim latencies and the rate of each stage.
 type provisionStats struct {
 	toPV, toBound, endToEnd []time.Duration
+	// toAnnotated is kube-controller-manager's part of toPV (naming the
+	// provisioner on the claim), fromAnnotated the provisioner's own.
+	toAnnotated, fromAnnotated []time.Duration
 	// provisionRate: claims from the first claim created to the last PV
 	// created; bindRate: from the first PV to the last claim bound;
 	// boundRate: from the first claim created to the last one bound.
@@ -133,6 +146,10 @@ func (r *recorder) provisionStats() provisionStats {
 	for uid, c := range r.created {
 		pv, b := r.pvCreated[uid], r.bound[uid]
 		s.toPV = append(s.toPV, pv.Sub(c))
+		if a, ok := r.annotated[uid]; ok {
+			s.toAnnotated = append(s.toAnnotated, a.Sub(c))
+			s.fromAnnotated = append(s.fromAnnotated, pv.Sub(a))
+		}
 		s.toBound = append(s.toBound, b.Sub(pv))
 		s.endToEnd = append(s.endToEnd, b.Sub(c))
 		if firstCreated.IsZero() || c.Before(firstCreated) {
