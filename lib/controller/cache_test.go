@@ -129,3 +129,27 @@ func TestTrimmingOnlyInOwnInformers(t *testing.T) {
 		})
 	}
 }
+
+// A PV whose first sight ends its provisioning operation may already be
+// released (the claim was deleted while a repeated Provision saved it again):
+// that event is the only one, so it must still queue the deletion.
+func TestReleasedPVEndingItsOperationIsDeleted(t *testing.T) {
+	f := newFixture(t, newStore(t), nil)
+	c := claim("c", "gold")
+	f.c.trackOperation("pvc-uid-c", "ns/c", journalEntry{Claim: c}, false)
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pvc-uid-c", Annotations: map[string]string{AnnProvisionedBy: testProvisioner}},
+		Spec: corev1.PersistentVolumeSpec{
+			ClaimRef:                      &corev1.ObjectReference{Namespace: "ns", Name: "c", UID: c.UID},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+		},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeReleased},
+	}
+	f.c.volumeChanged(pv)
+	if f.c.hasOperations("ns/c") {
+		t.Error("the operation did not end when its PV appeared")
+	}
+	if f.c.volumeQueue.Len() != 1 {
+		t.Errorf("released PV not queued for deletion: %d queued", f.c.volumeQueue.Len())
+	}
+}

@@ -391,9 +391,9 @@ func (c *ProvisionController) volumeChanged(obj any) {
 	if !ok || !c.provisionedByUs(pv) {
 		return
 	}
-	if c.operationSaved(pv) {
-		return
-	}
+	// A PV that ends its operation may already be released: a claim deleted
+	// while a repeated Provision saved its PV again gets no other event.
+	c.operationSaved(pv)
 	if pv.Status.Phase == corev1.VolumeReleased || pv.DeletionTimestamp != nil {
 		c.volumeQueue.Add(pv.Name)
 	}
@@ -418,15 +418,13 @@ func (c *ProvisionController) provisionedByUs(pv *corev1.PersistentVolume) bool 
 }
 
 // operationSaved ends the operation of a PV that has appeared, whoever saved it.
-func (c *ProvisionController) operationSaved(pv *corev1.PersistentVolume) bool {
+func (c *ProvisionController) operationSaved(pv *corev1.PersistentVolume) {
 	c.mu.Lock()
 	op := c.operations[pv.Name]
 	c.mu.Unlock()
-	if op == nil || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != op.entry.Claim.UID {
-		return false
+	if op != nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == op.entry.Claim.UID {
+		c.endOperation(pv.Name)
 	}
-	c.endOperation(pv.Name)
-	return true
 }
 
 func (c *ProvisionController) trackOperation(pvName, claimKey string, e journalEntry, inBackground bool) *operation {
