@@ -3,6 +3,7 @@ module github.com/kubeprov/external-storage/lib
 go 1.26.0
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/spf13/cobra v1.10.1
 	github.com/spf13/pflag v1.0.10

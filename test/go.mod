@@ -11,7 +11,6 @@ require (
 	github.com/kubeprov/external-storage/lib v0.0.0-00010101000000-000000000000
 	github.com/kubeprov/external-storage/nfs v0.0.0-00010101000000-000000000000
 	github.com/kubernetes-csi/csi-test/v5 v5.6.0
-	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.67.5
 	github.com/spf13/pflag v1.0.10
@@ -59,6 +58,7 @@ require (
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
+	github.com/prometheus/client_golang v1.23.2 // indirect
 	github.com/prometheus/procfs v0.19.2 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect

@@ -4,8 +4,8 @@
 // Command faultprovisioner runs the library's controller as a real process
 // over a directory store (or, with --noop, an in-memory one), so that tests
 // can kill it at exact moments and benchmarks can measure it as users run
-// it. Every API request it makes is counted in the metric
-// test_client_requests_total{client,verb,resource}.
+// it (the benchmark counts its requests with a proxy in front of
+// kube-apiserver).
 //
 // With --hang-pv-create-marker it never completes a PV create: it writes the
 // marker file when the first create is sent and then waits, which holds the
@@ -19,11 +19,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubeprov/external-storage/lib/cli"
 	"github.com/kubeprov/external-storage/lib/controller"
@@ -44,27 +42,16 @@ func main() {
 		},
 		common.Validate,
 		func(ctx context.Context) error {
-			registry := prometheus.NewRegistry()
-			requests := prometheus.NewCounterVec(prometheus.CounterOpts{
-				Name: "test_client_requests_total", Help: "API requests by client, verb and resource.",
-			}, []string{"client", "verb", "resource"})
-			registry.MustRegister(requests)
 			clients, err := common.NewClients("faultprovisioner")
 			if err != nil {
 				return err
 			}
-			wrap := func(client string, hang bool) (kubernetes.Interface, error) {
-				cfg := rest.CopyConfig(clients.Config)
-				cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-					return &instrumented{next: rt, client: client, requests: requests, marker: map[bool]string{true: marker}[hang]}
-				})
-				return kubernetes.NewForConfig(cfg)
-			}
-			if clients.Kube, err = wrap("main", marker != ""); err != nil {
-				return err
-			}
-			if clients.Events, err = wrap("events", false); err != nil {
-				return err
+			if marker != "" {
+				cfg := cli.BuiltinConfig(clients.Config)
+				cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &hangPVCreates{next: rt, marker: marker} })
+				if clients.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
+					return err
+				}
 			}
 			var p controller.Provisioner = &memoryStore{}
 			if !noop {
@@ -72,46 +59,27 @@ func main() {
 					return err
 				}
 			}
-			return common.Run(ctx, clients, name, p, cli.RunOptions{Registry: registry})
+			return common.Run(ctx, clients, name, p, cli.RunOptions{})
 		})
 	if err := cmd.Execute(); err != nil {
 		os.Exit(1)
 	}
 }
 
-// instrumented counts requests and can hold PV creates.
-type instrumented struct {
-	next     http.RoundTripper
-	client   string
-	requests *prometheus.CounterVec
-	marker   string
+// hangPVCreates holds PV creates: it writes the marker and waits until the
+// test kills the process.
+type hangPVCreates struct {
+	next   http.RoundTripper
+	marker string
 }
 
-func (i *instrumented) RoundTrip(r *http.Request) (*http.Response, error) {
-	verb := strings.ToLower(r.Method)
-	if r.URL.Query().Get("watch") == "true" {
-		verb = "watch"
-	}
-	i.requests.WithLabelValues(i.client, verb, resourceOf(r.URL.Path)).Inc()
-	if i.marker != "" && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/persistentvolumes") {
-		_ = os.WriteFile(i.marker, []byte(r.URL.Path), 0o644)
-		<-r.Context().Done() // the test kills the process while it waits here
+func (h *hangPVCreates) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/persistentvolumes") {
+		_ = os.WriteFile(h.marker, []byte(r.URL.Path), 0o644)
+		<-r.Context().Done()
 		return nil, r.Context().Err()
 	}
-	return i.next.RoundTrip(r)
-}
-
-// resourceOf returns the resource of an API path such as
-// /api/v1/namespaces/ns/persistentvolumeclaims/name.
-func resourceOf(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	for i := len(parts) - 1; i >= 0; i-- {
-		switch parts[i] {
-		case "persistentvolumes", "persistentvolumeclaims", "storageclasses", "events", "configmaps", "leases":
-			return parts[i]
-		}
-	}
-	return "other"
+	return h.next.RoundTrip(r)
 }
 
 // memoryStore is a provisioner that does no I/O: the benchmark measures the
