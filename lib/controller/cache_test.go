@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -75,7 +76,7 @@ func TestCacheTrimsOnlySettledObjects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := trimForCache(tt.in)
+			got, err := trimForCache(tt.in, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,8 +87,32 @@ func TestCacheTrimsOnlySettledObjects(t *testing.T) {
 	}
 }
 
-// The informers the controller creates itself use the trimming transform;
-// injected ones, shared with other code, only lose managed fields.
+// A provisioner that reads volumes itself keeps what it reads of bound PVs.
+func TestCacheKeepsWhatTheProvisionerReads(t *testing.T) {
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv"},
+		Spec: corev1.PersistentVolumeSpec{
+			PersistentVolumeSource: corev1.PersistentVolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs", Path: "/share/a"}},
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+		},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound},
+	}
+	got, err := trimForCache(pv.DeepCopy(), func(full, cached *corev1.PersistentVolume) { cached.Spec.NFS = full.Spec.NFS })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := got.(*corev1.PersistentVolume)
+	if diff := cmp.Diff(pv.Spec.NFS, cached.Spec.NFS); diff != "" {
+		t.Errorf("kept NFS source (-want +got):\n%s", diff)
+	}
+	if cached.Spec.Capacity != nil {
+		t.Errorf("capacity cached: %v", cached.Spec.Capacity)
+	}
+}
+
+// The informers the controller creates itself, and those of
+// NewInformerFactory, use the trimming transform; other injected ones, shared
+// with other code, only lose managed fields.
 func TestTrimmingOnlyInOwnInformers(t *testing.T) {
 	bound := claim("bound", "gold", func(c *corev1.PersistentVolumeClaim) {
 		c.Spec.VolumeName = "pv"
@@ -102,6 +127,9 @@ func TestTrimmingOnlyInOwnInformers(t *testing.T) {
 		{"injected informers", func(c kubernetes.Interface) []Option {
 			return []Option{WithInformerFactory(informers.NewSharedInformerFactory(c, 0))}
 		}, true},
+		{"injected NewInformerFactory", func(c kubernetes.Interface) []Option {
+			return []Option{WithInformerFactory(NewInformerFactory(c, 0, nil))}
+		}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)

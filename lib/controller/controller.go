@@ -123,7 +123,7 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 	}
 	factory := cfg.informerFactory
 	if factory == nil {
-		factory = informers.NewSharedInformerFactoryWithOptions(client, cfg.resyncPeriod, informers.WithTransform(trimForCache))
+		factory = NewInformerFactory(client, cfg.resyncPeriod, nil)
 	}
 	eventClient := cfg.eventClient
 	if eventClient == nil {
@@ -152,7 +152,7 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 		failures:       map[string]*failureCount{},
 		deleted:        sets.New[string](),
 	}
-	if cfg.informerFactory != nil {
+	if _, trimmed := factory.(trimmedFactory); !trimmed {
 		// Shared informers may have started already; stripping is only a saving.
 		for _, inf := range []cache.SharedIndexInformer{c.claimInformer, c.volumeInformer, c.classInformer} {
 			_ = inf.SetTransform(stripManagedFields)
@@ -533,15 +533,31 @@ func stripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// trimForCache is the transform of the controller's own informers. Besides
-// managed fields it drops what the controller never reads of settled
-// objects, which are nearly all of a cluster's: of a bound claim it needs
-// only its identity and volume name, of a bound PV only what tells when it
-// becomes the controller's business (released or deleted), at which point
-// the update brings the whole object again. A cluster with 10,000 bound
-// claims starts in a third of the memory. Injected informers are shared with
-// other code, so they only lose managed fields.
-func trimForCache(obj any) (any, error) {
+// trimmedFactory marks the factories of NewInformerFactory, whose transform
+// the controller keeps when they are injected.
+type trimmedFactory struct{ informers.SharedInformerFactory }
+
+// NewInformerFactory returns the informer factory the controller uses when
+// none is injected: besides managed fields its caches drop what the
+// controller never reads of settled objects, which are nearly all of a
+// cluster's. Of a bound claim it keeps only its identity and volume name, of
+// a bound PV only what tells when it becomes the controller's business
+// (released or deleted), at which point the update brings the whole object
+// again; a cluster with 10,000 bound claims starts in half the memory.
+//
+// A provisioner that reads volumes itself shares such a factory with
+// WithInformerFactory, and keepVolume copies into a bound PV's cached form
+// what it reads beyond that (nil: nothing). Other injected factories are
+// shared with code the controller knows nothing of, so their objects only
+// lose managed fields.
+func NewInformerFactory(client kubernetes.Interface, resync time.Duration, keepVolume func(full, cached *corev1.PersistentVolume)) informers.SharedInformerFactory {
+	return trimmedFactory{informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(func(obj any) (any, error) {
+		return trimForCache(obj, keepVolume)
+	}))}
+}
+
+// trimForCache is the transform of NewInformerFactory.
+func trimForCache(obj any, keepVolume func(full, cached *corev1.PersistentVolume)) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.PersistentVolumeClaim:
 		if o.Spec.VolumeName != "" && o.DeletionTimestamp == nil {
@@ -553,7 +569,7 @@ func trimForCache(obj any) (any, error) {
 		}
 	case *corev1.PersistentVolume:
 		if o.Status.Phase == corev1.VolumeBound && o.DeletionTimestamp == nil {
-			return &corev1.PersistentVolume{
+			cached := &corev1.PersistentVolume{
 				ObjectMeta: metav1.ObjectMeta{
 					Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion,
 					Annotations: o.Annotations, Labels: o.Labels, Finalizers: o.Finalizers,
@@ -563,7 +579,11 @@ func trimForCache(obj any) (any, error) {
 					PersistentVolumeReclaimPolicy: o.Spec.PersistentVolumeReclaimPolicy,
 				},
 				Status: corev1.PersistentVolumeStatus{Phase: o.Status.Phase},
-			}, nil
+			}
+			if keepVolume != nil {
+				keepVolume(o, cached)
+			}
+			return cached, nil
 		}
 	}
 	return stripManagedFields(obj)

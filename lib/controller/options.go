@@ -216,7 +216,8 @@ func WithMetricsRegisterer(r prometheus.Registerer) Option {
 }
 
 // WithInformerFactory shares the caller's informers for claims, volumes and
-// classes instead of starting private ones. Run starts the factory.
+// classes instead of starting private ones. Run starts the factory. Make it
+// with NewInformerFactory to keep the controller's small caches.
 func WithInformerFactory(f informers.SharedInformerFactory) Option {
 	return optionFunc(func(c *config) error { c.informerFactory = f; return nil })
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -49,10 +48,10 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	factory := informers.NewSharedInformerFactory(clients.Kube, controller.DefaultResyncPeriod)
 	var (
 		p     controller.Provisioner
 		ready func(context.Context) error
+		opts  []controller.Option
 	)
 	switch o.Mode {
 	case ModeServer:
@@ -63,6 +62,11 @@ func (o *Options) Run(ctx context.Context) error {
 		defer stop()
 		p, ready = sp, sp.Ready
 	default:
+		// Subdir mode reads the other volumes' NFS paths: the controller's
+		// informers, shared, keep them.
+		factory := controller.NewInformerFactory(clients.Kube, controller.DefaultResyncPeriod, func(full, cached *corev1.PersistentVolume) {
+			cached.Spec.NFS = full.Spec.NFS
+		})
 		sp, err := subdir.New(subdir.Config{
 			Root: o.NFSRoot, Server: o.NFSServer, Path: o.NFSPath,
 			Volumes: factory.Core().V1().PersistentVolumes().Lister(),
@@ -71,10 +75,11 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 		p, ready = sp, sp.Ready
+		opts = append(opts, controller.WithInformerFactory(factory))
 	}
 	return o.Common.Run(ctx, clients, o.Provisioner, p, cli.RunOptions{
 		Ready:      map[string]httpendpoint.Check{o.Mode: func(r *http.Request) error { return ready(r.Context()) }},
-		Controller: []controller.Option{controller.WithInformerFactory(factory)},
+		Controller: opts,
 	})
 }
 

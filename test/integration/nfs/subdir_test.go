@@ -4,6 +4,7 @@
 package nfs
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeprov/external-storage/test/framework"
 )
@@ -149,6 +151,29 @@ func TestSubdir(t *testing.T) {
 		// Even with reuseExisting, a directory in use by a PV is not shared.
 		again := createPVC(t, ns, "taken-again", class(t, "taken-again", map[string]string{"pathPattern": "taken/${.PVC.name}", "reuseExisting": "true"}), "1Mi", nil)
 		failsWith(t, ctx, again, "overlaps", pv.Name)
+	})
+
+	t.Run("directory_of_a_bound_volume_not_shared", func(t *testing.T) {
+		// A volume this process did not make: only the cache, where bound
+		// volumes are kept small, knows its path.
+		if err := os.MkdirAll(filepath.Join(share, "static"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		pv := framework.NewPV("static-"+ns, "", "1Mi")
+		pv.Spec.PersistentVolumeSource = corev1.PersistentVolumeSource{NFS: &corev1.NFSVolumeSource{Server: loopback, Path: share + "/static"}}
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: "static"}
+		if _, err := cp.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cp.Client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+		})
+		createPVC(t, ns, "static", "", "1Mi", nil)
+		if _, _, err := framework.WaitForPVCBound(ctx, cp.Client, ns, "static"); err != nil {
+			t.Fatal(err)
+		}
+		inside := createPVC(t, ns, "inside-static", class(t, "inside-static", map[string]string{"pathPattern": "static/${.PVC.name}", "reuseExisting": "true"}), "1Mi", nil)
+		failsWith(t, ctx, inside, "overlaps", pv.Name)
 	})
 
 	t.Run("gid", func(t *testing.T) {
