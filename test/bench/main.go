@@ -359,7 +359,8 @@ type phase struct {
 	delete                    []time.Duration
 	deleteRate                float64
 	provRequests, delRequests map[string]float64
-	eventsEmitted             float64
+	eventsEmitted, warnings    float64
+	failedAttempts            float64 // provisioning attempts that failed and were retried
 	eventsWritten             map[string]float64
 	journalWrites             float64
 	peakRSSMB, heapMB         float64
@@ -418,6 +419,10 @@ func measureBurst(ctx context.Context, s *subject, n int, prefix string) (*phase
 	}
 	res.provRequests = diff(s.api.snapshot(), beforeRequests)
 	res.eventsEmitted = afterProv.sum("controller_events_emitted_total", nil) - before.sum("controller_events_emitted_total", nil)
+	res.warnings = afterProv.sum("controller_events_emitted_total", map[string]string{"type": corev1.EventTypeWarning}) -
+		before.sum("controller_events_emitted_total", map[string]string{"type": corev1.EventTypeWarning})
+	res.failedAttempts = afterProv.sum("controller_persistentvolumeclaim_provision_failed_total", nil) -
+		before.sum("controller_persistentvolumeclaim_provision_failed_total", nil)
 	res.eventsWritten = map[string]float64{}
 	for _, kind := range []string{"single", "aggregated", "repeat"} {
 		res.eventsWritten[kind] = afterProv.sum("controller_events_written_total", map[string]string{"kind": kind}) -
@@ -746,8 +751,8 @@ func report(out io.Writer, h string, c config, r *phase, ceiling float64) {
 	provWrites, delWrites := r.requestTotals()
 	fmt.Fprintf(out, "| **all writes** | **%.3f** | **%.3f** |\n\n", provWrites, delWrites)
 	written := r.eventsWritten["single"] + r.eventsWritten["aggregated"] + r.eventsWritten["repeat"]
-	fmt.Fprintf(out, "Events: %.0f emitted, %.0f written (%.0f single, %.0f aggregated on the StorageClass, %.0f count updates); journal writes: %.0f (%.3f per volume).\n\n",
-		r.eventsEmitted, written, r.eventsWritten["single"], r.eventsWritten["aggregated"], r.eventsWritten["repeat"], r.journalWrites, r.journalWrites/n)
+	fmt.Fprintf(out, "Events: %.0f emitted (%.0f warnings; %.0f failed provisioning attempts, retried), %.0f written (%.0f single, %.0f aggregated on the StorageClass, %.0f count updates); journal writes: %.0f (%.3f per volume).\n\n",
+		r.eventsEmitted, r.warnings, r.failedAttempts, written, r.eventsWritten["single"], r.eventsWritten["aggregated"], r.eventsWritten["repeat"], r.journalWrites, r.journalWrites/n)
 	fmt.Fprintf(out, "Provisioner memory: peak RSS %.1f MB (creation and deletion), heap in use after the burst %.1f MB.\n", r.peakRSSMB, r.heapMB)
 	for _, p := range r.problems {
 		fmt.Fprintf(out, "\n**Problem:** %s\n", p)
