@@ -535,7 +535,9 @@ func stripManagedFields(obj any) (any, error) {
 
 // trimmedFactory marks the factories of NewInformerFactory, whose transform
 // the controller keeps when they are injected.
-type trimmedFactory struct{ informers.SharedInformerFactory }
+type trimmedFactory struct {
+	informers.SharedInformerFactory
+}
 
 // NewInformerFactory returns the informer factory the controller uses when
 // none is injected: besides managed fields its caches drop what the

@@ -359,7 +359,7 @@ type phase struct {
 	delete                    []time.Duration
 	deleteRate                float64
 	provRequests, delRequests map[string]float64
-	eventsEmitted, warnings    float64
+	eventsEmitted, warnings   float64
 	failedAttempts            float64 // provisioning attempts that failed and were retried
 	eventsWritten             map[string]float64
 	journalWrites             float64
