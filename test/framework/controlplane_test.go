@@ -38,10 +38,7 @@ func TestControlPlaneLifecycle(t *testing.T) {
 		Log:                   t.Logf,
 	})
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("starting the control plane: %v", err)
-		}
-		t.Skipf("cannot start the control plane (set CI=true to fail instead): %v", err)
+		Unavailable(t, "cannot start the control plane: %v", err)
 	}
 	stopped := false
 	t.Cleanup(func() {

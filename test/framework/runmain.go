@@ -97,18 +97,7 @@ func runMain(m *testing.M, opts Options, set func(*ControlPlane)) int {
 			fmt.Fprintf(os.Stderr, "FAIL: %v while starting the control plane: %v\n", context.Cause(ctx), err)
 			return 1
 		}
-		if os.Getenv("CI") == "true" {
-			fmt.Fprintf(os.Stderr, "FAIL: cannot start the control plane (CI=true, so not skipping): %v\n", err)
-			return 1
-		}
-		fmt.Printf("SKIP: cannot start the control plane (set CI=true to fail instead): %v\n", err)
-		// go test hides a passing package's output unless -v; running no tests
-		// makes it say "[no tests to run]" instead of a plain "ok".
-		flag.Parse()
-		if err := flag.Set("test.run", "^$"); err != nil {
-			return 0
-		}
-		return m.Run()
+		return MainUnavailable(m, "the control plane", err)
 	}
 
 	set(cp)
@@ -123,4 +112,22 @@ func runMain(m *testing.M, opts Options, set func(*ControlPlane)) int {
 		}
 	}
 	return code
+}
+
+// MainUnavailable is Unavailable for a TestMain that cannot start what its
+// package's tests need: the exit code of a failure under CI=true, else of a
+// package that runs no test.
+func MainUnavailable(m *testing.M, what string, err error) int {
+	if os.Getenv("CI") == "true" {
+		fmt.Fprintf(os.Stderr, "FAIL: cannot start %s (CI=true, so not skipping): %v\n", what, err)
+		return 1
+	}
+	fmt.Printf("SKIP: cannot start %s (set CI=true to fail instead): %v\n", what, err)
+	// go test hides a passing package's output unless -v; running no tests
+	// makes it say "[no tests to run]" instead of a plain "ok".
+	flag.Parse()
+	if err := flag.Set("test.run", "^$"); err != nil {
+		return 0
+	}
+	return m.Run()
 }

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"testing"
@@ -24,6 +25,18 @@ import (
 // DefaultCleanupTimeout bounds each cleanup registered by the helpers below; the
 // test's own context is already cancelled when cleanups run.
 const DefaultCleanupTimeout = 30 * time.Second
+
+// Unavailable ends a test that this machine cannot run (a tool or component
+// missing): a failure under CI=true, whose scripts install everything, a
+// skip elsewhere.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg + " (set CI=true to fail instead)")
+}
 
 // TestContext returns a context that ends after timeout or when the test ends,
 // whichever comes first.

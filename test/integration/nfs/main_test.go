@@ -11,8 +11,6 @@
 package nfs
 
 import (
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -38,11 +36,7 @@ func TestMain(m *testing.M) {
 func requireNFS(t *testing.T) {
 	t.Helper()
 	if missing := nfsbackend.Missing(clientTools...); len(missing) > 0 {
-		msg := fmt.Sprintf("missing %s: run hack/deps/nfs.sh", strings.Join(missing, ", "))
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		framework.Unavailable(t, "missing %s: run hack/deps/nfs.sh", strings.Join(missing, ", "))
 	}
 	unlock, err := nfsbackend.Lock(framework.TestContext(t, 5*time.Minute))
 	if err != nil {
