@@ -85,7 +85,9 @@ func TestDirModeString(t *testing.T) {
 }
 
 func TestJournalName(t *testing.T) {
-	if got := JournalName("kubeprov.io/hostpath", "worker-1.example.com"); got != "kubeprov.io-hostpath-worker-1.example.com-inflight" {
+	// Readable (provisioner and node in the name), and distinct per node.
+	if got := JournalName("kubeprov.io/hostpath", "worker-1.example.com"); !strings.HasPrefix(got, "kubeprov.io-hostpath-") ||
+		!strings.Contains(got, "-worker-1.example.com-") || !strings.HasSuffix(got, "-inflight") {
 		t.Errorf("JournalName = %q", got)
 	}
 	long := strings.Repeat("n", 253)

@@ -252,12 +252,7 @@ func (o *Common) Run(ctx context.Context, clients *Clients, provisionerName stri
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if o.HTTPEndpoint != "" {
-		ready := map[string]httpendpoint.Check{"informers": func(*http.Request) error {
-			if !ctrl.Ready() {
-				return errors.New("informer caches not synced")
-			}
-			return nil
-		}}
+		ready := map[string]httpendpoint.Check{"controller": func(*http.Request) error { return ctrl.NotReadyReason() }}
 		for n, c := range ro.Ready {
 			ready[n] = c
 		}

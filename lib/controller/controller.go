@@ -65,6 +65,7 @@ type ProvisionController struct {
 	deleted    sets.Set[string] // UIDs of PVs this controller deleted, until the informer sees them go
 
 	synced atomic.Bool
+	access accessProblems
 }
 
 // operation is one provisioning that may have created an asset.
@@ -152,6 +153,9 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 		failures:       map[string]*failureCount{},
 		deleted:        sets.New[string](),
 	}
+	if r, ok := provisioner.(ClaimMetadataReader); ok {
+		c.journal.metadataKeys = r.ClaimMetadataKeys
+	}
 	if _, trimmed := factory.(trimmedFactory); !trimmed {
 		// Shared informers may have started already; stripping is only a saving.
 		for _, inf := range []cache.SharedIndexInformer{c.claimInformer, c.volumeInformer, c.classInformer} {
@@ -191,9 +195,19 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 // Gatherer (always for the default private registry), for a /metrics handler.
 func (c *ProvisionController) MetricsGatherer() prometheus.Gatherer { return c.gatherer }
 
-// Ready reports whether the informer caches have synced. Standby replicas
-// under leader election are ready too: they take over at once.
-func (c *ProvisionController) Ready() bool { return c.synced.Load() }
+// Ready reports whether the controller can do its work: its informer caches
+// have synced and neither its journal nor its Lease is known to be out of
+// reach for lack of permission. Standby replicas under leader election are
+// ready too: they take over at once.
+func (c *ProvisionController) Ready() bool { return c.NotReadyReason() == nil }
+
+// NotReadyReason says why Ready is false; nil when it is true.
+func (c *ProvisionController) NotReadyReason() error {
+	if !c.synced.Load() {
+		return errors.New("informer caches not synced")
+	}
+	return c.access.reason()
+}
 
 // Run works until ctx ends, then lets running operations finish and returns.
 // With leader election it returns an error when leadership is lost, so that
@@ -211,6 +225,7 @@ func (c *ProvisionController) Run(ctx context.Context) error {
 		return nil // ctx ended before anything started: a stop, not a failure
 	}
 	c.synced.Store(true)
+	go c.probeJournalAccess(ctx)
 	// Decoding the initial lists leaves garbage larger than the caches, and
 	// the runtime returns it to the OS only slowly: return it now, once, so
 	// that a controller restarted in a big cluster does not keep its
@@ -224,10 +239,15 @@ func (c *ProvisionController) Run(ctx context.Context) error {
 
 func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metaForLease(c.cfg.leaderNamespace, c.name),
-		Client:     c.client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: c.cfg.identity},
+	meta := metaForLease(c.cfg.leaderNamespace, c.name)
+	leaseName := fmt.Sprintf("Lease %s/%s (get, create, update on leases.coordination.k8s.io)", meta.Namespace, meta.Name)
+	lock := observedLock{
+		Interface: &resourcelock.LeaseLock{
+			LeaseMeta:  meta,
+			Client:     c.client.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: c.cfg.identity},
+		},
+		observe: func(err error) { c.access.observe(ctx, leaseName, err) },
 	}
 	var led atomic.Bool
 	done := make(chan error, 1)
@@ -302,12 +322,20 @@ func (c *ProvisionController) recover(ctx context.Context) error {
 	err := retryUntil(ctx, c.cfg.retryStart, c.cfg.retryMax, func() error {
 		var err error
 		entries, err = c.journal.load(ctx)
+		c.access.observe(ctx, c.journal.describe(), err)
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	for pvName, e := range entries {
+		if reason := c.foreignEntry(pvName, e); reason != "" {
+			// Anyone who can write ConfigMaps in this namespace can add keys:
+			// an entry is acted on only if it is one this controller writes.
+			klog.FromContext(ctx).Error(nil, "Ignoring in-flight journal entry this controller did not write", "key", pvName, "reason", reason)
+			c.journal.forget(pvName)
+			continue
+		}
 		if pv, err := c.volumes.Get(pvName); err == nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == e.Claim.UID {
 			c.journal.forget(pvName)
 			continue
@@ -318,6 +346,21 @@ func (c *ProvisionController) recover(ctx context.Context) error {
 		c.claimQueue.Add(key)
 	}
 	return nil
+}
+
+// foreignEntry says why a journal entry cannot be one this controller wrote
+// ("" if it can): its key must be the volume name this controller gives the
+// recorded claim, and its class one of this controller's provisioner names.
+func (c *ProvisionController) foreignEntry(pvName string, e journalEntry) string {
+	switch {
+	case e.Claim.Name == "" || e.Claim.Namespace == "" || e.Claim.UID == "":
+		return "the recorded claim has no name, namespace or UID"
+	case pvName != c.cfg.volumeName(e.Claim):
+		return "the key is not the volume name of the recorded claim"
+	case e.Class == nil || !c.names.Has(e.Class.Provisioner):
+		return "the recorded StorageClass is not one of this provisioner's"
+	}
+	return ""
 }
 
 // retryUntil calls f with exponential backoff until it succeeds or ctx ends.
@@ -347,6 +390,15 @@ func (c *ProvisionController) work(ctx context.Context, q workqueue.TypedRateLim
 		}
 		func() {
 			defer q.Done(key)
+			defer func() {
+				// A panic must not take every other claim down with the
+				// process; the provisioner's calls recover their own (see
+				// recoverPanic), this is the last resort for the controller's.
+				if r := recover(); r != nil {
+					c.panicked(ctx, "sync", key, r)
+					q.AddRateLimited(key)
+				}
+			}()
 			if err := sync(ctx, key); err != nil {
 				klog.FromContext(ctx).V(2).Info("Will retry", "key", key, "err", err)
 				q.AddRateLimited(key)
@@ -355,6 +407,12 @@ func (c *ProvisionController) work(ctx context.Context, q workqueue.TypedRateLim
 			q.Forget(key)
 		}()
 	}
+}
+
+// panicked logs and counts a recovered panic.
+func (c *ProvisionController) panicked(ctx context.Context, operation, key string, r any) {
+	c.metrics.panics.WithLabelValues(operation).Inc()
+	klog.FromContext(ctx).Error(fmt.Errorf("panic: %v", r), "Recovered from a panic; will retry", "operation", operation, "key", key, "stack", string(debug.Stack()))
 }
 
 func (c *ProvisionController) claimChanged(obj any) {

@@ -697,7 +697,7 @@ func TestEventsAreAggregatedInBursts(t *testing.T) {
 	f := newFixture(t, newStore(t), nil)
 	r := f.c.events
 	for i := range 50 {
-		c := claim(fmt.Sprintf("c%d", i), "gold")
+		c := claim(fmt.Sprintf("c%d", i), "gold", func(c *corev1.PersistentVolumeClaim) { c.Namespace = fmt.Sprintf("tenant-%d", i%2) })
 		r.event(claimReference(c), "gold", corev1.EventTypeNormal, EventProvisioning, "provisioning")
 		r.event(claimReference(c), "gold", corev1.EventTypeNormal, EventProvisioningSucceeded, "Successfully provisioned volume pv-%d", i)
 	}
@@ -714,8 +714,13 @@ func TestEventsAreAggregatedInBursts(t *testing.T) {
 			agg = &events.Items[i]
 		}
 	}
-	if agg == nil || agg.InvolvedObject.Name != "gold" || !strings.Contains(agg.Message, "50 claims") || !strings.Contains(agg.Message, "and 30 more") {
+	if agg == nil || agg.InvolvedObject.Name != "gold" || !strings.Contains(agg.Message, "50 claims in 2 namespaces") {
 		t.Fatalf("aggregated event = %+v", agg)
+	}
+	// The aggregate is read by anyone who can read events in its namespace:
+	// it names no claim of any tenant, and no volume.
+	if strings.Contains(agg.Message, "tenant-") || strings.Contains(agg.Message, "c1") || strings.Contains(agg.Message, "pv-") {
+		t.Fatalf("aggregated event in namespace %s names claims or volumes: %q", agg.Namespace, agg.Message)
 	}
 }
 

@@ -100,11 +100,17 @@ func (c *ProvisionController) deleteVolume(ctx context.Context, pv *corev1.Persi
 	return nil
 }
 
-func (c *ProvisionController) callDelete(ctx context.Context, pv *corev1.PersistentVolume) error {
+func (c *ProvisionController) callDelete(ctx context.Context, pv *corev1.PersistentVolume) (err error) {
 	opCtx, cancel := c.operationContext(ctx)
 	defer cancel()
 	c.metrics.inFlight.WithLabelValues("delete").Inc()
 	defer c.metrics.inFlight.WithLabelValues("delete").Dec()
+	defer func() {
+		if r := recover(); r != nil {
+			c.panicked(ctx, "delete", pv.Name, r)
+			err = fmt.Errorf("the provisioner panicked: %v", r)
+		}
+	}()
 	return c.provisioner.Delete(opCtx, pv)
 }
 

@@ -6,7 +6,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -26,7 +25,6 @@ const (
 	EventProvisioningCleanup     = "ProvisioningCleanupFailed"
 	EventVolumeFailedDelete      = "VolumeFailedDelete"
 	eventAggregateThreshold      = 10 // Normal events of one reason in one flush beyond which they are aggregated
-	eventAggregateListedNames    = 20 // claims named in an aggregated event's message
 	eventRepeatWindow            = 10 * time.Minute
 	eventRecentCap               = 4096
 	eventFinalFlushTimeout       = 2 * time.Second
@@ -194,33 +192,36 @@ func dropSuperseded(events []pendingEvent) []pendingEvent {
 }
 
 // writeAggregated writes one event on the storage class for many events of
-// one reason.
+// one reason. It gives counts only: the event is in namespace "default", and
+// the names of claims (and the volume named in any one claim's message) are
+// not for readers of other namespaces.
 func (r *eventRecorder) writeAggregated(ctx context.Context, class string, group []pendingEvent) {
-	names := make([]string, 0, eventAggregateListedNames)
-	for i, e := range group {
-		if i == eventAggregateListedNames {
-			break
-		}
-		names = append(names, e.ref.Namespace+"/"+e.ref.Name)
-	}
-	more := ""
-	if n := len(group) - len(names); n > 0 {
-		more = fmt.Sprintf(" and %d more", n)
+	namespaces := map[string]bool{}
+	for _, e := range group {
+		namespaces[e.ref.Namespace] = true
 	}
 	first := group[0]
 	agg := pendingEvent{
 		ref:       corev1.ObjectReference{Kind: "StorageClass", APIVersion: "storage.k8s.io/v1", Name: class},
 		eventType: first.eventType,
 		reason:    first.reason,
-		message:   fmt.Sprintf("%d claims (%s%s): %s", len(group), strings.Join(names, ", "), more, first.message),
-		at:        first.at,
-	}
-	if len(agg.message) > eventMessageMaxLength {
-		agg.message = agg.message[:eventMessageMaxLength-3] + "..."
+		message: fmt.Sprintf("%s for %d claims in %d namespaces (events of a burst, aggregated)",
+			aggregatedSummary(first.reason), len(group), len(namespaces)),
+		at: first.at,
 	}
 	if r.create(ctx, agg, 1) != nil {
 		r.metrics.eventsWritten.WithLabelValues("aggregated").Inc()
 	}
+}
+
+func aggregatedSummary(reason string) string {
+	switch reason {
+	case EventProvisioning:
+		return "Provisioning started"
+	case EventProvisioningSucceeded:
+		return "Volumes provisioned"
+	}
+	return reason
 }
 
 func (r *eventRecorder) write(ctx context.Context, e pendingEvent) {

@@ -25,13 +25,24 @@ import (
 const (
 	// journalMaxBytes keeps the journal ConfigMap well under the 1 MiB object limit.
 	journalMaxBytes = 800 * 1024
+	// journalNamespaceMaxBytes is what the claims of one namespace may hold:
+	// the journal is shared by every tenant, so one of them filling it must
+	// not stop the others.
+	journalNamespaceMaxBytes = journalMaxBytes / 4
+	// journalEntryMaxBytes bounds one entry: a claim's spec plus the metadata
+	// the provisioner declares it reads.
+	journalEntryMaxBytes = 16 * 1024
 	// journalForgetDelay lets removals wait for the next write instead of
 	// costing one each: a stale entry only makes a restart look at a claim again.
 	journalForgetDelay    = 5 * time.Second
 	lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 )
 
-var errJournalFull = errors.New("too many operations in flight: the in-flight journal is full, retrying later")
+var (
+	errJournalFull      = errors.New("too many operations in flight: the in-flight journal is full, retrying later")
+	errNamespaceFull    = errors.New("too many claims of this namespace are being provisioned at once, retrying later")
+	errJournalEntrySize = fmt.Errorf("the claim's spec and the labels and annotations the provisioner reads take more than %d bytes", journalEntryMaxBytes)
+)
 
 // journalEntry is what the controller needs, after a crash, to finish or undo
 // a Provision call whose PV may never have been saved: enough to call
@@ -50,24 +61,58 @@ type journal struct {
 	client          kubernetes.Interface
 	namespace, name string
 	metrics         *metrics
+	// metadataKeys names the claim labels and annotations to keep (see
+	// ClaimMetadataReader); nil keeps none.
+	metadataKeys func(*storagev1.StorageClass) (labels, annotations []string)
 
-	mu        sync.Mutex
-	entries   map[string]string // PV name -> serialized journalEntry: the desired content
-	committed map[string]string // what the server has, as far as we know
-	object    *corev1.ConfigMap // last object read or written; nil if there is none
-	waiters   []chan error
-	kick      chan struct{}
-	size      int
+	mu          sync.Mutex
+	entries     map[string]string // PV name -> serialized journalEntry: the desired content
+	committed   map[string]string // what the server has, as far as we know
+	namespaceOf map[string]string // PV name -> its claim's namespace, for entries
+	object      *corev1.ConfigMap // last object read or written; nil if there is none
+	waiters     []chan error
+	kick        chan struct{}
+	size        int
+	nsSize      map[string]int // bytes of entries by claim namespace
 }
 
 func newJournal(client kubernetes.Interface, namespace, name string, m *metrics) *journal {
-	return &journal{
-		client: client, namespace: namespace, name: name, metrics: m,
-		entries: map[string]string{}, committed: map[string]string{}, kick: make(chan struct{}, 1),
+	j := &journal{client: client, namespace: namespace, name: name, metrics: m, kick: make(chan struct{}, 1)}
+	j.reset()
+	return j
+}
+
+func (j *journal) reset() {
+	j.entries, j.committed, j.namespaceOf, j.nsSize, j.size = map[string]string{}, map[string]string{}, map[string]string{}, map[string]int{}, 0
+}
+
+// add and drop keep the byte counts with the entries; j.mu is held.
+func (j *journal) add(pvName, namespace, data string) {
+	j.entries[pvName], j.namespaceOf[pvName] = data, namespace
+	j.size += len(data)
+	j.nsSize[namespace] += len(data)
+}
+
+func (j *journal) drop(pvName string) {
+	old, ok := j.entries[pvName]
+	if !ok {
+		return
 	}
+	namespace := j.namespaceOf[pvName]
+	j.size -= len(old)
+	if j.nsSize[namespace] -= len(old); j.nsSize[namespace] <= 0 {
+		delete(j.nsSize, namespace)
+	}
+	delete(j.entries, pvName)
+	delete(j.namespaceOf, pvName)
 }
 
 var invalidNameChars = regexp.MustCompile(`[^a-z0-9.-]+`)
+
+// describe names the journal and the permissions it needs, for messages.
+func (j *journal) describe() string {
+	return fmt.Sprintf("in-flight journal ConfigMap %s/%s (get, create, update, patch on configmaps)", j.namespace, j.name)
+}
 
 // load reads the journal and returns its entries by PV name.
 func (j *journal) load(ctx context.Context) (map[string]journalEntry, error) {
@@ -82,7 +127,7 @@ func (j *journal) load(ctx context.Context) (map[string]journalEntry, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.object = cm
-	j.entries, j.committed, j.size = map[string]string{}, map[string]string{}, 0
+	j.reset()
 	if cm == nil {
 		return out, nil
 	}
@@ -93,9 +138,8 @@ func (j *journal) load(ctx context.Context) (map[string]journalEntry, error) {
 			continue
 		}
 		out[pvName] = e
-		j.entries[pvName] = data
+		j.add(pvName, e.Claim.Namespace, data)
 		j.committed[pvName] = data
-		j.size += len(data)
 	}
 	return out, nil
 }
@@ -103,28 +147,37 @@ func (j *journal) load(ctx context.Context) (map[string]journalEntry, error) {
 // record makes the entry durable before it returns: only then may an asset
 // be created for pvName.
 func (j *journal) record(ctx context.Context, pvName string, e journalEntry) error {
-	data, err := json.Marshal(journalEntry{Claim: strippedClaim(e.Claim), Class: strippedClass(e.Class), SelectedNode: e.SelectedNode})
+	var labels, annotations []string
+	if j.metadataKeys != nil {
+		labels, annotations = j.metadataKeys(e.Class)
+	}
+	data, err := json.Marshal(journalEntry{Claim: strippedClaim(e.Claim, labels, annotations), Class: strippedClass(e.Class), SelectedNode: e.SelectedNode})
 	if err != nil {
 		return fmt.Errorf("encoding in-flight journal entry: %w", err)
 	}
+	if len(data) > journalEntryMaxBytes {
+		return errJournalEntrySize
+	}
+	namespace := e.Claim.Namespace
 	j.mu.Lock()
 	if committed, ok := j.committed[pvName]; ok {
 		if _, present := j.entries[pvName]; !present {
-			j.entries[pvName] = committed
-			j.size += len(committed)
+			j.add(pvName, namespace, committed)
 		}
 		j.mu.Unlock()
 		return nil
 	}
-	if _, ok := j.entries[pvName]; !ok && j.size+len(data) > journalMaxBytes {
+	old := j.entries[pvName]
+	switch {
+	case j.size-len(old)+len(data) > journalMaxBytes:
 		j.mu.Unlock()
 		return errJournalFull
+	case j.nsSize[namespace]-len(old)+len(data) > journalNamespaceMaxBytes:
+		j.mu.Unlock()
+		return errNamespaceFull
 	}
-	if old, ok := j.entries[pvName]; ok {
-		j.size -= len(old)
-	}
-	j.entries[pvName] = string(data)
-	j.size += len(data)
+	j.drop(pvName)
+	j.add(pvName, namespace, string(data))
 	done := make(chan error, 1)
 	j.waiters = append(j.waiters, done)
 	j.mu.Unlock()
@@ -150,10 +203,7 @@ func (j *journal) has(pvName string) bool {
 func (j *journal) forget(pvName string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if old, ok := j.entries[pvName]; ok {
-		j.size -= len(old)
-		delete(j.entries, pvName)
-	}
+	j.drop(pvName)
 }
 
 func (j *journal) poke() {
@@ -273,16 +323,30 @@ func (j *journal) flushRemovals(ctx context.Context) error {
 	return nil
 }
 
-// strippedClaim keeps what Provision may read and drops bulky bookkeeping.
-func strippedClaim(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+// strippedClaim keeps what Provision may read: the claim's identity, its spec
+// and the labels and annotations the provisioner declares.
+func strippedClaim(c *corev1.PersistentVolumeClaim, labels, annotations []string) *corev1.PersistentVolumeClaim {
 	if c == nil {
 		return nil
 	}
-	out := &corev1.PersistentVolumeClaim{
+	return &corev1.PersistentVolumeClaim{
 		TypeMeta: metav1.TypeMeta{Kind: "PersistentVolumeClaim", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, UID: c.UID,
-			Labels: c.Labels, Annotations: withoutLastApplied(c.Annotations)},
+			Labels: pick(c.Labels, labels), Annotations: pick(c.Annotations, annotations)},
 		Spec: *c.Spec.DeepCopy(),
+	}
+}
+
+// pick returns the entries of m under keys; nil when there are none.
+func pick(m map[string]string, keys []string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
 	}
 	return out
 }

@@ -17,29 +17,50 @@ func metaForLease(namespace, provisioner string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: namespace, Name: ObjectName(provisioner)}
 }
 
-// ObjectName turns a provisioner name such as "kubeprov.io/hostpath" into a
-// valid object name ("kubeprov.io-hostpath"): the name of its leader Lease.
+// ObjectName turns a provisioner name into the name of its leader Lease, and
+// the stem of its journal's name. A name that is a valid object name already
+// ("example.com-dir") is kept; any other is made valid ("kubeprov.io/hostpath"
+// -> "kubeprov.io-hostpath-<digest>") and given a digest of the original, so
+// that two provisioner names never share a Lease or a journal:
+// "kubeprov.io/nfs", "kubeprov.io-nfs" and "Kubeprov.io/NFS" are three.
 func ObjectName(provisioner string) string {
+	if len(provisioner) <= maxObjectStem && len(validation.IsDNS1123Subdomain(provisioner)) == 0 {
+		return provisioner
+	}
 	n := invalidNameChars.ReplaceAllString(strings.ToLower(provisioner), "-")
 	n = strings.Trim(n, "-.")
-	if len(n) > 200 {
-		n = n[:200]
+	if len(n) > maxObjectStem-nameDigestLength-1 {
+		n = strings.TrimRight(n[:maxObjectStem-nameDigestLength-1], "-.")
 	}
-	return n
+	if n == "" {
+		n = "provisioner"
+	}
+	return n + "-" + nameDigest(provisioner)
 }
 
 // JournalName is the in-flight journal ConfigMap of a provisioner:
 // "<object name>-inflight", or, for one of several instances that run side by
-// side without leader election (one per node), "<object name>-<instance>-inflight".
-// Names that would be too long or invalid fall back to a digest that is still
-// distinct per instance.
+// side without leader election (one per node),
+// "<object name>-<instance>-<digest>-inflight", the digest keeping provisioner
+// and instance apart ("a" on node "b-c" is not "a-b" on node "c").
 func JournalName(provisioner, instance string) string {
-	name := ObjectName(provisioner) + "-inflight"
-	if instance != "" {
-		name = ObjectName(provisioner) + "-" + instance + "-inflight"
+	if instance == "" {
+		return ObjectName(provisioner) + "-inflight"
 	}
-	if len(validation.IsDNS1123Subdomain(name)) == 0 {
-		return name
+	stem := invalidNameChars.ReplaceAllString(strings.ToLower(ObjectName(provisioner)+"-"+instance), "-")
+	if len(stem) > maxObjectStem-nameDigestLength-1 {
+		stem = stem[:maxObjectStem-nameDigestLength-1]
 	}
-	return fmt.Sprintf("journal-%x-inflight", sha256.Sum256([]byte(provisioner+"\x00"+instance)))
+	return strings.Trim(stem, "-.") + "-" + nameDigest(provisioner+"\x00"+instance) + "-inflight"
+}
+
+const (
+	// maxObjectStem leaves room for suffixes within the 253 characters of an
+	// object name.
+	maxObjectStem    = 200
+	nameDigestLength = 10
+)
+
+func nameDigest(s string) string {
+	return fmt.Sprintf("%x", sha256.Sum256([]byte(s)))[:nameDigestLength]
 }

@@ -26,6 +26,7 @@ type metrics struct {
 	eventsEmitted     *prometheus.CounterVec
 	eventsWritten     *prometheus.CounterVec
 	journalWrites     prometheus.Counter
+	panics            *prometheus.CounterVec
 	queues            *queueMetrics
 }
 
@@ -73,6 +74,10 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Name: "controller_journal_writes_total",
 			Help: "Writes of the in-flight operation journal.",
 		}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "controller_panics_recovered_total",
+			Help: "Panics recovered in the provisioner's Provision or Delete, or in the controller's own sync, by operation.",
+		}, []string{"operation"}),
 	}
 	rg := &registrar{r: r}
 	m.provisionTotal = registerAs(rg, m.provisionTotal)
@@ -85,6 +90,7 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	m.eventsEmitted = registerAs(rg, m.eventsEmitted)
 	m.eventsWritten = registerAs(rg, m.eventsWritten)
 	m.journalWrites = registerAs(rg, m.journalWrites)
+	m.panics = registerAs(rg, m.panics)
 	m.queues = newQueueMetrics(rg)
 	return m, rg.err
 }

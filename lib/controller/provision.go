@@ -93,13 +93,22 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		}
 	}
 
+	if source := dataSource(claim); source != nil {
+		if d, ok := c.provisioner.(DataSourceProvisioner); !ok || !d.SupportsDataSource(ctx, claim) {
+			c.refuseDataSource(claim, className, source)
+			return nil
+		}
+	}
+
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "pv", pvName)
 	ctx = klog.NewContext(ctx, logger)
 	entry := journalEntry{Claim: claim, Class: class, SelectedNode: selectedNode}
 	// The record must be durable before any asset can exist: it is how a
 	// restarted controller finds an asset whose PV was never saved.
-	if err := c.journal.record(ctx, pvName, entry); err != nil {
-		return err
+	err = c.journal.record(ctx, pvName, entry)
+	c.access.observe(ctx, c.journal.describe(), err)
+	if err != nil {
+		return c.recordFailed(ctx, claim, className, err)
 	}
 	op := c.trackOperation(pvName, claimKey(claim), entry, false)
 	c.events.event(ref, className, corev1.EventTypeNormal, EventProvisioning,
@@ -131,6 +140,42 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		return err
 	}
 	return c.provisionFailed(ctx, claim, className, fmt.Errorf("failed to provision volume with StorageClass %q: %w", className, err))
+}
+
+// refuseDataSource tells the user why a claim with a data source gets no
+// volume: an empty volume in place of their data would look like success.
+func (c *ProvisionController) refuseDataSource(claim *corev1.PersistentVolumeClaim, className string, source *corev1.TypedObjectReference) {
+	ref := claimReference(claim)
+	if label := sourceLabel(claim); label == "other" {
+		// A volume populator fills such claims through a claim of its own,
+		// which has no data source and is provisioned as usual.
+		c.events.event(ref, className, corev1.EventTypeNormal, EventProvisioning,
+			"Waiting for a volume populator to fill the volume from %s %q: provisioner %s does not provision claims with this data source itself",
+			source.Kind, source.Name, c.name)
+		return
+	}
+	c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		"Provisioner %s cannot fill a volume from a data source (%s %q) and does not provision an empty one in its place: remove spec.dataSource and spec.dataSourceRef, or use a StorageClass whose provisioner supports %s",
+		c.name, source.Kind, source.Name, source.Kind)
+}
+
+// recordFailed tells the user why their claim waits when its operation could
+// not be recorded in the journal.
+func (c *ProvisionController) recordFailed(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string, err error) error {
+	ref := claimReference(claim)
+	switch {
+	case errors.Is(err, errJournalEntrySize):
+		return c.provisionFailed(ctx, claim, className, Permanent(fmt.Errorf("cannot record the claim for provisioning: %w", err)))
+	case errors.Is(err, errNamespaceFull):
+		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+			"Namespace %s has too many claims being provisioned at once; this one waits for them (will retry)", claim.Namespace)
+	case errors.Is(err, errJournalFull):
+		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, "%v", err)
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+			"The provisioner is not allowed to use its %s, so it cannot provision (will retry): grant its ServiceAccount these permissions", c.journal.describe())
+	}
+	return err
 }
 
 // provisionFailed tells the user and decides between retry and giving up.
@@ -171,10 +216,18 @@ func (c *ProvisionController) settle(op *operation, state ProvisioningState) {
 	}
 }
 
-func (c *ProvisionController) callProvision(ctx context.Context, options ProvisionOptions) (*corev1.PersistentVolume, ProvisioningState, error) {
+func (c *ProvisionController) callProvision(ctx context.Context, options ProvisionOptions) (pv *corev1.PersistentVolume, state ProvisioningState, err error) {
 	opCtx, cancel := c.operationContext(ctx)
 	defer cancel()
-	pv, state, err := c.provisioner.Provision(opCtx, options)
+	defer func() {
+		if r := recover(); r != nil {
+			c.panicked(ctx, "provision", options.PVName, r)
+			// It may have panicked after creating the asset: keep calling it
+			// until it says what became of it, as for a timeout.
+			pv, state, err = nil, ProvisioningInBackground, fmt.Errorf("the provisioner panicked: %v", r)
+		}
+	}()
+	pv, state, err = c.provisioner.Provision(opCtx, options)
 	if err == nil && pv == nil {
 		err, state = errors.New("provisioner returned no PersistentVolume and no error"), ProvisioningFinished
 	}
@@ -312,7 +365,7 @@ func (c *ProvisionController) volumeSaved(ctx context.Context, op *operation, pv
 	className := pv.Spec.StorageClassName
 	claim := op.entry.Claim
 	c.metrics.provisionTotal.WithLabelValues(className).Inc()
-	c.metrics.provisionDuration.WithLabelValues(className, dataSourceKind(claim)).Observe(time.Since(op.started).Seconds())
+	c.metrics.provisionDuration.WithLabelValues(className, sourceLabel(claim)).Observe(time.Since(op.started).Seconds())
 	c.resetFailures("claim/" + string(claim.UID))
 	c.endOperation(op.pvName)
 	c.events.event(claimReference(claim), className, corev1.EventTypeNormal, EventProvisioningSucceeded,
@@ -390,12 +443,28 @@ func claimClass(claim *corev1.PersistentVolumeClaim) string {
 	return ""
 }
 
-func dataSourceKind(claim *corev1.PersistentVolumeClaim) string {
+// dataSource returns the claim's data source, nil if it has none.
+func dataSource(claim *corev1.PersistentVolumeClaim) *corev1.TypedObjectReference {
 	if claim.Spec.DataSourceRef != nil {
-		return claim.Spec.DataSourceRef.Kind
+		return claim.Spec.DataSourceRef
 	}
-	if claim.Spec.DataSource != nil {
-		return claim.Spec.DataSource.Kind
+	if s := claim.Spec.DataSource; s != nil {
+		return &corev1.TypedObjectReference{APIGroup: s.APIGroup, Kind: s.Kind, Name: s.Name}
 	}
-	return ""
+	return nil
+}
+
+// sourceLabel is the metrics label of the claim's data source: a fixed set,
+// since kinds are user input and each value would be a series.
+func sourceLabel(claim *corev1.PersistentVolumeClaim) string {
+	source := dataSource(claim)
+	switch {
+	case source == nil:
+		return ""
+	case source.Kind == "PersistentVolumeClaim" && (source.APIGroup == nil || *source.APIGroup == ""):
+		return "PersistentVolumeClaim"
+	case source.Kind == "VolumeSnapshot" && source.APIGroup != nil && *source.APIGroup == "snapshot.storage.k8s.io":
+		return "VolumeSnapshot"
+	}
+	return "other"
 }

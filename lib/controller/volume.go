@@ -15,7 +15,8 @@ import (
 // Provisioner creates and deletes the storage asset behind a PersistentVolume.
 // It is the whole contract between a provisioner and the ProvisionController;
 // extra capabilities are optional interfaces (Qualifier, DeletionGuard,
-// BlockProvisioner) found by type assertion.
+// BlockProvisioner, DataSourceProvisioner, ClaimMetadataReader) found by type
+// assertion.
 type Provisioner interface {
 	// Provision creates the asset for options.PVC and returns the PV that
 	// represents it. The PV should be built with options.NewVolume so that claim
@@ -90,6 +91,29 @@ type DeletionGuard interface {
 // volumeMode Block. Without it, such claims get a Warning event.
 type BlockProvisioner interface {
 	SupportsBlock(ctx context.Context) bool
+}
+
+// DataSourceProvisioner is implemented by provisioners that fill a new volume
+// from the claim's data source (spec.dataSource / spec.dataSourceRef: a clone,
+// a snapshot, a populator). Without it, or when SupportsDataSource says no,
+// such claims get a Warning event and no volume: an empty volume where the
+// user asked for their data would look like success and lose it.
+type DataSourceProvisioner interface {
+	SupportsDataSource(ctx context.Context, claim *corev1.PersistentVolumeClaim) bool
+}
+
+// ClaimMetadataReader is implemented by provisioners whose Provision reads
+// labels or annotations of the claim (for example to name the asset). The
+// in-flight journal, which lets a restarted controller finish the operation of
+// a deleted claim, keeps of a claim only its identity, its spec and these
+// keys: claim metadata is written by tenants, and unbounded copies of it
+// would let one namespace fill the journal for everyone. Provision must not
+// depend on other labels or annotations, or a Provision repeated after a
+// restart may not find the asset it created.
+type ClaimMetadataReader interface {
+	// ClaimMetadataKeys returns the label and annotation keys Provision reads
+	// for claims of class.
+	ClaimMetadataKeys(class *storagev1.StorageClass) (labels, annotations []string)
 }
 
 // IgnoredError tells the controller to stop without an error event: from

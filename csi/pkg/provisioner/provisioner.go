@@ -12,10 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,6 +118,22 @@ func New(cfg Config) (*Provisioner, error) {
 // SupportsBlock is true: CSI has block volumes, and a driver without them
 // rejects the request with a message of its own.
 func (p *Provisioner) SupportsBlock(context.Context) bool { return true }
+
+// ClaimMetadataKeys implements controller.ClaimMetadataReader: the labels and
+// annotations forwarded to the driver, and those the class's secret
+// templates name.
+func (p *Provisioner) ClaimMetadataKeys(class *storagev1.StorageClass) (labels, annotations []string) {
+	annotations = slices.Clone(p.cfg.ForwardPVCAnnotations)
+	if class != nil {
+		annotations = append(annotations, templateAnnotations(class.Parameters)...)
+	}
+	return p.cfg.ForwardPVCLabels, annotations
+}
+
+// SupportsDataSource implements controller.DataSourceProvisioner: clones and
+// snapshots go to the driver (contentSource checks them), and claims of a
+// volume populator are left to it (checkDataSourceKind).
+func (p *Provisioner) SupportsDataSource(context.Context, *corev1.PersistentVolumeClaim) bool { return true }
 
 // Provision creates the volume with CreateVolume, named after the PV so that
 // a repeated call finds the same volume.

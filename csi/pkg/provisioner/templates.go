@@ -21,7 +21,25 @@ const (
 	varPVCNamespace = "pvc.namespace"
 )
 
-var annotationVariable = regexp.MustCompile(`^pvc\.annotations\['([^']+)'\]$`)
+var (
+	annotationVariable = regexp.MustCompile(`^pvc\.annotations\['([^']+)'\]$`)
+	// annotationReference finds annotation variables anywhere in a value.
+	annotationReference = regexp.MustCompile(`\$\{pvc\.annotations\['([^']+)'\]\}`)
+)
+
+// templateAnnotations returns the claim annotations the templates among
+// parameters read.
+func templateAnnotations(parameters map[string]string) []string {
+	var keys []string
+	for _, v := range parameters {
+		for _, m := range annotationReference.FindAllStringSubmatch(v, -1) {
+			if !slices.Contains(keys, m[1]) {
+				keys = append(keys, m[1])
+			}
+		}
+	}
+	return keys
+}
 
 // variableSet says which variables a template may use.
 type variableSet struct {

@@ -6,6 +6,7 @@ package subdir
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,6 +74,21 @@ func Expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string) (s
 	}
 	return rel, nil
 }
+
+// MetadataKeys returns the claim labels and annotations pattern reads.
+func MetadataKeys(pattern string) (labels, annotations []string) {
+	for _, m := range patternVariable.FindAllStringSubmatch(pattern, -1) {
+		switch expr := m[1]; {
+		case strings.HasPrefix(expr, ".PVC.labels."):
+			labels = append(labels, strings.TrimPrefix(expr, ".PVC.labels."))
+		case strings.HasPrefix(expr, ".PVC.annotations."):
+			annotations = append(annotations, strings.TrimPrefix(expr, ".PVC.annotations."))
+		}
+	}
+	return labels, annotations
+}
+
+var patternVariable = regexp.MustCompile(`\$\{([^}]*)\}`)
 
 // variable resolves one ${...} expression.
 func variable(expr string, pvc *corev1.PersistentVolumeClaim, pvName string) (string, error) {

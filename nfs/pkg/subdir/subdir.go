@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
@@ -156,6 +157,16 @@ func onDelete(o controller.ProvisionOptions) (string, error) {
 	default:
 		return DefaultOnDelete, nil
 	}
+}
+
+// ClaimMetadataKeys implements controller.ClaimMetadataReader: what the
+// class's pathPattern reads, so that a Provision repeated after a restart
+// names the same directory.
+func (p *Provisioner) ClaimMetadataKeys(class *storagev1.StorageClass) (labels, annotations []string) {
+	if class == nil {
+		return nil, nil
+	}
+	return MetadataKeys(class.Parameters[KeyPathPattern])
 }
 
 // Provision implements controller.Provisioner.

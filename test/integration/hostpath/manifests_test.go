@@ -22,9 +22,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/kubeprov/external-storage/lib/controller"
 	"github.com/kubeprov/external-storage/test/framework"
 	"github.com/kubeprov/external-storage/test/framework/manifests"
 )
+
+// hostpathProvisioner is the name the manifests give the provisioner.
+const hostpathProvisioner = "kubeprov.io/hostpath"
 
 // deployDir holds the manifests users apply, relative to this package.
 const deployDir = "../../../hostpath/deploy"
@@ -42,8 +46,8 @@ func TestManifests(t *testing.T) {
 		lease    bool // leader election
 		schedule bool // WaitForFirstConsumer: play the scheduler
 	}{
-		{name: "single-node", dir: "single-node", journal: "kubeprov.io-hostpath-inflight", lease: true},
-		{name: "node-local", dir: ".", journal: "kubeprov.io-hostpath-" + manifestNode + "-inflight", schedule: true},
+		{name: "single-node", dir: "single-node", journal: controller.JournalName(hostpathProvisioner, ""), lease: true},
+		{name: "node-local", dir: ".", journal: controller.JournalName(hostpathProvisioner, manifestNode), schedule: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := framework.TestContext(t, 2*time.Minute)
@@ -94,7 +98,7 @@ func TestManifests(t *testing.T) {
 				t.Errorf("in-flight journal: %v", err)
 			}
 			if tc.lease {
-				if _, err := cp.Client.CoordinationV1().Leases(ns).Get(ctx, "kubeprov.io-hostpath", metav1.GetOptions{}); err != nil {
+				if _, err := cp.Client.CoordinationV1().Leases(ns).Get(ctx, controller.ObjectName(hostpathProvisioner), metav1.GetOptions{}); err != nil {
 					t.Errorf("leader election Lease: %v", err)
 				}
 			}
