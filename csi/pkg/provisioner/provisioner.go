@@ -133,7 +133,9 @@ func (p *Provisioner) ClaimMetadataKeys(class *storagev1.StorageClass) (labels, 
 // SupportsDataSource implements controller.DataSourceProvisioner: clones and
 // snapshots go to the driver (contentSource checks them), and claims of a
 // volume populator are left to it (checkDataSourceKind).
-func (p *Provisioner) SupportsDataSource(context.Context, *corev1.PersistentVolumeClaim) bool { return true }
+func (p *Provisioner) SupportsDataSource(context.Context, *corev1.PersistentVolumeClaim) bool {
+	return true
+}
 
 // Provision creates the volume with CreateVolume, named after the PV so that
 // a repeated call finds the same volume.
