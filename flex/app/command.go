@@ -50,7 +50,11 @@ func (o *Options) Run(ctx context.Context) error {
 			return nil
 		}
 	case LauncherContainer:
-		launcher = &flex.PodLauncher{Client: clients.Kube, Namespace: o.namespace(), Deadline: o.DriverTimeout, StartTimeout: o.PodStartTimeout}
+		key, err := flex.LoadRecordKey(ctx, clients.Kube, o.namespace())
+		if err != nil {
+			return err
+		}
+		launcher = &flex.PodLauncher{Client: clients.Kube, Namespace: o.namespace(), Deadline: o.DriverTimeout, StartTimeout: o.PodStartTimeout, RecordKey: key}
 	}
 	p, err := flex.New(flex.Options{
 		Name:       o.ProvisionerName,

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 )
 
 // Keys of a provisioner ConfigMap (container launcher). Every other key is an
@@ -26,6 +27,9 @@ const (
 	ConfigNamespace          = "namespace"
 	ConfigActiveDeadline     = "active-deadline-seconds"
 	ConfigHostPath           = "host-path"
+	// ConfigSecurityContext replaces the pods' container securityContext
+	// (JSON); without it they run restricted (DefaultSecurityContext).
+	ConfigSecurityContext = "security-context"
 )
 
 // StorageClass parameters the container launcher reads.
@@ -48,7 +52,26 @@ const (
 
 // AnnPod records on a PV how its pods run (PodConfig as JSON), so that
 // delete runs like provision did even if the ConfigMap changed or is gone.
-const AnnPod = "flex.kubeprov.io/pod"
+// AnnPodSignature signs it (see PodLauncher.RecordKey): whoever can edit PV
+// annotations must not choose what image, service account and node path a
+// delete pod gets.
+const (
+	AnnPod          = "flex.kubeprov.io/pod"
+	AnnPodSignature = "flex.kubeprov.io/pod-signature"
+)
+
+// DefaultSecurityContext is the container securityContext of provisioning
+// and delete pods unless the ConfigMap sets ConfigSecurityContext: the Pod
+// Security Standards' "restricted" profile.
+func DefaultSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
 
 // PodConfig is how the pods of one StorageClass run: the validated form of a
 // provisioner ConfigMap plus the class's secret.
@@ -64,6 +87,9 @@ type PodConfig struct {
 	// HostPath is a node directory mounted at the same path in the pod, for
 	// drivers that work on node storage (a local disk, a share every node mounts).
 	HostPath string `json:"hostPath,omitempty"`
+	// SecurityContext is the container's; nil only in records written before
+	// it was recorded, which run with DefaultSecurityContext.
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
 // ParseConfigMap validates a provisioner ConfigMap. Pods run in
@@ -72,7 +98,7 @@ type PodConfig struct {
 // other keys. Every problem is reported, naming the ConfigMap and the key.
 func ParseConfigMap(cm *corev1.ConfigMap, defaultNamespace string, defaultDeadline int64) (*PodConfig, Input, error) {
 	ref := cm.Namespace + "/" + cm.Name
-	cfg := &PodConfig{ConfigMap: ref, Namespace: defaultNamespace, ActiveDeadlineSeconds: defaultDeadline}
+	cfg := &PodConfig{ConfigMap: ref, Namespace: defaultNamespace, ActiveDeadlineSeconds: defaultDeadline, SecurityContext: DefaultSecurityContext()}
 	props := Input{}
 	var errs []error
 	bad := func(key, format string, args ...any) {
@@ -84,14 +110,8 @@ func ParseConfigMap(cm *corev1.ConfigMap, defaultNamespace string, defaultDeadli
 		case ConfigImage:
 			cfg.Image = v
 		case ConfigServiceAccountName:
-			if msgs := validation.IsDNS1123Subdomain(v); len(msgs) > 0 {
-				bad(k, "%q is not a valid service account name: %s", v, strings.Join(msgs, "; "))
-			}
 			cfg.ServiceAccountName = v
 		case ConfigNamespace:
-			if msgs := validation.IsDNS1123Label(v); len(msgs) > 0 {
-				bad(k, "%q is not a valid namespace: %s", v, strings.Join(msgs, "; "))
-			}
 			cfg.Namespace = v
 		case ConfigNodeSelector:
 			sel, err := parseNodeSelector(v)
@@ -100,16 +120,23 @@ func ParseConfigMap(cm *corev1.ConfigMap, defaultNamespace string, defaultDeadli
 			}
 			cfg.NodeSelector = sel
 		case ConfigHostPath:
-			if !path.IsAbs(v) || path.Clean(v) != v || v == "/" {
-				bad(k, "%q is not a clean absolute directory path other than /", v)
-			}
 			cfg.HostPath = v
 		case ConfigActiveDeadline:
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 1 {
 				bad(k, "%q is not a whole number of seconds of at least 1", v)
+				continue
 			}
 			cfg.ActiveDeadlineSeconds = n
+		case ConfigSecurityContext:
+			sc := &corev1.SecurityContext{}
+			dec := json.NewDecoder(strings.NewReader(v))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(sc); err != nil {
+				bad(k, "not a container securityContext in JSON (%v)", err)
+				continue
+			}
+			cfg.SecurityContext = sc
 		default:
 			if isReserved(k) {
 				bad(k, "the name is reserved for what the provisioner passes to the driver: rename it")
@@ -120,13 +147,46 @@ func ParseConfigMap(cm *corev1.ConfigMap, defaultNamespace string, defaultDeadli
 	if len(cm.BinaryData) > 0 {
 		errs = append(errs, fmt.Errorf("binaryData keys %s are not supported: use data", strings.Join(slices.Sorted(maps.Keys(cm.BinaryData)), ", ")))
 	}
-	if cfg.Image == "" {
-		bad(ConfigImage, "is required: the container image that provisions and deletes volumes")
-	}
+	errs = append(errs, cfg.check()...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, nil, fmt.Errorf("provisioner ConfigMap %s is invalid: %w", ref, err)
 	}
 	return cfg, props, nil
+}
+
+// check validates a PodConfig, whether it comes from a ConfigMap or from a
+// PV's record, naming the ConfigMap key of each problem.
+func (c *PodConfig) check() []error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("key %q: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.Image == "" {
+		bad(ConfigImage, "is required: the container image that provisions and deletes volumes")
+	}
+	if c.ServiceAccountName != "" {
+		if msgs := validation.IsDNS1123Subdomain(c.ServiceAccountName); len(msgs) > 0 {
+			bad(ConfigServiceAccountName, "%q is not a valid service account name: %s", c.ServiceAccountName, strings.Join(msgs, "; "))
+		}
+	}
+	if msgs := validation.IsDNS1123Label(c.Namespace); len(msgs) > 0 {
+		bad(ConfigNamespace, "%q is not a valid namespace: %s", c.Namespace, strings.Join(msgs, "; "))
+	}
+	for k, v := range c.NodeSelector {
+		if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+			bad(ConfigNodeSelector, "%q=%q is not a valid label", k, v)
+		}
+	}
+	if c.HostPath != "" && (!path.IsAbs(c.HostPath) || path.Clean(c.HostPath) != c.HostPath || c.HostPath == "/") {
+		bad(ConfigHostPath, "%q is not a clean absolute directory path other than /", c.HostPath)
+	}
+	if c.ActiveDeadlineSeconds < 1 {
+		bad(ConfigActiveDeadline, "%d is not a whole number of seconds of at least 1", c.ActiveDeadlineSeconds)
+	}
+	if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
+		bad(ConfigSecurityContext, "privileged containers are not allowed: add only the capabilities the driver needs")
+	}
+	return errs
 }
 
 // parseNodeSelector reads "k=v,k2=v2".
@@ -152,7 +212,8 @@ func parseNodeSelector(s string) (map[string]string, error) {
 	return sel, nil
 }
 
-// podConfigFrom reads the PodConfig recorded on a PV.
+// podConfigFrom reads the PodConfig recorded on a PV, checked as a
+// ConfigMap is.
 func podConfigFrom(ann map[string]string) (*PodConfig, error) {
 	s, ok := ann[AnnPod]
 	if !ok {
@@ -162,8 +223,11 @@ func podConfigFrom(ann map[string]string) (*PodConfig, error) {
 	if err := json.Unmarshal([]byte(s), &cfg); err != nil {
 		return nil, fmt.Errorf("annotation %s is not valid JSON: %w", AnnPod, err)
 	}
-	if cfg.Image == "" || cfg.Namespace == "" || cfg.ActiveDeadlineSeconds < 1 {
-		return nil, fmt.Errorf("annotation %s lacks image, namespace or activeDeadlineSeconds", AnnPod)
+	if err := errors.Join(cfg.check()...); err != nil {
+		return nil, fmt.Errorf("annotation %s is invalid: %w", AnnPod, err)
+	}
+	if cfg.SecurityContext == nil {
+		cfg.SecurityContext = DefaultSecurityContext()
 	}
 	return &cfg, nil
 }

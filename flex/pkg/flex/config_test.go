@@ -82,3 +82,30 @@ func TestEnvNames(t *testing.T) {
 		t.Errorf("clash: %v", err)
 	}
 }
+
+// Pods run restricted unless the ConfigMap says otherwise, and never privileged.
+func TestSecurityContextKey(t *testing.T) {
+	cfg, _, err := ParseConfigMap(&corev1.ConfigMap{Data: map[string]string{ConfigImage: "img"}}, "sys", 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := cfg.SecurityContext; sc == nil || !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem ||
+		sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || len(sc.Capabilities.Drop) != 1 {
+		t.Errorf("default securityContext = %+v, want restricted", sc)
+	}
+	cfg, _, err = ParseConfigMap(&corev1.ConfigMap{Data: map[string]string{ConfigImage: "img",
+		ConfigSecurityContext: `{"runAsUser": 0, "capabilities": {"drop": ["ALL"], "add": ["DAC_OVERRIDE"]}}`}}, "sys", 60)
+	if err != nil || *cfg.SecurityContext.RunAsUser != 0 || cfg.SecurityContext.Capabilities.Add[0] != "DAC_OVERRIDE" {
+		t.Errorf("override: %+v, %v", cfg, err)
+	}
+	for value, want := range map[string]string{
+		`{"privileged": true}`: "privileged containers are not allowed",
+		`{"runAsUsr": 0}`:      `key "security-context": not a container securityContext in JSON`,
+		`not json`:             `key "security-context"`,
+	} {
+		_, _, err := ParseConfigMap(&corev1.ConfigMap{Data: map[string]string{ConfigImage: "img", ConfigSecurityContext: value}}, "sys", 60)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err %v, want %q", value, err, want)
+		}
+	}
+}

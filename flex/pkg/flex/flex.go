@@ -230,8 +230,14 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	}
 	in, err := ParseInput(pv.Annotations[AnnInput])
 	if err != nil {
-		return fmt.Errorf("PV %s has no valid annotation %s (%v), so the driver cannot be told what to delete: delete the asset by hand, then the PV",
+		return fmt.Errorf("PV %s has no valid annotation %s (%w), so the driver cannot be told what to delete: delete the asset by hand, then the PV",
 			pv.Name, AnnInput, err)
+	}
+	// The driver deletes what the input names: an edited annotation must not
+	// point it at another volume.
+	if name := in[KeyPVName]; name != pv.Name {
+		return fmt.Errorf("PV %s: annotation %s names volume %q, not this PV: not deleting; check the PV, delete the asset by hand, then the PV",
+			pv.Name, AnnInput, Truncate(name))
 	}
 	// Options the driver returned (a volume id, say) are what the old flex
 	// provisioner passed to delete; recorded input keys win.

@@ -10,11 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -79,6 +81,9 @@ type PodLauncher struct {
 	// StartTimeout is how long a pod may take to be scheduled and started;
 	// 0 means DefaultPodStartTimeout.
 	StartTimeout time.Duration
+	// RecordKey signs the pod configuration recorded on each PV, which its
+	// delete pod runs with (LoadRecordKey); required.
+	RecordKey []byte
 }
 
 var _ Launcher = &PodLauncher{}
@@ -117,6 +122,7 @@ func (l *PodLauncher) Provision(ctx context.Context, call *Call) (*Result, contr
 		return nil, controller.ProvisioningFinished, err
 	}
 	call.Record[AnnPod] = string(b)
+	call.Record[AnnPodSignature] = signRecord(l.RecordKey, call.PVName, string(b))
 
 	var owner *metav1.OwnerReference
 	// An owner must live in the dependent's namespace, or the garbage
@@ -158,11 +164,47 @@ func (l *PodLauncher) Provision(ctx context.Context, call *Call) (*Result, contr
 	if err := out.Err(); err != nil {
 		return nil, controller.ProvisioningFinished, fmt.Errorf("%s: %w", desc, err)
 	}
+	if err := nodePathWithin(out, cfg.HostPath); err != nil {
+		// It succeeded, so something may exist: undo it.
+		return nil, controller.ProvisioningFinished, unknownOutcome{fmt.Errorf("%s: %w", desc, err)}
+	}
 	return &Result{Output: out}, controller.ProvisioningFinished, nil
+}
+
+// nodePathWithin refuses a hostPath or local volume outside root, the node
+// directory the ConfigMap lets the pods use (ConfigHostPath): a pod's answer
+// must not hand a claim any other directory of a node, such as /.
+func nodePathWithin(out *Output, root string) error {
+	var v struct {
+		HostPath *struct{ Path string } `json:"hostPath"`
+		Local    *struct{ Path string } `json:"local"`
+	}
+	if len(out.Volume) == 0 || json.Unmarshal(out.Volume, &v) != nil {
+		return nil // not a node path; VolumeSpec reports malformed answers
+	}
+	var p string
+	switch {
+	case v.HostPath != nil:
+		p = v.HostPath.Path
+	case v.Local != nil:
+		p = v.Local.Path
+	default:
+		return nil
+	}
+	if root == "" {
+		return fmt.Errorf("answered a node path volume (%q) but its ConfigMap sets no %q: node paths are allowed only inside that directory", Truncate(p), ConfigHostPath)
+	}
+	if !path.IsAbs(p) || path.Clean(p) != p || !strings.HasPrefix(p, root+"/") {
+		return fmt.Errorf("answered node path %q, which is not inside %q (its ConfigMap's %q)", Truncate(p), root, ConfigHostPath)
+	}
+	return nil
 }
 
 // Delete implements Launcher: the same image, with FLEX_ACTION=delete.
 func (l *PodLauncher) Delete(ctx context.Context, call *Call) error {
+	if err := verifyRecord(l.RecordKey, call.PVName, call.Record); err != nil {
+		return fmt.Errorf("not running a delete pod for PV %s: %w; check the PV, delete the asset by hand, then the PV", call.PVName, err)
+	}
 	cfg, err := podConfigFrom(call.Record)
 	if err != nil {
 		return fmt.Errorf("PV %s does not say how to run its delete pod (%v): delete the asset by hand, then the PV", call.PVName, err)
@@ -286,8 +328,11 @@ func (l *PodLauncher) run(ctx context.Context, action string, call *Call, cfg *P
 	pod, err := pods.Create(ctx, want, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		pod, err = pods.Get(ctx, want.Name, metav1.GetOptions{})
-		if err == nil && (pod.Labels[LabelManagedBy] != ManagedBy || pod.Labels[LabelAction] != action) {
-			return nil, controller.ProvisioningFinished, fmt.Errorf("pod %s/%s exists but is not a flex %s pod: delete or rename it", pod.Namespace, pod.Name, action)
+		if err == nil && !sameIntent(pod, want) {
+			// Anyone who can create pods in that namespace can plant one of
+			// this name, and its termination message would decide the PV.
+			// It is not ours, so it is not deleted either.
+			return nil, controller.ProvisioningFinished, fmt.Errorf("pod %s/%s exists but is not the %s pod this provisioner creates (its labels or spec differ): not using it; delete or rename it", pod.Namespace, pod.Name, action)
 		}
 		if err == nil {
 			logger.V(2).Info("Waiting on the existing pod of an earlier attempt", "pod", klog.KObj(pod))
@@ -400,6 +445,7 @@ func (l *PodLauncher) pod(action string, call *Call, cfg *PodConfig, owner *meta
 		Env:                      env,
 		TerminationMessagePath:   TerminationMessagePath,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          cfg.SecurityContext,
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -445,6 +491,59 @@ func (l *PodLauncher) pod(action string, call *Call, cfg *PodConfig, owner *meta
 		pod.OwnerReferences = []metav1.OwnerReference{*owner}
 	}
 	return pod, nil
+}
+
+// sameIntent reports whether an existing pod is the one want describes: the
+// labels and every field of the spec this provisioner sets, ignoring only
+// what the API server adds (defaults, the service account token volume).
+func sameIntent(existing, want *corev1.Pod) bool {
+	for k, v := range want.Labels {
+		if existing.Labels[k] != v {
+			return false
+		}
+	}
+	a, b := existing.Spec, want.Spec
+	if len(a.Containers) != 1 || len(a.InitContainers) != 0 || len(a.EphemeralContainers) != 0 ||
+		a.HostNetwork || a.HostPID || a.HostIPC || a.SecurityContext != nil && !equality.Semantic.DeepEqual(a.SecurityContext, &corev1.PodSecurityContext{}) {
+		return false
+	}
+	ca, cb := a.Containers[0], b.Containers[0]
+	return a.RestartPolicy == b.RestartPolicy &&
+		ptr.Deref(a.ActiveDeadlineSeconds, 0) == ptr.Deref(b.ActiveDeadlineSeconds, 0) &&
+		equality.Semantic.DeepEqual(a.NodeSelector, b.NodeSelector) &&
+		a.ServiceAccountName == b.ServiceAccountName &&
+		ptr.Deref(a.AutomountServiceAccountToken, true) == ptr.Deref(b.AutomountServiceAccountToken, true) &&
+		equality.Semantic.DeepEqual(withoutTokenVolumes(a.Volumes), b.Volumes) &&
+		ca.Name == cb.Name && ca.Image == cb.Image &&
+		len(ca.Command) == 0 && len(ca.Args) == 0 && ca.WorkingDir == "" && len(ca.EnvFrom) == 0 &&
+		equality.Semantic.DeepEqual(ca.Env, cb.Env) &&
+		equality.Semantic.DeepEqual(withoutTokenMounts(ca.VolumeMounts), cb.VolumeMounts) &&
+		equality.Semantic.DeepEqual(ca.SecurityContext, cb.SecurityContext) &&
+		ca.TerminationMessagePath == cb.TerminationMessagePath
+}
+
+// tokenVolumePrefix names the projected service account token volume that
+// admission adds to pods which mount a token.
+const tokenVolumePrefix = "kube-api-access-"
+
+func withoutTokenVolumes(vs []corev1.Volume) []corev1.Volume {
+	var out []corev1.Volume
+	for _, v := range vs {
+		if !strings.HasPrefix(v.Name, tokenVolumePrefix) || v.Projected == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func withoutTokenMounts(ms []corev1.VolumeMount) []corev1.VolumeMount {
+	var out []corev1.VolumeMount
+	for _, m := range ms {
+		if !strings.HasPrefix(m.Name, tokenVolumePrefix) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // PodName is the deterministic name of an operation's pod, at most 63

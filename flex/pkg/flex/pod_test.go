@@ -92,7 +92,7 @@ func TestPodLauncherProvisionThroughTerminationMessage(t *testing.T) {
 	seen := kubelet(t, ctx, c, provNS, func(*corev1.Pod) corev1.PodStatus {
 		return terminatedStatus(corev1.PodSucceeded, 0, `{"status": "Success", "volume": {"hostPath": {"path": "/srv/v/x"}}}`)
 	})
-	l := &PodLauncher{Client: c, Namespace: provNS, Deadline: 90 * time.Second}
+	l := &PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey, Deadline: 90 * time.Second}
 	call := provisionCall(t, map[string]string{ParamSecretName: "creds", "pool": "class"})
 	res, _, err := l.Provision(ctx, call)
 	if err != nil {
@@ -172,7 +172,7 @@ func TestPodLauncherOutcomes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}))
 			kubelet(t, t.Context(), c, provNS, func(*corev1.Pod) corev1.PodStatus { return tc.status })
-			_, state, err := (&PodLauncher{Client: c, Namespace: provNS}).Provision(t.Context(), provisionCall(t, nil))
+			_, state, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Provision(t.Context(), provisionCall(t, nil))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
@@ -196,7 +196,7 @@ func TestPodLauncherAdoptsThePodsPV(t *testing.T) {
 	good := pv(string(claim.UID), "gold")
 	c := newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}), good)
 	kubelet(t, t.Context(), c, provNS, func(*corev1.Pod) corev1.PodStatus { return terminatedStatus(corev1.PodSucceeded, 0, "") })
-	res, _, err := (&PodLauncher{Client: c, Namespace: provNS}).Provision(t.Context(), call)
+	res, _, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Provision(t.Context(), call)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,19 +212,40 @@ func TestPodLauncherAdoptsThePodsPV(t *testing.T) {
 	wrongClass := pv(string(claim.UID), "silver")
 	c = newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}), wrongClass)
 	kubelet(t, t.Context(), c, provNS, func(*corev1.Pod) corev1.PodStatus { return terminatedStatus(corev1.PodSucceeded, 0, "") })
-	if _, _, err := (&PodLauncher{Client: c, Namespace: provNS}).Provision(t.Context(), provisionCall(t, nil)); err == nil || !strings.Contains(err.Error(), `storageClassName "silver" instead of "gold"`) {
+	if _, _, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Provision(t.Context(), provisionCall(t, nil)); err == nil || !strings.Contains(err.Error(), `storageClassName "silver" instead of "gold"`) {
 		t.Errorf("wrong class: %v", err)
 	}
 }
 
+var testRecordKey = []byte("0123456789abcdef0123456789abcdef")
+
+// wantedPod is the pod the launcher creates for a provision call with the
+// ConfigMap data.
+func wantedPod(t *testing.T, data map[string]string) *corev1.Pod {
+	t.Helper()
+	l := &PodLauncher{Namespace: provNS, RecordKey: testRecordKey}
+	cfg, props, err := ParseConfigMap(configMap("gold", classLabels, data), provNS, int64(l.deadline().Seconds()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := provisionCall(t, nil)
+	for k, v := range props {
+		call.Input[k] = v
+	}
+	pod, err := l.pod(ActionProvision, call, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
 // An existing pod of the operation is waited on, never duplicated.
 func TestPodLauncherUsesExistingPod(t *testing.T) {
-	existing := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: provNS, Name: "flex-provision-pvc-123", Labels: map[string]string{LabelManagedBy: ManagedBy, LabelAction: ActionProvision}},
-		Status:     terminatedStatus(corev1.PodSucceeded, 0, `{"status": "Success", "volume": {"hostPath": {"path": "/a"}}}`),
-	}
-	c := newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}), existing)
-	res, _, err := (&PodLauncher{Client: c, Namespace: provNS}).Provision(t.Context(), provisionCall(t, nil))
+	data := map[string]string{ConfigImage: "img"}
+	existing := wantedPod(t, data)
+	existing.Status = terminatedStatus(corev1.PodSucceeded, 0, `{"status": "Success", "volume": {"nfs": {"server": "nfs.example.com", "path": "/a"}}}`)
+	c := newClient(configMap("gold", classLabels, data), existing)
+	res, _, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Provision(t.Context(), provisionCall(t, nil))
 	if err != nil || res.Output == nil {
 		t.Fatalf("res %+v, err %v", res, err)
 	}
@@ -237,12 +258,113 @@ func TestPodLauncherUsesExistingPod(t *testing.T) {
 	if creates != 1 { // the attempt that found it
 		t.Errorf("%d pod creates", creates)
 	}
+}
 
-	foreign := existing.DeepCopy()
-	foreign.Labels = nil
-	c = newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}), foreign)
-	if _, _, err := (&PodLauncher{Client: c, Namespace: provNS}).Provision(t.Context(), provisionCall(t, nil)); err == nil || !strings.Contains(err.Error(), "is not a flex provision pod") {
-		t.Errorf("foreign pod: %v", err)
+// A pod of the right name that this provisioner did not create is never
+// used: a tenant who can create pods in that namespace must not decide what
+// the PV is (here: the node's root directory).
+func TestPodLauncherRefusesPlantedPods(t *testing.T) {
+	data := map[string]string{ConfigImage: "img"}
+	answer := terminatedStatus(corev1.PodSucceeded, 0, `{"status": "Success", "volume": {"hostPath": {"path": "/"}}}`)
+	for name, plant := range map[string]func(*corev1.Pod){
+		"other labels":  func(p *corev1.Pod) { p.Labels = nil },
+		"other image":   func(p *corev1.Pod) { p.Spec.Containers[0].Image = "evil" },
+		"other command": func(p *corev1.Pod) { p.Spec.Containers[0].Command = []string{"sh", "-c", "echo planted"} },
+		"extra volume": func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
+		},
+		"other securityContext": func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = nil },
+		"second container":      func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, p.Spec.Containers[0]) },
+		"other env":             func(p *corev1.Pod) { p.Spec.Containers[0].Env[0].Value = "delete" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			planted := wantedPod(t, data)
+			plant(planted)
+			planted.Status = answer
+			c := newClient(configMap("gold", classLabels, data), planted)
+			res, _, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Provision(t.Context(), provisionCall(t, nil))
+			if err == nil || !strings.Contains(err.Error(), "is not the provision pod this provisioner creates") {
+				t.Fatalf("planted pod used: res %+v, err %v", res, err)
+			}
+			if _, err := c.CoreV1().Pods(provNS).Get(t.Context(), planted.Name, metav1.GetOptions{}); err != nil {
+				t.Errorf("a pod the provisioner did not create was deleted: %v", err)
+			}
+		})
+	}
+}
+
+// A pod's answer may name a node directory only inside the ConfigMap's host-path.
+func TestPodLauncherConfinesNodePaths(t *testing.T) {
+	for _, tc := range []struct {
+		hostPath, answer, wantErr string
+	}{
+		{"/srv/volumes", `{"hostPath": {"path": "/srv/volumes/pvc-123"}}`, ""},
+		{"/srv/volumes", `{"local": {"path": "/srv/volumes/a/b"}}`, ""},
+		{"/srv/volumes", `{"hostPath": {"path": "/"}}`, `node path "/", which is not inside "/srv/volumes"`},
+		{"/srv/volumes", `{"hostPath": {"path": "/srv/volumes/../../etc"}}`, "which is not inside"},
+		{"/srv/volumes", `{"hostPath": {"path": "/srv/volumes-other/x"}}`, "which is not inside"},
+		{"/srv/volumes", `{"hostPath": {"path": "/srv/volumes"}}`, "which is not inside"},
+		{"", `{"hostPath": {"path": "/data"}}`, `its ConfigMap sets no "host-path"`},
+		{"", `{"nfs": {"server": "s", "path": "/data"}}`, ""},
+	} {
+		data := map[string]string{ConfigImage: "img"}
+		if tc.hostPath != "" {
+			data[ConfigHostPath] = tc.hostPath
+		}
+		c := newClient(configMap("gold", classLabels, data))
+		kubelet(t, t.Context(), c, provNS, func(*corev1.Pod) corev1.PodStatus {
+			return terminatedStatus(corev1.PodSucceeded, 0, `{"status": "Success", "volume": `+tc.answer+`}`)
+		})
+		_, _, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Provision(t.Context(), provisionCall(t, nil))
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("host-path %q, answer %s: err %v, want %q", tc.hostPath, tc.answer, err, tc.wantErr)
+		}
+		if tc.wantErr != "" && !isUnknownOutcome(err) {
+			t.Errorf("answer %s: a refused answer of a pod that succeeded must be undone (unknown outcome): %v", tc.answer, err)
+		}
+	}
+}
+
+// The pod configuration recorded on a PV runs a delete pod only when it is
+// signed with the provisioner's key and valid as a ConfigMap.
+func TestPodLauncherDeleteRunsOnlySignedRecords(t *testing.T) {
+	record := func(cfg PodConfig, key []byte) map[string]string {
+		b, _ := json.Marshal(cfg)
+		return map[string]string{AnnPod: string(b), AnnPodSignature: signRecord(key, "pvc-123", string(b))}
+	}
+	good := PodConfig{ConfigMap: "sys/gold", Image: "img", Namespace: provNS, ActiveDeadlineSeconds: 60}
+	evil := good
+	evil.Image, evil.HostPath, evil.ServiceAccountName = "evil", "/etc", "cluster-admin"
+	copied := record(good, testRecordKey)
+	copied[AnnPodSignature] = signRecord(testRecordKey, "pvc-other", copied[AnnPod])
+	invalid := good
+	invalid.HostPath = "/srv/../etc"
+	for name, tc := range map[string]struct {
+		ann     map[string]string
+		wantErr string
+	}{
+		"edited record": {func() map[string]string {
+			r := record(good, testRecordKey)
+			r[AnnPod] = record(evil, nil)[AnnPod]
+			return r
+		}(), "does not match its signature"},
+		"signed with other key": {record(evil, []byte("another key of at least 32 bytes!")), "does not match its signature"},
+		"no signature":          {map[string]string{AnnPod: record(evil, nil)[AnnPod]}, "annotation flex.kubeprov.io/pod-signature is missing"},
+		"copied from other PV":  {copied, "does not match its signature"},
+		"invalid but signed":    {record(invalid, testRecordKey), `key "host-path"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := newClient()
+			err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Delete(t.Context(), &Call{PVName: "pvc-123", Input: Input{}, Record: tc.ann})
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err %v, want %q", err, tc.wantErr)
+			}
+			for _, a := range c.Actions() {
+				if a.GetVerb() == "create" {
+					t.Fatalf("a delete pod was created from an untrusted record: %+v", a)
+				}
+			}
+		})
 	}
 }
 
@@ -271,7 +393,7 @@ func TestPodLauncherGivesUpOnPodsThatNeverStart(t *testing.T) {
 				return false, nil, nil
 			})
 			// The fake server sets no creationTimestamp: the bound has passed at once.
-			_, state, err := (&PodLauncher{Client: c, Namespace: provNS, StartTimeout: time.Millisecond}).Provision(t.Context(), provisionCall(t, nil))
+			_, state, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey, StartTimeout: time.Millisecond}).Provision(t.Context(), provisionCall(t, nil))
 			if err == nil || !strings.Contains(err.Error(), tc.want) || state != tc.state {
 				t.Fatalf("state %s, err %v", state, err)
 			}
@@ -286,10 +408,11 @@ func TestPodLauncherGivesUpOnPodsThatNeverStart(t *testing.T) {
 func TestPodLauncherDelete(t *testing.T) {
 	c := newClient()
 	seen := kubelet(t, t.Context(), c, "work", func(*corev1.Pod) corev1.PodStatus { return terminatedStatus(corev1.PodSucceeded, 0, "") })
-	l := &PodLauncher{Client: c, Namespace: provNS}
+	l := &PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-123", UID: "pv-uid"}}
 	cfg := `{"configMap": "sys/gold", "image": "img", "namespace": "work", "activeDeadlineSeconds": 60}`
-	err := l.Delete(t.Context(), &Call{PVName: pv.Name, Input: Input{KeyPVName: pv.Name}, Record: map[string]string{AnnPod: cfg}, Volume: pv})
+	record := map[string]string{AnnPod: cfg, AnnPodSignature: signRecord(testRecordKey, pv.Name, cfg)}
+	err := l.Delete(t.Context(), &Call{PVName: pv.Name, Input: Input{KeyPVName: pv.Name}, Record: record, Volume: pv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +423,11 @@ func TestPodLauncherDelete(t *testing.T) {
 	if o := pod.OwnerReferences; len(o) != 1 || o[0].Kind != "PersistentVolume" || o[0].UID != "pv-uid" {
 		t.Errorf("owners = %v", o)
 	}
-	if err := l.Delete(t.Context(), &Call{PVName: "x", Input: Input{}, Record: map[string]string{}}); err == nil || !strings.Contains(err.Error(), "annotation "+AnnPod+" is missing") {
+	// Records written before pods had a securityContext run restricted.
+	if sc := pod.Spec.Containers[0].SecurityContext; sc == nil || !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation {
+		t.Errorf("delete pod securityContext = %+v, want the restricted default", sc)
+	}
+	if err := l.Delete(t.Context(), &Call{PVName: "x", Input: Input{}, Record: map[string]string{}}); err == nil || !strings.Contains(err.Error(), "annotation "+AnnPodSignature+" is missing") {
 		t.Errorf("no record: %v", err)
 	}
 }
@@ -312,7 +439,7 @@ func TestFindConfigMap(t *testing.T) {
 		for _, o := range objs {
 			_, _ = c.CoreV1().ConfigMaps(o.Namespace).Create(context.Background(), o, metav1.CreateOptions{})
 		}
-		return &PodLauncher{Client: c, Namespace: provNS}
+		return &PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}
 	}
 	if _, err := l().findConfigMap(t.Context(), class); err == nil || !strings.Contains(err.Error(), "has no provisioner ConfigMap") || !strings.Contains(err.Error(), "storage-class=gold,type=provisioner-config") {
 		t.Errorf("none: %v", err)

@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeprov/external-storage/flex/pkg/flex"
 	"github.com/kubeprov/external-storage/test/framework"
@@ -68,7 +69,11 @@ func containerSetup(t *testing.T, deadline, startTimeout time.Duration, nodes ma
 		named[e.ns+"-"+suffix] = l
 	}
 	e.sim = startSim(t, ctx, named)
-	l := &flex.PodLauncher{Client: client(t), Namespace: e.work, Deadline: deadline, StartTimeout: startTimeout}
+	key, err := flex.LoadRecordKey(ctx, client(t), e.work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &flex.PodLauncher{Client: client(t), Namespace: e.work, Deadline: deadline, StartTimeout: startTimeout, RecordKey: key}
 	startController(t, e.name, newProvisioner(t, e.name, "id-"+e.ns, l, "kubeprov~test"), e.work, "ctrl-"+e.ns)
 	return e
 }
@@ -369,7 +374,7 @@ func TestContainerSecretAndClaimOwner(t *testing.T) {
 func TestContainerDeadline(t *testing.T) {
 	ctx := framework.TestContext(t, testTimeout)
 	e := containerSetup(t, time.Minute, 30*time.Second, map[string]map[string]string{"node": nil})
-	e.configMap(t, ctx, e.work, "cfg", nil, map[string]string{flex.ConfigImage: imageTest, flex.ConfigActiveDeadline: "2"})
+	e.configMap(t, ctx, e.work, "cfg", nil, map[string]string{flex.ConfigImage: imageTest, flex.ConfigActiveDeadline: "2", flex.ConfigHostPath: e.root})
 	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{flex.ParamProvisionerConfig: "cfg", "root": e.root, "mode": "slow"}))
 	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
 
@@ -423,5 +428,61 @@ func TestContainerPodNeverStarts(t *testing.T) {
 				t.Errorf("pods ran: %+v", r)
 			}
 		})
+	}
+}
+
+// A pod of the provisioning pod's name and labels that someone else created
+// in the pods' namespace is not used, whatever it answers: the claim gets a
+// Warning event and no PV, and the planted pod is left alone.
+func TestContainerPlantedPodIsNotUsed(t *testing.T) {
+	ctx := framework.TestContext(t, testTimeout)
+	e := containerSetup(t, time.Minute, 30*time.Second, map[string]map[string]string{"node": nil})
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{"root": e.root}))
+	// No ConfigMap yet: provisioning waits, and the tenant learns the PV name.
+	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
+	if _, err := framework.WaitForEvent(ctx, client(t), pvc, "ProvisioningFailed"); err != nil {
+		t.Fatal(err)
+	}
+	pvName := "pvc-" + string(pvc.UID)
+	planted := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.work, Name: flex.PodName(flex.ActionProvision, pvName),
+			Labels: map[string]string{flex.LabelManagedBy: flex.ManagedBy, flex.LabelAction: flex.ActionProvision, flex.LabelPV: pvName}},
+		Spec: corev1.PodSpec{
+			NodeName:      "nowhere", // never runs: what matters is that it exists
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: flex.ContainerName, Image: imageHostdir,
+				Command: []string{"sh", "-c", `echo '{"status":"Success","volume":{"hostPath":{"path":"/"}}}' >/dev/termination-log`}}},
+		},
+	}
+	if _, err := client(t).CoreV1().Pods(e.work).Create(ctx, planted, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.configMap(t, ctx, e.work, "hostdir", map[string]string{flex.LabelStorageClass: class.Name, flex.LabelType: flex.TypeProvisionerConfig}, map[string]string{
+		flex.ConfigImage: imageHostdir, flex.ConfigHostPath: e.root,
+	})
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		events, err := framework.ListEvents(ctx, client(t), pvc)
+		for _, ev := range events {
+			if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, "is not the provision pod this provisioner creates") {
+				return true, nil
+			}
+		}
+		return false, err
+	})
+	if err != nil {
+		t.Fatalf("no Warning event about the planted pod: %v", err)
+	}
+	if _, err := client(t).CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{}); err == nil {
+		t.Fatal("a PV was made from the planted pod")
+	}
+	if _, err := client(t).CoreV1().Pods(e.work).Get(ctx, planted.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the planted pod was deleted by the provisioner: %v", err)
+	}
+	// Once it is gone, the provisioner's own pod provisions the claim.
+	if err := client(t).CoreV1().Pods(e.work).Delete(ctx, planted.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := framework.WaitForPVCBound(ctx, client(t), e.ns, pvc.Name); err != nil {
+		t.Fatal(err)
 	}
 }
