@@ -254,7 +254,7 @@ func (o *Common) Run(ctx context.Context, clients *Clients, provisionerName stri
 	if o.HTTPEndpoint != "" {
 		ready := map[string]httpendpoint.Check{"controller": func(*http.Request) error { return ctrl.NotReadyReason() }}
 		for n, c := range ro.Ready {
-			ready[n] = c
+			ready[n] = httpendpoint.Cached(c, httpendpoint.DefaultProbeCacheTTL)
 		}
 		srv := &http.Server{
 			Addr:              o.HTTPEndpoint,

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -20,6 +22,31 @@ type Check func(r *http.Request) error
 
 // DefaultMetricsPath is where metrics are served unless told otherwise.
 const DefaultMetricsPath = "/metrics"
+
+// DefaultProbeCacheTTL is how long Cached keeps a check's answer.
+const DefaultProbeCacheTTL = 5 * time.Second
+
+// Cached returns a check that calls c at most once per ttl and answers with
+// its last result in between: a check that reaches a backend (a Cinder
+// endpoint, Ganesha's D-Bus, a driver socket) must not be called by every
+// probe or scraper that asks, and concurrent requests wait for one call
+// instead of each making their own.
+func Cached(c Check, ttl time.Duration) Check {
+	var (
+		mu   sync.Mutex
+		at   time.Time
+		last error
+	)
+	return func(r *http.Request) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !at.IsZero() && time.Since(at) < ttl {
+			return last
+		}
+		last, at = c(r), time.Now()
+		return last
+	}
+}
 
 // Options of the handler.
 type Options struct {

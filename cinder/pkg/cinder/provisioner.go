@@ -386,19 +386,26 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 			conn = c
 		}
 	}
+	vol, err := volumes.Get(ctx, p.volumes, id).Extract()
+	gone := isNotFound(err)
+	if err != nil && !gone {
+		return fmt.Errorf("reading Cinder volume %s: %w", id, cinderError(err))
+	}
+	if !gone {
+		// The annotations are only a claim: the volume's own metadata,
+		// which this provisioner wrote, must name it and this PV.
+		if err := p.checkOwner(vol, pv.Name); err != nil {
+			return err
+		}
+	}
 	if ref := pv.Annotations[AnnAuthSecret]; ref != "" {
 		if err := p.deleteSecret(ctx, ref, pv.Name); err != nil {
 			return err
 		}
 	}
-
-	vol, err := volumes.Get(ctx, p.volumes, id).Extract()
-	if isNotFound(err) {
+	if gone {
 		logger.V(2).Info("Cinder volume already gone")
 		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading Cinder volume %s: %w", id, cinderError(err))
 	}
 	switch vol.Status {
 	case statusAttaching, statusReserved, statusInUse:
@@ -420,6 +427,22 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	}
 	logger.V(2).Info("Deleted Cinder volume")
 	return nil
+}
+
+// checkOwner makes sure vol is the volume this provisioner created for the
+// PV named pvName: its metadata names this instance's identity and the PV.
+// Volumes made before the metadata was checked are recognised by their name
+// when they carry no identity of any provisioner.
+func (p *Provisioner) checkOwner(vol *volumes.Volume, pvName string) error {
+	identity, hasIdentity := vol.Metadata[MetaIdentity]
+	switch {
+	case hasIdentity && identity == p.identity && vol.Metadata[MetaPVName] == pvName:
+		return nil
+	case !hasIdentity && vol.Name == pvName:
+		return nil
+	}
+	return fmt.Errorf("cinder volume %s, named by annotation %s of PV %s, was not created by this provisioner for this PV (its metadata says PV %q, identity %q; its name is %q): not touching it; fix the annotation or delete the volume by hand",
+		vol.ID, AnnVolumeID, pvName, vol.Metadata[MetaPVName], identity, vol.Name)
 }
 
 func ignoreNotFound(err error) error {

@@ -55,6 +55,13 @@ func NewBlockStorageClient(ctx context.Context, c *Config, userAgent string) (*g
 		if err := openstack.Authenticate(ctx, provider, c.authOptions()); err != nil {
 			return nil, fmt.Errorf("logging in to Keystone at %s: %w", c.AuthURL, scrub(err, c.Password))
 		}
+		// Re-authentication happens inside any later call, when the token
+		// expires; its error ends up in events, so it gets the same care.
+		if reauth := provider.ReauthFunc; reauth != nil {
+			provider.ReauthFunc = func(ctx context.Context) error {
+				return reauthError(reauth(ctx), c)
+			}
+		}
 		client, err := openstack.NewBlockStorageV3(provider, gophercloud.EndpointOpts{Region: c.Region})
 		if err != nil {
 			return nil, fmt.Errorf("finding Cinder (block-storage v3) in the Keystone catalog, region %q: %w", c.Region, err)
@@ -103,6 +110,20 @@ func (c *Config) httpClient() (*http.Client, error) {
 		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	return &http.Client{Transport: transport, Timeout: DefaultHTTPTimeout}, nil
+}
+
+// reauthError keeps of a failed re-authentication what helps an admin (the
+// status code, the Keystone URL) and drops what Keystone or a proxy said,
+// which may echo credentials.
+func reauthError(err error, c *Config) error {
+	if err == nil {
+		return nil
+	}
+	var code gophercloud.ErrUnexpectedResponseCode
+	if errors.As(err, &code) {
+		return fmt.Errorf("re-authenticating with Keystone at %s: it answered %d", c.AuthURL, code.Actual)
+	}
+	return fmt.Errorf("re-authenticating with Keystone at %s: %w", c.AuthURL, scrub(err, c.Password))
 }
 
 // scrub makes sure an error never carries the password, whatever a server

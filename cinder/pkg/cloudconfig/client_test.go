@@ -28,6 +28,9 @@ type fakeKeystone struct {
 
 	mu       sync.Mutex
 	requests []map[string]any
+	// expired makes Cinder refuse the token and Keystone refuse every
+	// login, echoing the password it was sent.
+	expired bool
 }
 
 const (
@@ -46,7 +49,7 @@ func newFakeKeystone(t *testing.T) *fakeKeystone {
 	mux.HandleFunc("POST /v3/auth/tokens", func(w http.ResponseWriter, r *http.Request) {
 		body := k.record(t, r)
 		pass, _ := dig(body, "auth", "identity", "password", "user", "password").(string)
-		if pass != secretPassword {
+		if pass != secretPassword || k.isExpired() {
 			// Echo the attempt, as a careless proxy might: the client must
 			// not repeat it.
 			w.WriteHeader(http.StatusUnauthorized)
@@ -72,7 +75,7 @@ func newFakeKeystone(t *testing.T) *fakeKeystone {
 			"user": {"id": "u1", "name": "admin"}}}`, fakeToken, expires, fakeProject, cinderURL)
 	})
 	mux.HandleFunc("GET /volume/v3/"+fakeProject+"/volumes/detail", func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Auth-Token") != fakeToken {
+		if r.Header.Get("X-Auth-Token") != fakeToken || k.isExpired() {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
@@ -97,6 +100,12 @@ func (k *fakeKeystone) record(t *testing.T, r *http.Request) map[string]any {
 	defer k.mu.Unlock()
 	k.requests = append(k.requests, body)
 	return body
+}
+
+func (k *fakeKeystone) isExpired() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.expired
 }
 
 func (k *fakeKeystone) lastRequest() map[string]any {
@@ -227,5 +236,40 @@ func TestKeystoneErrors(t *testing.T) {
 	badCA.Password, badCA.CAFile = secretPassword, notPEM
 	if _, err := NewBlockStorageClient(t.Context(), &badCA, "test"); err == nil || !strings.Contains(err.Error(), "holds no PEM certificate") {
 		t.Errorf("bad ca-file: err = %v", err)
+	}
+}
+
+// When the token expires and logging in again fails, the error a user sees
+// (in events) carries neither the password nor what Keystone answered.
+func TestFailedReauthenticationIsScrubbed(t *testing.T) {
+	k := newFakeKeystone(t)
+	c, err := Parse(fmt.Sprintf(`[Global]
+auth-url = %s/v3
+username = admin
+password = %s
+tenant-id = %s
+domain-name = Default
+ca-file = %s
+`, k.server.URL, secretPassword, fakeProject, k.caFile), "cloud.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := NewBlockStorageClient(t.Context(), c, "cinder-provisioner/test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	k.expired = true
+	k.mu.Unlock()
+	_, err = volumes.List(client, nil).AllPages(t.Context())
+	if err == nil {
+		t.Fatal("listing with an expired token and a failing re-login succeeded")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, secretPassword) || strings.Contains(msg, "requires authentication") {
+		t.Fatalf("error after a failed re-authentication leaks the password or Keystone's answer: %s", msg)
+	}
+	if !strings.Contains(msg, "re-authenticating with Keystone at "+k.server.URL+"/v3: it answered 401") {
+		t.Errorf("error does not say what failed: %s", msg)
 	}
 }

@@ -1,0 +1,46 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package httpendpoint
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// However often /readyz is asked, a cached backend check runs once per TTL.
+func TestReadinessProbesDoNotHammerTheBackend(t *testing.T) {
+	var calls atomic.Int32
+	backend := func(*http.Request) error {
+		calls.Add(1)
+		return errors.New("Ganesha is not running")
+	}
+	h := NewHandler(Options{Ready: map[string]Check{"backend": Cached(backend, time.Hour)}})
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			if rec.Code != http.StatusServiceUnavailable {
+				t.Errorf("status %d, want 503 from the cached failure", rec.Code)
+			}
+		})
+	}
+	wg.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("50 probes called the backend %d times, want 1", n)
+	}
+
+	// Past the TTL (none here) the backend is asked again.
+	check := Cached(backend, 0)
+	_ = check(nil)
+	_ = check(nil)
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("backend called %d times in all, want 3", n)
+	}
+}
