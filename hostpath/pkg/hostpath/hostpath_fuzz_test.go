@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // FuzzProvision feeds a StorageClass parameter and mount option (both
@@ -58,6 +59,43 @@ func FuzzProvision(f *testing.F) {
 		assertEmpty(t, dir)
 		if entries, _ := os.ReadDir(outer); len(entries) != 1 {
 			t.Fatalf("PV name %q: %s holds %v besides the volume directory", pvName, outer, entries)
+		}
+	})
+}
+
+// FuzzDelete deletes a PV whose name, node annotation and hostPath are
+// anything a creator or editor of PVs could write, on a node holding two
+// volumes and files outside the volume directory: nothing but the PV's own
+// directory (named after it, inside --pv-dir) is ever removed.
+func FuzzDelete(f *testing.F) {
+	f.Add("pvc-a", "", "")
+	f.Add("pvc-x", "", "pvc-a")
+	f.Add("pvc-x", "", "..")
+	f.Add("..", "", "")
+	f.Fuzz(func(t *testing.T, pvName, node, hostPath string) {
+		outer := t.TempDir()
+		p, dir := newProvisioner(t, func(c *Config) { c.Dir = filepath.Join(outer, "volumes") })
+		for _, d := range []string{filepath.Join(dir, "pvc-a"), filepath.Join(dir, "pvc-b"), filepath.Join(outer, "precious")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if node == "" {
+			node = p.cfg.Node
+		}
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: pvName, Annotations: map[string]string{AnnNode: node}},
+			Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{
+				HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(dir, hostPath)}}},
+		}
+		_ = p.Delete(t.Context(), pv)
+		for _, d := range []string{filepath.Join(dir, "pvc-a"), filepath.Join(dir, "pvc-b"), filepath.Join(outer, "precious"), dir} {
+			if d == filepath.Join(dir, pvName) && filepath.Join(dir, hostPath) == d {
+				continue // the PV's own directory may go
+			}
+			if _, err := os.Stat(d); err != nil {
+				t.Fatalf("PV %q (hostPath %q) removed %s: %v", pvName, hostPath, d, err)
+			}
 		}
 	})
 }

@@ -175,6 +175,9 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	if err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
+	if err := checkVolumeName(o.PVName); err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
 	request := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
 	dir := filepath.Join(p.cfg.ExportRoot, o.PVName)
 	logger := klog.FromContext(ctx).WithValues("pv", o.PVName, "dir", dir)
@@ -253,6 +256,16 @@ func (p *Provisioner) countOwned(file *ganesha.File) int {
 	return n
 }
 
+// checkVolumeName refuses volume names that are not plain directory names
+// the provisioner may own in the export root: its own files and hidden
+// directories (the identity file, Ganesha's recovery directory) live there too.
+func checkVolumeName(name string) error {
+	if name == "" || strings.HasPrefix(name, ".") || name != filepath.Base(name) || name == IdentityFile {
+		return fmt.Errorf("volume name %q is not a name the provisioner gives volumes (a plain name, not hidden, not %s)", name, IdentityFile)
+	}
+	return nil
+}
+
 func (p *Provisioner) owned(path string) bool {
 	return filepath.Dir(filepath.Clean(path)) == p.cfg.ExportRoot
 }
@@ -310,6 +323,15 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	dir := filepath.Clean(pv.Spec.NFS.Path)
 	if !p.owned(dir) {
 		return fmt.Errorf("PV %s exports %s, which is not a directory of the export root %s", pv.Name, dir, p.cfg.ExportRoot)
+	}
+	// Only the directory this provisioner made for this PV, named after it,
+	// is ever removed: never another volume's, never its own files.
+	if err := checkVolumeName(pv.Name); err != nil {
+		return err
+	}
+	if filepath.Base(dir) != pv.Name {
+		return fmt.Errorf("PV %s exports %s, not the directory %s this provisioner made for it: not deleting anything; remove the data by hand, then the PV",
+			pv.Name, dir, filepath.Join(p.cfg.ExportRoot, pv.Name))
 	}
 	n, err := strconv.ParseUint(pv.Annotations[AnnExportID], 10, 16)
 	if err != nil {

@@ -91,7 +91,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, maxExports int) *fixture {
 	t.Helper()
-	dir := t.TempDir()
+	return newFixtureIn(t, t.TempDir(), maxExports)
+}
+
+// newFixtureIn keeps its files in dir, whose path must not hold a "#": the
+// Ganesha configuration would read the rest of the line as a comment.
+func newFixtureIn(t *testing.T, dir string, maxExports int) *fixture {
+	t.Helper()
 	f := &fixture{root: filepath.Join(dir, "export"), config: filepath.Join(dir, "ganesha.conf"),
 		g: &fakeGanesha{loaded: map[uint16]string{}}, q: &fakeQuota{limits: map[string]int64{}}}
 	if err := os.Mkdir(f.root, 0o755); err != nil {

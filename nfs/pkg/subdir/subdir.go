@@ -244,6 +244,16 @@ func (p *Provisioner) makeDir(o controller.ProvisionOptions, cp classParams) (bo
 func (p *Provisioner) reserve(rel, pv string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.checkOverlap(rel, pv); err != nil {
+		return err
+	}
+	p.inUse[rel] = pv
+	return nil
+}
+
+// checkOverlap refuses rel when another volume's directory is rel, contains
+// it or is inside it; p.mu is held.
+func (p *Provisioner) checkOverlap(rel, pv string) error {
 	for other, owner := range p.inUse {
 		if owner != pv && dirs.Within(rel, other) {
 			return conflict(rel, other, owner)
@@ -261,7 +271,6 @@ func (p *Provisioner) reserve(rel, pv string) error {
 			}
 		}
 	}
-	p.inUse[rel] = pv
 	return nil
 }
 
@@ -317,6 +326,16 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 		return fmt.Errorf("opening the NFS share mounted at %s: %w", p.cfg.Root, err)
 	}
 	defer func() { _ = root.Close() }()
+	if policy != OnDeleteRetain {
+		// A PV's NFS path is only what whoever created the PV wrote: never
+		// remove a directory another volume uses, or one holding it.
+		p.mu.Lock()
+		err := p.checkOverlap(rel, pv.Name)
+		p.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("not deleting PV %s's directory: %w", pv.Name, err)
+		}
+	}
 	switch policy {
 	case OnDeleteRetain:
 	case OnDeleteDelete:
