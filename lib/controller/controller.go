@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/informers"
@@ -284,15 +285,17 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 // runActive does the work of the active instance until ctx ends.
 func (c *ProvisionController) runActive(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	var wg sync.WaitGroup
+	// Events first: claims blocked while the journal is being read hear why.
+	wg.Go(func() { c.events.run(ctx) })
 	if err := c.recover(ctx); err != nil {
+		wg.Wait()
 		if ctx.Err() != nil {
 			return nil // stopped (or leadership lost) while starting: no work began
 		}
 		return err
 	}
-	var wg sync.WaitGroup
 	wg.Go(func() { c.journal.run(ctx) })
-	wg.Go(func() { c.events.run(ctx) })
 	for range c.cfg.threadiness {
 		wg.Go(func() { c.work(ctx, c.claimQueue, c.syncClaim) })
 		wg.Go(func() { c.work(ctx, c.volumeQueue, c.syncVolume) })
@@ -323,6 +326,9 @@ func (c *ProvisionController) recover(ctx context.Context) error {
 		var err error
 		entries, err = c.journal.load(ctx)
 		c.access.observe(ctx, c.journal.describe(), err)
+		if err != nil && c.access.has(c.journal.describe()) {
+			c.warnWaitingClaims()
+		}
 		return err
 	})
 	if err != nil {
@@ -346,6 +352,23 @@ func (c *ProvisionController) recover(ctx context.Context) error {
 		c.claimQueue.Add(key)
 	}
 	return nil
+}
+
+const journalForbiddenMessage = "The provisioner is not allowed to use its %s, so it cannot provision (will retry): grant its ServiceAccount these permissions"
+
+// warnWaitingClaims tells every claim waiting for this provisioner that it
+// cannot work for lack of permission: otherwise they would wait in silence.
+func (c *ProvisionController) warnWaitingClaims() {
+	claims, err := c.claims.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, claim := range claims {
+		if claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil && c.claimIsOurs(claim) {
+			c.events.event(claimReference(claim), claimClass(claim), corev1.EventTypeWarning, EventProvisioningFailed,
+				journalForbiddenMessage, c.journal.describe())
+		}
+	}
 }
 
 // foreignEntry says why a journal entry cannot be one this controller wrote

@@ -172,8 +172,7 @@ func (c *ProvisionController) recordFailed(ctx context.Context, claim *corev1.Pe
 	case errors.Is(err, errJournalFull):
 		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, "%v", err)
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
-			"The provisioner is not allowed to use its %s, so it cannot provision (will retry): grant its ServiceAccount these permissions", c.journal.describe())
+		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, journalForbiddenMessage, c.journal.describe())
 	}
 	return err
 }
