@@ -155,7 +155,9 @@ func TestMissingPermissionsAreReportedNotSilent(t *testing.T) {
 	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{})
+	})
 
 	limited := kubernetes.NewForConfigOrDie(cfg)
 	c, err := controller.NewProvisionController(limited, name, newStore(t), testOptions()...)
