@@ -5,7 +5,6 @@ package hostpath
 
 import (
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubeprov/external-storage/lib/controller"
 	"github.com/kubeprov/external-storage/test/framework"
 )
 
@@ -60,7 +60,7 @@ func TestNodeLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, node := range nodes {
-		if !slices.ContainsFunc(cms.Items, func(cm corev1.ConfigMap) bool { return strings.HasSuffix(cm.Name, "-"+node+"-inflight") }) {
+		if !slices.ContainsFunc(cms.Items, func(cm corev1.ConfigMap) bool { return cm.Name == controller.JournalName(e.provisioner, node) }) {
 			t.Errorf("no in-flight journal of %s among the ConfigMaps of %s", node, e.ns)
 		}
 	}
