@@ -50,8 +50,8 @@ var libPermissions = []permission{
 		why: "controller: class informer; provisionClaim gets a class not yet in the cache"},
 	{group: "", resource: "events", verbs: []string{"create", "patch"}, scope: cluster,
 		why: "controller: events on claims in any namespace, aggregated ones patched"},
-	{group: "", resource: "configmaps", verbs: []string{"get", "create", "update"}, scope: own,
-		why: "controller: the in-flight journal (cli always sets WithJournal)"},
+	{group: "", resource: "configmaps", verbs: []string{"get", "create", "update", "patch"}, scope: own,
+		why: "controller: the in-flight journal (cli always sets WithJournal); patch: flushRemovals at a graceful stop"},
 	{group: "coordination.k8s.io", resource: "leases", verbs: []string{"get", "create", "update"}, scope: own, when: "--leader-election",
 		why: "controller: leader election through a Lease"},
 }
