@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -156,4 +158,45 @@ func (cp *ControlPlane) ExpectNoForbidden(t testing.TB, user string) {
 			t.Errorf("the API server refused %s: %s", user, e)
 		}
 	}
+}
+
+// StopWithJournalFlush stops p gracefully right after it provisioned a
+// claim (createClaim makes one; StopWithJournalFlush waits for it to be
+// Bound), so that the journal's removal of that claim is still pending and
+// the final flush of a graceful stop writes it: a PATCH of the journal
+// ConfigMap in journalNamespace by user. The journal also writes removals by
+// itself every few seconds: when that wins the race (the audit log shows no
+// such PATCH), it starts the provisioner again with restart and retries, a
+// bounded number of times, then fails the test. It returns the claims it
+// created, for the caller to delete. It needs Options.AuditLog.
+func (cp *ControlPlane) StopWithJournalFlush(ctx context.Context, t testing.TB, p *Process, restart func() *Process,
+	createClaim func(name string) *corev1.PersistentVolumeClaim, journalNamespace, user string) []*corev1.PersistentVolumeClaim {
+	t.Helper()
+	const attempts = 5
+	var claims []*corev1.PersistentVolumeClaim
+	for i := range attempts {
+		if i > 0 {
+			p = restart()
+		}
+		claim := createClaim(fmt.Sprintf("graceful-stop-%d", i))
+		claims = append(claims, claim)
+		if _, _, err := WaitForPVCBound(ctx, cp.Client, claim.Namespace, claim.Name); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		events, err := cp.AuditEvents(ctx, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(events, func(e AuditEvent) bool {
+			return e.Verb == "patch" && strings.Contains(e.RequestURI, "/namespaces/"+journalNamespace+"/configmaps/")
+		}) {
+			return claims
+		}
+	}
+	t.Fatalf("in %d graceful stops right after provisioning, the provisioner never wrote its journal's last removals (no PATCH of a ConfigMap in namespace %s by %s in the audit log)",
+		attempts, journalNamespace, user)
+	return nil
 }

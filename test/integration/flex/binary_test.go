@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubeprov/external-storage/flex/pkg/flex"
 	"github.com/kubeprov/external-storage/test/framework"
+	"github.com/kubeprov/external-storage/test/framework/manifests"
 )
 
 // binary builds flex-provisioner (a second time is a cache hit).
@@ -23,7 +24,7 @@ func binary(t *testing.T) string {
 	return framework.BuildTestBinary(t, "flex", "flex-provisioner")
 }
 
-// applyDeployRBAC creates the RBAC objects of flex/deploy/rbac.yaml for a
+// applyDeployRBAC creates the RBAC objects of flex/deploy for a
 // provisioner in namespace ns and returns a kubeconfig of its service
 // account's user name, which those objects bind.
 func applyDeployRBAC(t *testing.T, ns string) string {
@@ -34,7 +35,7 @@ func applyDeployRBAC(t *testing.T, ns string) string {
 			s[i].Namespace = ns
 		}
 	}
-	cp.CreateTestRBAC(t, mustAbs("../../../flex/deploy/rbac.yaml"), func(obj runtime.Object) {
+	manifests.CreateTestRBAC(t, cp, mustAbs("../../../flex/deploy"), func(obj runtime.Object) {
 		switch o := obj.(type) {
 		case *rbacv1.ClusterRole:
 			o.Name = ns + "-" + o.Name

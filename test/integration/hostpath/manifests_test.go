@@ -119,64 +119,28 @@ func TestManifests(t *testing.T) {
 			restart := func() *framework.Process {
 				return startProvisioner(t, []string{"NODE_NAME=" + manifestNode, "POD_NAMESPACE=" + ns}, args...)
 			}
-			newClaim := func(name string) *corev1.PersistentVolumeClaim {
+			createClaim := func(name string) *corev1.PersistentVolumeClaim {
 				c := framework.NewPVC(pvc.Namespace, name, *pvc.Spec.StorageClassName, "1Mi")
 				if tc.schedule {
 					c.Annotations = map[string]string{annSelectedNode: manifestNode}
 				}
+				c, err := cp.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Create(ctx, c, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
 				return c
 			}
-			stopWithJournalFlush(ctx, t, p, restart, newClaim, ns, tc.journal, account)
+			claims := cp.StopWithJournalFlush(ctx, t, p, restart, createClaim, ns, account)
+			restart()
+			for _, c := range claims {
+				pv := bound(ctx, t, c.Namespace, c.Name)
+				deletePVC(t, c.Namespace, c.Name)
+				if err := framework.WaitForPVDeleted(ctx, cp.Client, pv.Name); err != nil {
+					t.Fatal(err)
+				}
+			}
 			cp.ExpectNoForbidden(t, account)
 		})
-	}
-}
-
-// stopWithJournalFlush stops p gracefully right after it provisioned a
-// claim, so that the journal's removal of that claim is still pending and
-// the final flush writes it (a PATCH of the journal ConfigMap). The journal
-// also writes removals by itself every few seconds: when that wins the race
-// (the audit log shows no PATCH from user), it starts the provisioner again
-// and retries, a bounded number of times. At the end the claims are deleted
-// by a provisioner started once more, and it is stopped too.
-func stopWithJournalFlush(ctx context.Context, t *testing.T, p *framework.Process, restart func() *framework.Process,
-	newClaim func(name string) *corev1.PersistentVolumeClaim, ns, journal, user string) {
-	t.Helper()
-	const attempts = 5
-	var claims []*corev1.PersistentVolumeClaim
-	flushed := false
-	for i := 0; i < attempts && !flushed; i++ {
-		if i > 0 {
-			p = restart()
-		}
-		claim := newClaim(fmt.Sprintf("graceful-stop-%d", i))
-		claim, err := cp.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		claims = append(claims, claim)
-		bound(ctx, t, claim.Namespace, claim.Name)
-		if err := p.Stop(); err != nil {
-			t.Fatal(err)
-		}
-		events, err := cp.AuditEvents(ctx, user)
-		if err != nil {
-			t.Fatal(err)
-		}
-		flushed = slices.ContainsFunc(events, func(e framework.AuditEvent) bool {
-			return e.Verb == "patch" && strings.HasSuffix(e.RequestURI, "/namespaces/"+ns+"/configmaps/"+journal)
-		})
-	}
-	if !flushed {
-		t.Fatalf("in %d graceful stops right after provisioning, the provisioner never wrote its journal's last removals (no PATCH of configmap %s/%s in the audit log)", attempts, ns, journal)
-	}
-	restart()
-	for _, c := range claims {
-		pv := bound(ctx, t, c.Namespace, c.Name)
-		deletePVC(t, c.Namespace, c.Name)
-		if err := framework.WaitForPVDeleted(ctx, cp.Client, pv.Name); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
