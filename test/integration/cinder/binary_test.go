@@ -116,4 +116,6 @@ func TestBinary(t *testing.T) {
 	if err := p.Stop(); err != nil {
 		t.Errorf("stopping with SIGTERM: %v", err)
 	}
+	// Nothing in the whole run was refused to the ServiceAccount.
+	cp.ExpectNoForbidden(t, "system:serviceaccount:"+deployNamespace+":cinder-provisioner")
 }
