@@ -160,30 +160,31 @@ func (cp *ControlPlane) ExpectNoForbidden(t testing.TB, user string) {
 	}
 }
 
-// StopWithJournalFlush stops p gracefully right after it provisioned a
-// claim (createClaim makes one; StopWithJournalFlush waits for it to be
+// StopWithJournalFlush stops a provisioner gracefully (stop) right after
+// it provisioned a claim (createClaim makes one; StopWithJournalFlush waits for it to be
 // Bound), so that the journal's removal of that claim is still pending and
 // the final flush of a graceful stop writes it: a PATCH of the journal
 // ConfigMap in journalNamespace by user. The journal also writes removals by
 // itself every few seconds: when that wins the race (the audit log shows no
-// such PATCH), it starts the provisioner again with restart and retries, a
-// bounded number of times, then fails the test. It returns the claims it
+// such PATCH), it starts the provisioner again with restart, which returns
+// how to stop the new one, and retries, a bounded number of times, then
+// fails the test. It returns the claims it
 // created, for the caller to delete. It needs Options.AuditLog.
-func (cp *ControlPlane) StopWithJournalFlush(ctx context.Context, t testing.TB, p *Process, restart func() *Process,
+func (cp *ControlPlane) StopWithJournalFlush(ctx context.Context, t testing.TB, stop func() error, restart func() (stop func() error),
 	createClaim func(name string) *corev1.PersistentVolumeClaim, journalNamespace, user string) []*corev1.PersistentVolumeClaim {
 	t.Helper()
 	const attempts = 5
 	var claims []*corev1.PersistentVolumeClaim
 	for i := range attempts {
 		if i > 0 {
-			p = restart()
+			stop = restart()
 		}
 		claim := createClaim(fmt.Sprintf("graceful-stop-%d", i))
 		claims = append(claims, claim)
 		if _, _, err := WaitForPVCBound(ctx, cp.Client, claim.Namespace, claim.Name); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Stop(); err != nil {
+		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
 		events, err := cp.AuditEvents(ctx, user)

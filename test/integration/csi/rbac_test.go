@@ -124,7 +124,7 @@ func TestDeployRBAC(t *testing.T) {
 		e.prov = e.startProvisioner(args...)
 		return e.prov
 	}
-	claims := cp.StopWithJournalFlush(e.ctx, t, e.prov, restart, func(string) *corev1.PersistentVolumeClaim {
+	claims := cp.StopWithJournalFlush(e.ctx, t, e.prov.Stop, func() func() error { return restart().Stop }, func(string) *corev1.PersistentVolumeClaim {
 		return e.createClaim(class.Name, "1Gi", selectedNode(node))
 	}, home, user)
 	restart()

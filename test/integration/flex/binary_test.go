@@ -123,7 +123,7 @@ func TestBinaryExecLauncherWithDeployRBAC(t *testing.T) {
 func gracefulStopAsDeploy(t *testing.T, ctx context.Context, p *framework.Process, start func() *framework.Process, claimsNS, class, ns string) {
 	t.Helper()
 	account := "system:serviceaccount:" + ns + ":" + deployServiceAccount
-	claims := cp.StopWithJournalFlush(ctx, t, p, start, func(name string) *corev1.PersistentVolumeClaim {
+	claims := cp.StopWithJournalFlush(ctx, t, p.Stop, func() func() error { return start().Stop }, func(name string) *corev1.PersistentVolumeClaim {
 		return createPVC(t, ctx, claimsNS, name, class, "1Gi")
 	}, ns, account)
 	p = start()

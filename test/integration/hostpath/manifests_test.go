@@ -130,7 +130,7 @@ func TestManifests(t *testing.T) {
 				}
 				return c
 			}
-			claims := cp.StopWithJournalFlush(ctx, t, p, restart, createClaim, ns, account)
+			claims := cp.StopWithJournalFlush(ctx, t, p.Stop, func() func() error { return restart().Stop }, createClaim, ns, account)
 			restart()
 			for _, c := range claims {
 				pv := bound(ctx, t, c.Namespace, c.Name)
