@@ -64,10 +64,11 @@ func (e *env) grantDeployRBAC(user, ns string) {
 	}
 }
 
-// TestDeployRBAC runs csi-provisioner as a user with exactly the rules of
-// deploy/rbac.yaml, with leader election and the journal in its own
-// namespace, and exercises every permission: topology, a provisioner
-// secret, a clone, a reschedule and a deletion. Nothing is forbidden.
+// TestDeployRBAC runs csi-provisioner as a user with exactly the rules
+// csi/deploy renders (deploy/rbac.yaml and lib/deploy/rbac), with leader
+// election and the journal in its own namespace, and exercises every
+// permission: topology, a provisioner secret, a clone, a reschedule, a
+// deletion and a graceful stop. Nothing is forbidden (audit log).
 func TestDeployRBAC(t *testing.T) {
 	e := newEnv(t, csidriver.Options{Topology: true})
 	user := uniqueName("csi-provisioner")
