@@ -5,6 +5,7 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -44,8 +45,8 @@ var rootWorkloads = map[string][]string{
 // checkNamespaces: every Namespace among objs sets the three Pod Security
 // labels, enforces restricted unless laxNamespaces says otherwise, and
 // audits and warns at least as strictly as it enforces.
-func checkNamespaces(t *testing.T, objs []*unstructured.Unstructured) {
-	t.Helper()
+func checkNamespaces(objs []*unstructured.Unstructured) []string {
+	var problems []string
 	for _, obj := range objs {
 		if obj.GetKind() != "Namespace" {
 			continue
@@ -53,7 +54,7 @@ func checkNamespaces(t *testing.T, objs []*unstructured.Unstructured) {
 		name, labels := obj.GetName(), obj.GetLabels()
 		for _, l := range psaLabels {
 			if !slices.Contains(psaLevels, labels[l]) {
-				t.Errorf("Namespace %s: label %s is %q, want one of %v", name, l, labels[l], psaLevels)
+				problems = append(problems, fmt.Sprintf("Namespace %s: label %s is %q, want one of %v", name, l, labels[l], psaLevels))
 			}
 		}
 		enforce := labels[psaLabels[0]]
@@ -62,14 +63,15 @@ func checkNamespaces(t *testing.T, objs []*unstructured.Unstructured) {
 			allowed = lax.level
 		}
 		if strictness(enforce) < strictness(allowed) {
-			t.Errorf("Namespace %s enforces %q, want %q (the strictest level its pods allow)", name, enforce, allowed)
+			problems = append(problems, fmt.Sprintf("Namespace %s enforces %q, want %q (the strictest level its pods allow)", name, enforce, allowed))
 		}
 		for _, l := range psaLabels[1:] {
 			if strictness(labels[l]) < strictness(enforce) {
-				t.Errorf("Namespace %s: %s is %q, less strict than enforce %q", name, l, labels[l], enforce)
+				problems = append(problems, fmt.Sprintf("Namespace %s: %s is %q, less strict than enforce %q", name, l, labels[l], enforce))
 			}
 		}
 	}
+	return problems
 }
 
 func strictness(level string) int { return slices.Index(psaLevels, level) }
@@ -100,8 +102,8 @@ func podsOf(t *testing.T, objs []*unstructured.Unstructured) []manifests.Workloa
 // escalation, all capabilities dropped and only rootContainers' added back,
 // RuntimeDefault seccomp, a read-only root filesystem, and non-root unless
 // rootWorkloads lists it.
-func checkContainers(t *testing.T, w manifests.Workload) {
-	t.Helper()
+func checkContainers(w manifests.Workload) []string {
+	var problems []string
 	pod := w.Pod.Spec.SecurityContext
 	if pod == nil {
 		pod = &corev1.PodSecurityContext{}
@@ -113,22 +115,22 @@ func checkContainers(t *testing.T, w manifests.Workload) {
 		}
 		where := w.String() + " container " + c.Name
 		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-			t.Errorf("%s: set securityContext.allowPrivilegeEscalation: false", where)
+			problems = append(problems, fmt.Sprintf("%s: set securityContext.allowPrivilegeEscalation: false", where))
 		}
 		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-			t.Errorf("%s: set securityContext.readOnlyRootFilesystem: true (and an emptyDir for any path it writes)", where)
+			problems = append(problems, fmt.Sprintf("%s: set securityContext.readOnlyRootFilesystem: true (and an emptyDir for any path it writes)", where))
 		}
 		var drop, add []corev1.Capability
 		if sc.Capabilities != nil {
 			drop, add = sc.Capabilities.Drop, sc.Capabilities.Add
 		}
 		if !slices.Contains(drop, "ALL") {
-			t.Errorf("%s: set securityContext.capabilities.drop: [ALL] and add back only what it needs", where)
+			problems = append(problems, fmt.Sprintf("%s: set securityContext.capabilities.drop: [ALL] and add back only what it needs", where))
 		}
 		allowedCaps, root := rootWorkloads[w.Name]
 		for _, capability := range add {
 			if !slices.Contains(allowedCaps, string(capability)) {
-				t.Errorf("%s adds capability %s: if it needs it, say why in the manifest and in rootWorkloads", where, capability)
+				problems = append(problems, fmt.Sprintf("%s adds capability %s: if it needs it, say why in the manifest and in rootWorkloads", where, capability))
 			}
 		}
 		seccomp := sc.SeccompProfile
@@ -136,29 +138,30 @@ func checkContainers(t *testing.T, w manifests.Workload) {
 			seccomp = pod.SeccompProfile
 		}
 		if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
-			t.Errorf("%s: set seccompProfile type RuntimeDefault (pod or container securityContext)", where)
+			problems = append(problems, fmt.Sprintf("%s: set seccompProfile type RuntimeDefault (pod or container securityContext)", where))
 		}
 		nonRoot := sc.RunAsNonRoot
 		if nonRoot == nil {
 			nonRoot = pod.RunAsNonRoot
 		}
 		if !root && (nonRoot == nil || !*nonRoot) {
-			t.Errorf("%s: set runAsNonRoot: true (pod or container securityContext)", where)
+			problems = append(problems, fmt.Sprintf("%s: set runAsNonRoot: true (pod or container securityContext)", where))
 		}
 	}
+	return problems
 }
 
 // checkToken: only the provisioner's container may hold the ServiceAccount's
 // token; a pod with any other container mounts none by default and gives
 // the provisioner a projected one.
-func checkToken(t *testing.T, w manifests.Workload, provisioner corev1.Container) {
-	t.Helper()
+func checkToken(w manifests.Workload, provisioner corev1.Container) []string {
+	var problems []string
 	spec := w.Pod.Spec
 	if len(spec.Containers)+len(spec.InitContainers) == 1 {
-		return
+		return nil
 	}
 	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
-		t.Errorf("%s: every container gets the ServiceAccount token; set automountServiceAccountToken: false and mount a projected token into %s only", w, provisioner.Name)
+		problems = append(problems, fmt.Sprintf("%s: every container gets the ServiceAccount token; set automountServiceAccountToken: false and mount a projected token into %s only", w, provisioner.Name))
 	}
 	tokenVolumes := map[string]bool{}
 	for _, v := range spec.Volumes {
@@ -172,10 +175,11 @@ func checkToken(t *testing.T, w manifests.Workload, provisioner corev1.Container
 		}
 		for _, m := range c.VolumeMounts {
 			if tokenVolumes[m.Name] {
-				t.Errorf("%s: container %s mounts the ServiceAccount token (volume %s); only %s needs it", w, c.Name, m.Name, provisioner.Name)
+				problems = append(problems, fmt.Sprintf("%s: container %s mounts the ServiceAccount token (volume %s); only %s needs it", w, c.Name, m.Name, provisioner.Name))
 			}
 		}
 	}
+	return problems
 }
 
 // dryRunPod creates w's pod with a server-side dry-run in namespace, so that
@@ -226,20 +230,64 @@ func restrictedNamespace(t *testing.T) string {
 // example in a namespace that enforces restricted.
 func checkPodSecurity(ctx context.Context, t *testing.T, root, provisioner, restricted string, objs []*unstructured.Unstructured) {
 	t.Helper()
-	checkNamespaces(t, objs)
+	problems := checkNamespaces(objs)
 	binaries, err := binariesOf(root, provisioner)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range podsOf(t, objs) {
-		checkContainers(t, w)
+		problems = append(problems, checkContainers(w)...)
 		if c, ok := provisionerContainer(w, binaries); ok {
-			checkToken(t, w, c)
+			problems = append(problems, checkToken(w, c)...)
 		}
 		namespace := w.Namespace
 		if w.Kind == "Pod" {
 			namespace = restricted
 		}
 		dryRunPod(ctx, t, w, namespace)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// TestPodSecurityCheckFindsProblems proves the Pod Security checks are not
+// vacuous: a namespace without labels, a container with no securityContext,
+// one that adds a capability, and a sidecar that shares the provisioner's
+// token each get reported.
+func TestPodSecurityCheckFindsProblems(t *testing.T) {
+	ns := &unstructured.Unstructured{}
+	ns.SetKind("Namespace")
+	ns.SetName("unlabelled")
+	lax := &unstructured.Unstructured{}
+	lax.SetKind("Namespace")
+	lax.SetName("lax")
+	lax.SetLabels(map[string]string{psaLabels[0]: "baseline", psaLabels[1]: "privileged", psaLabels[2]: "restricted"})
+	provisioner := corev1.Container{Name: "provisioner"}
+	w := manifests.Workload{Kind: "Deployment", Namespace: "lax", Name: "test", Pod: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{provisioner, {Name: "sidecar", SecurityContext: &corev1.SecurityContext{
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"SYS_ADMIN"}},
+		}}},
+	}}}
+	problems := slices.Concat(checkNamespaces([]*unstructured.Unstructured{ns, lax}), checkContainers(w), checkToken(w, provisioner))
+	report := strings.Join(problems, "\n")
+	for _, want := range []string{
+		"Namespace unlabelled: label pod-security.kubernetes.io/enforce is \"\"",
+		`Namespace lax enforces "baseline", want "restricted"`,
+		`Namespace lax: pod-security.kubernetes.io/audit is "privileged", less strict than enforce "baseline"`,
+		"container provisioner: set securityContext.allowPrivilegeEscalation: false",
+		"container provisioner: set securityContext.readOnlyRootFilesystem: true",
+		"container provisioner: set securityContext.capabilities.drop: [ALL]",
+		"container provisioner: set seccompProfile type RuntimeDefault",
+		"container provisioner: set runAsNonRoot: true",
+		"container sidecar adds capability SYS_ADMIN",
+		"every container gets the ServiceAccount token",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the check did not report %q; it reported:\n%s", want, report)
+		}
+	}
+	if strings.Contains(report, "container sidecar: set securityContext.capabilities.drop") {
+		t.Errorf("a container that drops ALL was reported:\n%s", report)
 	}
 }
