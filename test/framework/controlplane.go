@@ -48,6 +48,10 @@ type Options struct {
 	// --kube-api-qps=1000 for benchmarks). They come after the defaults, so a flag
 	// given here overrides the default value.
 	ControllerManagerArgs []string
+	// AuditLog makes kube-apiserver record every request (who, what, the
+	// answer's status; no bodies) in ControlPlane.AuditLog, for
+	// AuditEvents and ExpectNoForbidden.
+	AuditLog bool
 	// Log, if non-nil, receives progress lines ("building control plane...",
 	// "apiserver ready at ...").
 	Log func(format string, args ...any)
@@ -69,6 +73,9 @@ type ControlPlane struct {
 	Dir string
 	// EtcdLog, APIServerLog and ControllerManagerLog are the processes' output.
 	EtcdLog, APIServerLog, ControllerManagerLog string
+	// AuditLog is kube-apiserver's audit log (JSON lines), if Options.AuditLog
+	// asked for one.
+	AuditLog string
 
 	log func(string, ...any)
 	env *envtest.Environment
@@ -125,7 +132,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	}()
 
 	started := time.Now()
-	if err := cp.startAPIServer(ctx); err != nil {
+	if err := cp.startAPIServer(ctx, opts.AuditLog); err != nil {
 		return nil, err
 	}
 	log("apiserver ready at %s in %s (kubeconfig: %s)", cp.Config.Host, time.Since(started).Round(time.Millisecond), cp.KubeconfigPath)
@@ -138,9 +145,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	return cp, nil
 }
 
-// startAPIServer starts etcd and kube-apiserver and sets Config, Client and
-// KubeconfigPath.
-func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
+// startAPIServer starts etcd and kube-apiserver (with an audit log if audit)
+// and sets Config, Client and KubeconfigPath.
+func (cp *ControlPlane) startAPIServer(ctx context.Context, audit bool) error {
 	etcdOut, err := cp.openLog(cp.EtcdLog)
 	if err != nil {
 		return err
@@ -187,6 +194,11 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	// (60 s) for the controller manager's watches to end; with it, it drains the
 	// short requests and gives the rest 2 s.
 	cp.env.ControlPlane.APIServer.Configure().Set("shutdown-send-retry-after", "true")
+	if audit {
+		if err := cp.configureAudit(); err != nil {
+			return err
+		}
+	}
 	for _, d := range []string{cp.env.ControlPlane.Etcd.DataDir, cp.env.ControlPlane.APIServer.CertDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err

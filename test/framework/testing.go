@@ -96,12 +96,13 @@ func (cp *ControlPlane) CreateTestStorageClass(t testing.TB, sc *storagev1.Stora
 	return created
 }
 
-// CreateTestRBAC creates the RBAC objects of the YAML file at path (such as
-// a provisioner's deploy/rbac.yaml: ClusterRoles, ClusterRoleBindings, Roles
-// and RoleBindings), each after edit, if set, changed it (names, namespaces,
+// CreateTestRBAC creates the RBAC objects of the YAML file at path
+// (ClusterRoles, ClusterRoleBindings, Roles and RoleBindings), each after edit, if set, changed it (names, namespaces,
 // subjects), and deletes the cluster-scoped ones when the test ends; the
 // namespaced ones go with their namespace. It fails the test on any other
-// kind and if it cannot create an object.
+// kind and if it cannot create an object. A provisioner's deploy/rbac.yaml
+// lacks the library's rules, which its kustomization adds: use
+// manifests.CreateTestRBAC for it.
 func (cp *ControlPlane) CreateTestRBAC(t testing.TB, path string, edit func(runtime.Object)) {
 	t.Helper()
 	f, err := os.Open(path)
@@ -109,12 +110,12 @@ func (cp *ControlPlane) CreateTestRBAC(t testing.TB, path string, edit func(runt
 		t.Fatal(err)
 	}
 	defer f.Close()
-	ctx, rbac := t.Context(), cp.Client.RbacV1()
+	var objs []runtime.Object
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(f))
 	for {
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
-			return
+			break
 		}
 		if err != nil {
 			t.Fatalf("reading %s: %v", path, err)
@@ -123,6 +124,18 @@ func (cp *ControlPlane) CreateTestRBAC(t testing.TB, path string, edit func(runt
 		if err != nil {
 			t.Fatalf("decoding %s: %v", path, err)
 		}
+		objs = append(objs, obj)
+	}
+	cp.CreateTestRBACObjects(t, path, objs, edit)
+}
+
+// CreateTestRBACObjects is CreateTestRBAC for objects already read (from
+// where, for messages), e.g. rendered by kustomize.
+func (cp *ControlPlane) CreateTestRBACObjects(t testing.TB, from string, objs []runtime.Object, edit func(runtime.Object)) {
+	t.Helper()
+	ctx, rbac := t.Context(), cp.Client.RbacV1()
+	for _, obj := range objs {
+		var err error
 		if edit != nil {
 			edit(obj)
 		}
@@ -143,10 +156,10 @@ func (cp *ControlPlane) CreateTestRBAC(t testing.TB, path string, edit func(runt
 		case *rbacv1.RoleBinding:
 			_, err = rbac.RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		default:
-			t.Fatalf("%s: unexpected %T", path, obj)
+			t.Fatalf("%s: unexpected %T", from, obj)
 		}
 		if err != nil {
-			t.Fatalf("%s: %v", path, err)
+			t.Fatalf("%s: %v", from, err)
 		}
 		if remove != nil {
 			t.Cleanup(func() {

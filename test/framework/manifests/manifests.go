@@ -10,6 +10,8 @@ package manifests
 import (
 	"context"
 	"fmt"
+	"slices"
+	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -150,3 +153,43 @@ type (
 func (d *deployment) template() corev1.PodTemplateSpec  { return d.Spec.Template }
 func (d *daemonSet) template() corev1.PodTemplateSpec   { return d.Spec.Template }
 func (s *statefulSet) template() corev1.PodTemplateSpec { return s.Spec.Template }
+
+// rbacKinds are the kinds RBAC and CreateTestRBAC take from a rendering.
+var rbacKinds = []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+// RBAC renders the kustomization in dir and returns its ClusterRoles,
+// ClusterRoleBindings, Roles and RoleBindings, typed, as users get them: with
+// the library's rules that the component lib/deploy/rbac adds.
+func RBAC(dir string) ([]runtime.Object, error) {
+	objs, err := Render(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []runtime.Object
+	for _, obj := range objs {
+		if !slices.Contains(rbacKinds, obj.GetKind()) {
+			continue
+		}
+		typed, err := scheme.Scheme.New(obj.GroupVersionKind())
+		if err != nil {
+			return nil, err
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		out = append(out, typed)
+	}
+	return out, nil
+}
+
+// CreateTestRBAC creates the RBAC objects the kustomization in dir renders
+// (see RBAC), as framework.ControlPlane.CreateTestRBACObjects does: each
+// after edit, if set, changed it.
+func CreateTestRBAC(t testing.TB, cp *framework.ControlPlane, dir string, edit func(runtime.Object)) {
+	t.Helper()
+	objs, err := RBAC(dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	cp.CreateTestRBACObjects(t, dir, objs, edit)
+}

@@ -18,6 +18,7 @@ import (
 	cinderprov "github.com/kubeprov/external-storage/cinder/pkg/cinder"
 	cinderbackend "github.com/kubeprov/external-storage/test/backend/cinder"
 	"github.com/kubeprov/external-storage/test/framework"
+	"github.com/kubeprov/external-storage/test/framework/manifests"
 )
 
 // TestBinaryConfigError: a bad cloud config stops the binary at once with
@@ -52,7 +53,7 @@ func applyDeployRBAC(ctx context.Context, t *testing.T) string {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	cp.CreateTestRBAC(t, filepath.Join("..", "..", "..", "cinder", "deploy", "rbac.yaml"), nil)
+	manifests.CreateTestRBAC(t, cp, filepath.Join("..", "..", "..", "cinder", "deploy"), nil)
 	_, kubeconfig, err := cp.AddUser("system:serviceaccount:"+deployNamespace+":cinder-provisioner", []string{"system:serviceaccounts"})
 	if err != nil {
 		t.Fatal(err)
@@ -115,4 +116,6 @@ func TestBinary(t *testing.T) {
 	if err := p.Stop(); err != nil {
 		t.Errorf("stopping with SIGTERM: %v", err)
 	}
+	// Nothing in the whole run was refused to the ServiceAccount.
+	cp.ExpectNoForbidden(t, "system:serviceaccount:"+deployNamespace+":cinder-provisioner")
 }

@@ -116,7 +116,7 @@ func run(m *testing.M) int {
 	}()
 	go func() {
 		defer wg.Done()
-		cp, cpErr = framework.Start(ctx, framework.Options{Log: func(f string, a ...any) { logf("framework: "+f, a...) }})
+		cp, cpErr = framework.Start(ctx, framework.Options{AuditLog: true, Log: func(f string, a ...any) { logf("framework: "+f, a...) }})
 	}()
 	wg.Wait()
 	mu.Lock()

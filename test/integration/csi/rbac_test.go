@@ -5,7 +5,6 @@ package csi
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,36 +15,30 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubeprov/external-storage/test/csidriver"
+	"github.com/kubeprov/external-storage/test/framework"
+	"github.com/kubeprov/external-storage/test/framework/manifests"
 )
 
-// grantDeployRBAC applies the rules of csi/deploy/rbac.yaml to user: the
-// ClusterRole cluster-wide and the Role in namespace ns.
+// grantDeployRBAC applies the rules csi/deploy renders (its rbac.yaml and
+// the library's) to user: the ClusterRole cluster-wide and the Role in
+// namespace ns.
 func (e *env) grantDeployRBAC(user, ns string) {
 	t := e.t
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "csi", "deploy", "rbac.yaml"))
+	objs, err := manifests.RBAC(filepath.Join("..", "..", "..", "csi", "deploy"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
 	rbac := cp.Client.RbacV1()
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			t.Fatal(err)
-		}
+	for _, obj := range objs {
 		// Only the rules are the deploy's; names and subjects are the test's.
-		switch meta.Kind {
-		case "ClusterRole":
-			var role rbacv1.ClusterRole
-			if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
-				t.Fatal(err)
-			}
+		switch role := obj.(type) {
+		case *rbacv1.ClusterRole:
 			role.ObjectMeta = metav1.ObjectMeta{Name: user}
-			if _, err := rbac.ClusterRoles().Create(e.ctx, &role, metav1.CreateOptions{}); err != nil {
+			if _, err := rbac.ClusterRoles().Create(e.ctx, role, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user}, Subjects: subject,
@@ -57,13 +50,9 @@ func (e *env) grantDeployRBAC(user, ns string) {
 				_ = rbac.ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{})
 				_ = rbac.ClusterRoles().Delete(context.Background(), user, metav1.DeleteOptions{})
 			})
-		case "Role":
-			var role rbacv1.Role
-			if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
-				t.Fatal(err)
-			}
+		case *rbacv1.Role:
 			role.ObjectMeta = metav1.ObjectMeta{Name: user, Namespace: ns}
-			if _, err := rbac.Roles(ns).Create(e.ctx, &role, metav1.CreateOptions{}); err != nil {
+			if _, err := rbac.Roles(ns).Create(e.ctx, role, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns}, Subjects: subject,
@@ -75,10 +64,11 @@ func (e *env) grantDeployRBAC(user, ns string) {
 	}
 }
 
-// TestDeployRBAC runs csi-provisioner as a user with exactly the rules of
-// deploy/rbac.yaml, with leader election and the journal in its own
-// namespace, and exercises every permission: topology, a provisioner
-// secret, a clone, a reschedule and a deletion. Nothing is forbidden.
+// TestDeployRBAC runs csi-provisioner as a user with exactly the rules
+// csi/deploy renders (deploy/rbac.yaml and lib/deploy/rbac), with leader
+// election and the journal in its own namespace, and exercises every
+// permission: topology, a provisioner secret, a clone, a reschedule, a
+// deletion and a graceful stop. Nothing is forbidden (audit log).
 func TestDeployRBAC(t *testing.T) {
 	e := newEnv(t, csidriver.Options{Topology: true})
 	user := uniqueName("csi-provisioner")
@@ -88,7 +78,8 @@ func TestDeployRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.prov = e.startProvisioner("--kubeconfig="+kubeconfig, "--leader-election", "--leader-election-namespace="+home)
+	args := []string{"--kubeconfig=" + kubeconfig, "--leader-election", "--leader-election-namespace=" + home}
+	e.prov = e.startProvisioner(args...)
 	if err := e.prov.WaitReady(e.ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +118,25 @@ func TestDeployRBAC(t *testing.T) {
 	if logs := e.prov.Log(); strings.Contains(strings.ToLower(logs), "forbidden") {
 		t.Errorf("csi-provisioner was refused something:\n%s", grepLines(logs, "orbidden"))
 	}
+
+	// A graceful stop writes the journal's last removals (a PATCH). Then
+	// nothing in the whole flow may have been refused (audit log).
+	restart := func() *framework.Process {
+		e.prov = e.startProvisioner(args...)
+		return e.prov
+	}
+	claims := cp.StopWithJournalFlush(e.ctx, t, e.prov.Stop, func() func() error { return restart().Stop }, func(string) *corev1.PersistentVolumeClaim {
+		return e.createClaim(class.Name, "1Gi", selectedNode(node))
+	}, home, user)
+	restart()
+	for _, c := range claims {
+		e.deleteClaim(c)
+	}
+	e.noVolumeLeft()
+	if err := e.prov.Stop(); err != nil {
+		t.Error(err)
+	}
+	cp.ExpectNoForbidden(t, user)
 }
 
 func grepLines(s, substr string) string {

@@ -46,8 +46,9 @@ type kustomization struct {
 
 // TestManifests builds each kustomization as `kubectl apply -k` would and
 // applies it: namespaces and RBAC for real, everything else with a
-// server-side dry-run. Then it checks the images of the workloads and the
-// permissions of their ServiceAccounts. Kustomizations run one at a time and
+// server-side dry-run. Then it checks the images of the workloads, the
+// permissions of their ServiceAccounts, and the Pod Security of namespaces
+// and pods (security_test.go). Kustomizations run one at a time and
 // remove what they created, since several share namespaces and names.
 func TestManifests(t *testing.T) {
 	root, err := release.Root()
@@ -78,6 +79,7 @@ func TestManifests(t *testing.T) {
 		}
 	}
 	baseline := baselineRules(t)
+	restricted := restrictedNamespace(t)
 	for _, k := range kustomizations {
 		t.Run(k.path, func(t *testing.T) {
 			ctx := framework.TestContext(t, 2*time.Minute)
@@ -116,6 +118,7 @@ func TestManifests(t *testing.T) {
 				checkImages(t, root, k.provisioner, w)
 				checkPermissions(ctx, t, baseline, root, k.provisioner, w)
 			}
+			checkPodSecurity(ctx, t, root, k.provisioner, restricted, objs)
 		})
 	}
 }

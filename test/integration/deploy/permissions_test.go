@@ -50,8 +50,8 @@ var libPermissions = []permission{
 		why: "controller: class informer; provisionClaim gets a class not yet in the cache"},
 	{group: "", resource: "events", verbs: []string{"create", "patch"}, scope: cluster,
 		why: "controller: events on claims in any namespace, aggregated ones patched"},
-	{group: "", resource: "configmaps", verbs: []string{"get", "create", "update"}, scope: own,
-		why: "controller: the in-flight journal (cli always sets WithJournal)"},
+	{group: "", resource: "configmaps", verbs: []string{"get", "create", "update", "patch"}, scope: own,
+		why: "controller: the in-flight journal (cli always sets WithJournal); patch: flushRemovals at a graceful stop"},
 	{group: "coordination.k8s.io", resource: "leases", verbs: []string{"get", "create", "update"}, scope: own, when: "--leader-election",
 		why: "controller: leader election through a Lease"},
 }
@@ -90,5 +90,9 @@ var permissions = map[string][]permission{
 			why: "flex/pkg/flex pod.go findConfigMap: the provisioner ConfigMap of a class, by label"},
 		{group: "", resource: "pods", verbs: []string{"get", "list", "watch", "create", "delete"}, scope: own, when: "--launcher=container",
 			why: "flex/pkg/flex pod.go: one driver pod per operation"},
+		{group: "", resource: "secrets", verbs: []string{"get"}, scope: own, names: []string{"flex-provisioner-record-key"}, when: "--launcher=container",
+			why: "flex/pkg/flex recordkey.go: the key that signs the pod record on PVs"},
+		{group: "", resource: "secrets", verbs: []string{"create"}, scope: own, when: "--launcher=container",
+			why: "flex/pkg/flex recordkey.go: the record key is created on first start"},
 	},
 }

@@ -4,17 +4,20 @@
 package flex
 
 import (
+	"context"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kubeprov/external-storage/flex/pkg/flex"
 	"github.com/kubeprov/external-storage/test/framework"
+	"github.com/kubeprov/external-storage/test/framework/manifests"
 )
 
 // binary builds flex-provisioner (a second time is a cache hit).
@@ -23,18 +26,21 @@ func binary(t *testing.T) string {
 	return framework.BuildTestBinary(t, "flex", "flex-provisioner")
 }
 
-// applyDeployRBAC creates the RBAC objects of flex/deploy/rbac.yaml for a
+// deployServiceAccount is the ServiceAccount flex/deploy binds its RBAC to.
+const deployServiceAccount = "flex-provisioner"
+
+// applyDeployRBAC creates the RBAC objects of flex/deploy for a
 // provisioner in namespace ns and returns a kubeconfig of its service
 // account's user name, which those objects bind.
 func applyDeployRBAC(t *testing.T, ns string) string {
 	t.Helper()
-	const sa = "flex-provisioner"
+	const sa = deployServiceAccount
 	subjects := func(s []rbacv1.Subject) {
 		for i := range s {
 			s[i].Namespace = ns
 		}
 	}
-	cp.CreateTestRBAC(t, mustAbs("../../../flex/deploy/rbac.yaml"), func(obj runtime.Object) {
+	manifests.CreateTestRBAC(t, cp, mustAbs("../../../flex/deploy"), func(obj runtime.Object) {
 		switch o := obj.(type) {
 		case *rbacv1.ClusterRole:
 			o.Name = ns + "-" + o.Name
@@ -91,7 +97,10 @@ func TestBinaryExecLauncherWithDeployRBAC(t *testing.T) {
 		t.Errorf("--version: %q, %v", out, err)
 	}
 	// DRIVER_TIMEOUT sets --driver-timeout, as every flag can be set.
-	runBinary(t, kubeconfig, ns, []string{"DRIVER_TIMEOUT=45s"}, "--launcher=exec", "--driver", hostdirDriver, "--provisioner", name)
+	start := func() *framework.Process {
+		return runBinary(t, kubeconfig, ns, []string{"DRIVER_TIMEOUT=45s"}, "--launcher=exec", "--driver", hostdirDriver, "--provisioner", name)
+	}
+	p := start()
 	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), name, map[string]string{"root": root}))
 	pvc := createPVC(t, ctx, claims, "data", class.Name, "1Gi")
 	_, pv, err := framework.WaitForPVCBound(ctx, client(t), claims, pvc.Name)
@@ -103,6 +112,32 @@ func TestBinaryExecLauncherWithDeployRBAC(t *testing.T) {
 	if dirs := volumeDirs(t, root); len(dirs) != 0 {
 		t.Errorf("directories left after delete: %v", dirs)
 	}
+	gracefulStopAsDeploy(t, ctx, p, start, claims, class.Name, ns)
+}
+
+// gracefulStopAsDeploy ends a test of the binary running with the deploy
+// RBAC: a graceful stop right after a provisioning, so that the journal's
+// final flush runs too (the claims it takes are then deleted by the binary
+// started again), and then nothing in the whole test may have been refused
+// to its ServiceAccount (the API server's audit log).
+func gracefulStopAsDeploy(t *testing.T, ctx context.Context, p *framework.Process, start func() *framework.Process, claimsNS, class, ns string) {
+	t.Helper()
+	account := "system:serviceaccount:" + ns + ":" + deployServiceAccount
+	claims := cp.StopWithJournalFlush(ctx, t, p.Stop, func() func() error { return start().Stop }, func(name string) *corev1.PersistentVolumeClaim {
+		return createPVC(t, ctx, claimsNS, name, class, "1Gi")
+	}, ns, account)
+	p = start()
+	for _, c := range claims {
+		_, pv, err := framework.WaitForPVCBound(ctx, client(t), c.Namespace, c.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleteAndWaitGone(t, ctx, c, pv.Name)
+	}
+	if err := p.Stop(); err != nil {
+		t.Error(err)
+	}
+	cp.ExpectNoForbidden(t, account)
 }
 
 // The binary with the container launcher and the permissions of flex/deploy
@@ -116,7 +151,10 @@ func TestBinaryContainerLauncherWithDeployRBAC(t *testing.T) {
 	sim := startSim(t, ctx, map[string]map[string]string{e.work + "-node": nil})
 	e.sim = sim
 
-	runBinary(t, kubeconfig, e.work, nil, "--launcher=container", "--provisioner", e.name, "--pod-start-timeout=30s")
+	start := func() *framework.Process {
+		return runBinary(t, kubeconfig, e.work, nil, "--launcher=container", "--provisioner", e.name, "--pod-start-timeout=30s")
+	}
+	p := start()
 	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{"root": e.root}))
 	e.configMap(t, ctx, e.work, "hostdir", map[string]string{flex.LabelStorageClass: class.Name, flex.LabelType: flex.TypeProvisionerConfig},
 		map[string]string{flex.ConfigImage: imageHostdir, flex.ConfigHostPath: e.root})
@@ -134,4 +172,5 @@ func TestBinaryContainerLauncherWithDeployRBAC(t *testing.T) {
 		t.Errorf("%d pods ran, want a provision and a delete pod", n)
 	}
 	expectNoPods(t, ctx, e.work)
+	gracefulStopAsDeploy(t, ctx, p, start, e.ns, class.Name, e.work)
 }

@@ -116,6 +116,34 @@ func TestManifests(t *testing.T) {
 			if log := p.Log(); strings.Contains(log, "forbidden") {
 				t.Errorf("the ServiceAccount's RBAC is not enough: %s", firstLineWith(log, "forbidden"))
 			}
+
+			// A graceful stop writes the journal's last removals: part of what
+			// the RBAC must allow.
+			account := "system:serviceaccount:" + ns + ":" + pod.Spec.ServiceAccountName
+			restart := func() *framework.Process {
+				return startProvisioner(t, []string{"NODE_NAME=" + manifestNode, "POD_NAMESPACE=" + ns}, args...)
+			}
+			createClaim := func(name string) *corev1.PersistentVolumeClaim {
+				c := framework.NewPVC(pvc.Namespace, name, *pvc.Spec.StorageClassName, "1Mi")
+				if tc.schedule {
+					c.Annotations = map[string]string{annSelectedNode: manifestNode}
+				}
+				c, err := cp.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Create(ctx, c, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return c
+			}
+			claims := cp.StopWithJournalFlush(ctx, t, p.Stop, func() func() error { return restart().Stop }, createClaim, ns, account)
+			restart()
+			for _, c := range claims {
+				pv := bound(ctx, t, c.Namespace, c.Name)
+				deletePVC(t, c.Namespace, c.Name)
+				if err := framework.WaitForPVDeleted(ctx, cp.Client, pv.Name); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cp.ExpectNoForbidden(t, account)
 		})
 	}
 }

@@ -30,7 +30,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	framework.RunMain(m, framework.Options{}, func(c *framework.ControlPlane) {
+	framework.RunMain(m, framework.Options{AuditLog: true}, func(c *framework.ControlPlane) {
 		cp = c
 		cfg := c.RestConfig()
 		cfg.QPS, cfg.Burst = 500, 1000
@@ -63,6 +63,13 @@ func testOptions(extra ...controller.Option) []controller.Option {
 // the returned stop is called) and fails the test if Run returns an error
 // other than through stop.
 func runController(t *testing.T, name string, p controller.Provisioner, opts ...controller.Option) (stop func()) {
+	t.Helper()
+	return runControllerAs(t, client, name, p, opts...)
+}
+
+// runControllerAs is runController with the controller's own client (of
+// another user than the admin).
+func runControllerAs(t *testing.T, client kubernetes.Interface, name string, p controller.Provisioner, opts ...controller.Option) (stop func()) {
 	t.Helper()
 	c, err := controller.NewProvisionController(client, name, p, testOptions(opts...)...)
 	if err != nil {

@@ -27,7 +27,7 @@ var cp *framework.ControlPlane
 var clientTools = []string{"dbus-send", "nfs-ls", "nfs-cp", "nfs-cat"}
 
 func TestMain(m *testing.M) {
-	framework.RunMain(m, framework.Options{}, func(c *framework.ControlPlane) { cp = c })
+	framework.RunMain(m, framework.Options{AuditLog: true}, func(c *framework.ControlPlane) { cp = c })
 }
 
 // requireNFS fails the test under CI=true, and skips it otherwise, when the
