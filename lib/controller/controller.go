@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -418,7 +419,7 @@ func (c *ProvisionController) work(ctx context.Context, q workqueue.TypedRateLim
 				// process; the provisioner's calls recover their own (see
 				// recoverPanic), this is the last resort for the controller's.
 				if r := recover(); r != nil {
-					c.panicked(ctx, "sync", key, r)
+					_ = c.panicked(ctx, "sync", key, r)
 					q.AddRateLimited(key)
 				}
 			}()
@@ -432,10 +433,17 @@ func (c *ProvisionController) work(ctx context.Context, q workqueue.TypedRateLim
 	}
 }
 
-// panicked logs and counts a recovered panic.
-func (c *ProvisionController) panicked(ctx context.Context, operation, key string, r any) {
+// panicked logs and counts a recovered panic and returns the error for its
+// event. The value a provisioner panics with may hold anything, secrets
+// included: only the log, which operators read, gets it, and the event only
+// a runtime error (a nil dereference, an index out of range).
+func (c *ProvisionController) panicked(ctx context.Context, operation, key string, r any) error {
 	c.metrics.panics.WithLabelValues(operation).Inc()
 	klog.FromContext(ctx).Error(fmt.Errorf("panic: %v", r), "Recovered from a panic; will retry", "operation", operation, "key", key, "stack", string(debug.Stack()))
+	if re, ok := r.(runtime.Error); ok {
+		return fmt.Errorf("the provisioner panicked: %w", re)
+	}
+	return errors.New("the provisioner panicked; its log has the details")
 }
 
 func (c *ProvisionController) claimChanged(obj any) {

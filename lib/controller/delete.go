@@ -107,8 +107,7 @@ func (c *ProvisionController) callDelete(ctx context.Context, pv *corev1.Persist
 	defer c.metrics.inFlight.WithLabelValues("delete").Dec()
 	defer func() {
 		if r := recover(); r != nil {
-			c.panicked(ctx, "delete", pv.Name, r)
-			err = fmt.Errorf("the provisioner panicked: %v", r)
+			err = c.panicked(ctx, "delete", pv.Name, r)
 		}
 	}()
 	return c.provisioner.Delete(opCtx, pv)

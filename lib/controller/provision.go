@@ -220,10 +220,9 @@ func (c *ProvisionController) callProvision(ctx context.Context, options Provisi
 	defer cancel()
 	defer func() {
 		if r := recover(); r != nil {
-			c.panicked(ctx, "provision", options.PVName, r)
 			// It may have panicked after creating the asset: keep calling it
 			// until it says what became of it, as for a timeout.
-			pv, state, err = nil, ProvisioningInBackground, fmt.Errorf("the provisioner panicked: %v", r)
+			pv, state, err = nil, ProvisioningInBackground, c.panicked(ctx, "provision", options.PVName, r)
 		}
 	}()
 	pv, state, err = c.provisioner.Provision(opCtx, options)

@@ -86,7 +86,7 @@ func TestPanickingProvisionerIsRetried(t *testing.T) {
 	if _, _, err := framework.WaitForPVCBound(ctx, client, ns, pvc.Name); err != nil {
 		t.Fatal(err)
 	}
-	waitForMessage(t, ctx, pvc, corev1.EventTypeWarning, "the provisioner panicked: a bug in the provisioner")
+	waitForMessage(t, ctx, pvc, corev1.EventTypeWarning, "the provisioner panicked; its log has the details")
 }
 
 // One namespace whose claims never finish provisioning, each carrying as much
