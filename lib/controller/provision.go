@@ -204,9 +204,13 @@ func (c *ProvisionController) settle(op *operation, state ProvisioningState) {
 	switch state {
 	case ProvisioningInBackground:
 		op.inBackground = true
-	case ProvisioningNoChange:
-	default:
+	case ProvisioningFinished, ProvisioningReschedule:
 		op.inBackground = false
+	default:
+		// NoChange, and also an empty or unknown state: the safe reading,
+		// as in sig-storage-lib-external-provisioner. Taking it for
+		// Finished would forget an asset that an earlier attempt left in
+		// progress.
 	}
 	keep := op.inBackground
 	c.mu.Unlock()

@@ -399,3 +399,21 @@ type failingLock struct {
 func (l failingLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	return nil, nil, l.err
 }
+
+// An error without a state (a port from a library where that meant "no
+// change") keeps an operation that an earlier attempt left in progress.
+func TestEmptyStateWithAnErrorKeepsAnOperationInProgress(t *testing.T) {
+	store := newStore(t)
+	store.provisionF = func(n int, _ ProvisionOptions) (ProvisioningState, error) {
+		if n == 1 {
+			return ProvisioningInBackground, errors.New("timed out")
+		}
+		return "", errors.New("backend busy")
+	}
+	f := newFixture(t, store, nil, class("gold"), claim("c", "gold"))
+	_ = f.c.syncClaim(f.ctx, "ns/c")
+	_ = f.c.syncClaim(f.ctx, "ns/c")
+	if !f.c.journal.has("pvc-uid-c") {
+		t.Fatal("an error with no state ended an operation that was in progress: its asset would be forgotten")
+	}
+}

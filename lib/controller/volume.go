@@ -52,7 +52,8 @@ const (
 	// returns it for a claim that is gone.
 	ProvisioningInBackground ProvisioningState = "InBackground"
 	// ProvisioningNoChange: nothing happened; whatever was true before this call
-	// (in particular an earlier InBackground) still holds.
+	// (in particular an earlier InBackground) still holds. An empty or unknown
+	// state with an error is read as NoChange.
 	ProvisioningNoChange ProvisioningState = "NoChange"
 	// ProvisioningReschedule: the selected node cannot host the volume; the
 	// controller removes the selected-node annotation so that the scheduler
