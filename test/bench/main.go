@@ -662,6 +662,11 @@ func copyBoundClaims(ctx context.Context, admin kubernetes.Interface, ns, class 
 			Spec: *original.Spec.DeepCopy(),
 		}
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: pvc.Name, UID: pvc.UID}
+		// A copy shares its original's asset, which the provisioners rightly
+		// refuse to delete for it (the asset names another PV): should a copy
+		// ever be released, it keeps the asset. A restart reads bound volumes
+		// the same whatever their policy.
+		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
 		_, err = admin.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 		return err
 	})
