@@ -6,6 +6,7 @@ package controller
 import (
 	"crypto/sha256"
 	"fmt"
+	"regexp"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +25,9 @@ func metaForLease(namespace, provisioner string) metav1.ObjectMeta {
 // that two provisioner names never share a Lease or a journal:
 // "kubeprov.io/nfs", "kubeprov.io-nfs" and "Kubeprov.io/NFS" are three.
 func ObjectName(provisioner string) string {
-	if len(provisioner) <= maxObjectStem && len(validation.IsDNS1123Subdomain(provisioner)) == 0 {
+	// A valid name that looks like a cleaned one with its digest is digested
+	// too: kept as is, it could equal another name's object name.
+	if len(provisioner) <= maxObjectStem && len(validation.IsDNS1123Subdomain(provisioner)) == 0 && !digestSuffix.MatchString(provisioner) {
 		return provisioner
 	}
 	n := invalidNameChars.ReplaceAllString(strings.ToLower(provisioner), "-")
@@ -60,6 +63,8 @@ const (
 	maxObjectStem    = 200
 	nameDigestLength = 10
 )
+
+var digestSuffix = regexp.MustCompile(fmt.Sprintf(`-[0-9a-f]{%d}$`, nameDigestLength))
 
 func nameDigest(s string) string {
 	return fmt.Sprintf("%x", sha256.Sum256([]byte(s)))[:nameDigestLength]

@@ -182,6 +182,10 @@ func TestProvisionerNamesMapToDistinctObjects(t *testing.T) {
 	if ObjectName("example.com-dir") != "example.com-dir" {
 		t.Errorf("a valid name was changed: %q", ObjectName("example.com-dir"))
 	}
+	// A valid name that looks like another's cleaned name is not kept as is.
+	if posing := ObjectName("kubeprov.io/nfs"); ObjectName(posing) == posing {
+		t.Errorf("provisioner %q takes the Lease of kubeprov.io/nfs", posing)
+	}
 	// An instance name must not be able to pose as part of the provisioner name.
 	if JournalName("a", "b-c") == JournalName("a-b", "c") {
 		t.Error(`provisioner "a" on "b-c" shares a journal with "a-b" on "c"`)
