@@ -11,9 +11,8 @@
 #   KUBEPROV_CACHE   cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/kubeprov)
 set -euo pipefail
 
-K8S_VERSION=v1.36.3
-K8S_LIB_VERSION=v0.36.3
-ETCD_VERSION=v3.6.16
+# shellcheck source=SCRIPTDIR/lib/versions.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/versions.sh"
 
 cache_root=${KUBEPROV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeprov}
 bin_dir="$cache_root/controlplane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
