@@ -1,6 +1,7 @@
 # Copyright 2026 The external-storage Authors.
 # SPDX-License-Identifier: Apache-2.0
 #
+# shellcheck shell=bash
 # The versions of the real Kubernetes components tests run, in one place:
 # sourced by hack/controlplane.sh (etcd, kube-apiserver,
 # kube-controller-manager) and hack/node.sh (kubelet, kube-scheduler,
