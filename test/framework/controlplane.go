@@ -56,7 +56,8 @@ type Options struct {
 	// APIServerPort is the port it listens on (default: a free port).
 	APIServerPort int
 	// APIServerArgs are extra kube-apiserver flags; each replaces envtest's
-	// value of the same flag (e.g. "authorization-mode": {"Node,RBAC"}).
+	// value of the same flag (e.g. "authorization-mode": {"Node,RBAC"}), and
+	// a nil value removes envtest's flag.
 	APIServerArgs map[string][]string
 	// Log, if non-nil, receives progress lines ("building control plane...",
 	// "apiserver ready at ...").
@@ -204,7 +205,11 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options) error 
 	// short requests and gives the rest 2 s.
 	cp.env.ControlPlane.APIServer.Configure().Set("shutdown-send-retry-after", "true")
 	for flag, values := range opts.APIServerArgs {
-		cp.env.ControlPlane.APIServer.Configure().Set(flag, values...)
+		if values == nil {
+			cp.env.ControlPlane.APIServer.Configure().Disable(flag)
+		} else {
+			cp.env.ControlPlane.APIServer.Configure().Set(flag, values...)
+		}
 	}
 	for _, d := range []string{cp.env.ControlPlane.Etcd.DataDir, cp.env.ControlPlane.APIServer.CertDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
