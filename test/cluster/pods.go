@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -175,4 +176,33 @@ func (c *Cluster) waitServiceAccount(ctx context.Context, ns, name string) error
 		_, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil, nil
 	})
+}
+
+// WaitDeploymentAvailable waits until every replica of the Deployment is
+// available (its readiness probe passed).
+func (c *Cluster) WaitDeploymentAvailable(ctx context.Context, ns, name string) error {
+	var last *appsv1.Deployment
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = d
+		return d.Status.AvailableReplicas > 0 && d.Status.AvailableReplicas == d.Status.Replicas, nil
+	})
+	if err != nil {
+		pods, _ := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		var states []string
+		if pods != nil {
+			for _, p := range pods.Items {
+				states = append(states, p.Name+": "+string(p.Status.Phase)+" "+p.Status.Message)
+			}
+		}
+		var status any
+		if last != nil {
+			status = last.Status
+		}
+		return fmt.Errorf("Deployment %s/%s is not available: %w (status %+v; pods %v)", ns, name, err, status, states)
+	}
+	return nil
 }

@@ -28,10 +28,10 @@ import (
 // pushTag is the tag e2e images are pushed with.
 const pushTag = "e2e"
 
-// pushImage runs make push in the provisioner's directory, as a release
+// PushImage runs make push in the provisioner's directory, as a release
 // does, into the cluster's registry, for this machine's platform only. It
 // returns the reference pushed.
-func pushImage(ctx context.Context, c *cluster.Cluster, module string) (string, error) {
+func PushImage(ctx context.Context, c *cluster.Cluster, module string) (string, error) {
 	root, err := framework.RepoRoot()
 	if err != nil {
 		return "", err
@@ -48,13 +48,13 @@ func pushImage(ctx context.Context, c *cluster.Cluster, module string) (string, 
 	return strings.TrimSpace(string(ref)), nil
 }
 
-// imageOverride is a kustomize images: entry.
-type imageOverride struct{ name, newRef string }
+// ImageOverride is a kustomize images: entry.
+type ImageOverride struct{ Name, NewRef string }
 
-// render builds the kustomization at <repo>/<dir> as a user's own
+// Render builds the kustomization at <repo>/<dir> as a user's own
 // kustomization would use it: as its only resource, with images: entries
 // replacing image references and nothing else.
-func render(dir string, images ...imageOverride) ([]*unstructured.Unstructured, error) {
+func Render(dir string, images ...ImageOverride) ([]*unstructured.Unstructured, error) {
 	root, err := framework.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -70,9 +70,9 @@ func render(dir string, images ...imageOverride) ([]*unstructured.Unstructured, 
 	}
 	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel + "\nimages:\n"
 	for _, img := range images {
-		name, tag, _ := strings.Cut(img.newRef[strings.LastIndex(img.newRef, "/")+1:], ":")
-		newName := img.newRef[:strings.LastIndex(img.newRef, "/")+1] + name
-		k += fmt.Sprintf("  - name: %s\n    newName: %s\n    newTag: %q\n", img.name, newName, tag)
+		name, tag, _ := strings.Cut(img.NewRef[strings.LastIndex(img.NewRef, "/")+1:], ":")
+		newName := img.NewRef[:strings.LastIndex(img.NewRef, "/")+1] + name
+		k += fmt.Sprintf("  - name: %s\n    newName: %s\n    newTag: %q\n", img.Name, newName, tag)
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		return nil, err
@@ -80,9 +80,9 @@ func render(dir string, images ...imageOverride) ([]*unstructured.Unstructured, 
 	return manifests.Render(tmp)
 }
 
-// apply creates objs in their order (kustomize puts namespaces and RBAC
+// Apply creates objs in their order (kustomize puts namespaces and RBAC
 // first), as kubectl apply does on an empty cluster.
-func apply(ctx context.Context, mc *manifests.Client, objs []*unstructured.Unstructured) error {
+func Apply(ctx context.Context, mc *manifests.Client, objs []*unstructured.Unstructured) error {
 	for _, obj := range objs {
 		r, err := mc.Resource(obj)
 		if err != nil {
@@ -95,8 +95,8 @@ func apply(ctx context.Context, mc *manifests.Client, objs []*unstructured.Unstr
 	return nil
 }
 
-// remove deletes objs in reverse order.
-func remove(ctx context.Context, mc *manifests.Client, objs []*unstructured.Unstructured) error {
+// Remove deletes objs in reverse order.
+func Remove(ctx context.Context, mc *manifests.Client, objs []*unstructured.Unstructured) error {
 	for _, obj := range slices.Backward(objs) {
 		if err := mc.Delete(ctx, obj); err != nil {
 			return fmt.Errorf("deleting %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)

@@ -5,15 +5,10 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"path"
 	"strings"
 	"testing"
 	"time"
-
-	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeprov/external-storage/test/cluster"
 	"github.com/kubeprov/external-storage/test/framework"
@@ -36,7 +31,7 @@ const (
 // and the claim: the PV and the directory go.
 func TestHostpathSingleNode(t *testing.T) {
 	ctx := framework.TestContext(t, 10*time.Minute)
-	ref, err := pushImage(ctx, c, "hostpath")
+	ref, err := PushImage(ctx, c, "hostpath")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,29 +39,29 @@ func TestHostpathSingleNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	install, err := render("hostpath/deploy/single-node", imageOverride{hostpathImage, ref})
+	install, err := Render("hostpath/deploy/single-node", ImageOverride{hostpathImage, ref})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := apply(ctx, mc, install); err != nil {
+	if err := Apply(ctx, mc, install); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
 		defer cancel()
-		if err := remove(ctx, mc, install); err != nil {
+		if err := Remove(ctx, mc, install); err != nil {
 			t.Errorf("uninstalling: %v", err)
 		}
 	})
-	if err := waitDeploymentAvailable(ctx, c, "kubeprov-hostpath", "hostpath-provisioner"); err != nil {
+	if err := c.WaitDeploymentAvailable(ctx, "kubeprov-hostpath", "hostpath-provisioner"); err != nil {
 		t.Fatal(err)
 	}
 
-	example, err := render("hostpath/deploy/example", imageOverride{"busybox", c.Image(cluster.BusyboxImage)})
+	example, err := Render("hostpath/deploy/example", ImageOverride{"busybox", c.Image(cluster.BusyboxImage)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := apply(ctx, mc, example); err != nil {
+	if err := Apply(ctx, mc, example); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitPodPhase(ctx, exampleNS, exampleName, "Succeeded"); err != nil {
@@ -92,7 +87,7 @@ func TestHostpathSingleNode(t *testing.T) {
 		t.Errorf("SUCCESS on the node holds %q, the pod printed %q", onNode, log)
 	}
 
-	if err := remove(ctx, mc, example); err != nil {
+	if err := Remove(ctx, mc, example); err != nil {
 		t.Fatal(err)
 	}
 	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
@@ -101,33 +96,4 @@ func TestHostpathSingleNode(t *testing.T) {
 	if out, err := node.Exec(ctx, "ls", "-A", hostpathDir); err != nil || strings.Contains(string(out), pv.Name) {
 		t.Errorf("after the PV was deleted, %s on the node holds %q (%v), want no %s", hostpathDir, out, err, pv.Name)
 	}
-}
-
-// waitDeploymentAvailable waits until every replica of the Deployment is
-// available (its readiness probe passed).
-func waitDeploymentAvailable(ctx context.Context, c *cluster.Cluster, ns, name string) error {
-	var last *appsv1.Deployment
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = d
-		return d.Status.AvailableReplicas > 0 && d.Status.AvailableReplicas == d.Status.Replicas, nil
-	})
-	if err != nil {
-		pods, _ := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		var states []string
-		if pods != nil {
-			for _, p := range pods.Items {
-				states = append(states, p.Name+": "+string(p.Status.Phase)+" "+p.Status.Message)
-			}
-		}
-		var status any
-		if last != nil {
-			status = last.Status
-		}
-		return fmt.Errorf("Deployment %s/%s is not available: %w (status %+v; pods %v)", ns, name, err, status, states)
-	}
-	return nil
 }
