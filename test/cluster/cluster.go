@@ -60,6 +60,9 @@ type Cluster struct {
 	SchedulerLog string
 	// NodeBinDir holds kubelet, containerd and the other node binaries.
 	NodeBinDir string
+	// NodesDir holds the nodes' directories and kube-scheduler's log (the
+	// control plane's are in Dir).
+	NodesDir string
 
 	net       *network
 	registry  *localRegistry
@@ -97,6 +100,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	if c.dir, err = os.MkdirTemp("", "kubeprov-cluster-"); err != nil {
 		return nil, err
 	}
+	c.NodesDir = c.dir
 	if c.net, err = newNetwork(ctx); err != nil {
 		return nil, err
 	}
@@ -236,9 +240,6 @@ func (c *Cluster) waitNodeReady(ctx context.Context, n *Node) error {
 // Image is the reference of repoTag (such as BusyboxImage) in the cluster's
 // registry.
 func (c *Cluster) Image(repoTag string) string { return c.Registry + "/" + repoTag }
-
-// Dir holds the nodes' directories and the cluster's logs.
-func (c *Cluster) Dir() string { return c.dir }
 
 // Stop kills every process of every node and removes their cgroups, stops
 // kube-scheduler, the registry and the control plane, removes the bridge and
