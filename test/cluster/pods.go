@@ -206,3 +206,25 @@ func (c *Cluster) WaitDeploymentAvailable(ctx context.Context, ns, name string) 
 	}
 	return nil
 }
+
+// WaitDaemonSetReady waits until the DaemonSet has a ready pod on every
+// node it should run on.
+func (c *Cluster) WaitDaemonSetReady(ctx context.Context, ns, name string) error {
+	var last *appsv1.DaemonSet
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ds, err := c.Client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = ds
+		return ds.Status.DesiredNumberScheduled > 0 && ds.Status.NumberReady == ds.Status.DesiredNumberScheduled, nil
+	})
+	if err != nil {
+		var status any
+		if last != nil {
+			status = last.Status
+		}
+		return fmt.Errorf("DaemonSet %s/%s is not ready: %w (status %+v)", ns, name, err, status)
+	}
+	return nil
+}

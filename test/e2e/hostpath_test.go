@@ -5,10 +5,16 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeprov/external-storage/test/cluster"
 	"github.com/kubeprov/external-storage/test/framework"
@@ -22,6 +28,7 @@ const (
 	// The names of hostpath/deploy/example.
 	exampleName = "hostpath-example"
 	exampleNS   = "default"
+	hostpathNS  = "kubeprov-hostpath"
 )
 
 // TestHostpathSingleNode follows hostpath/README.md on a one-node cluster:
@@ -31,29 +38,12 @@ const (
 // and the claim: the PV and the directory go.
 func TestHostpathSingleNode(t *testing.T) {
 	ctx := framework.TestContext(t, 10*time.Minute)
-	ref, err := PushImage(ctx, c, "hostpath")
-	if err != nil {
-		t.Fatal(err)
+	// One node, as the README asks of this mode: the others are cordoned.
+	for _, n := range c.Nodes[1:] {
+		cordon(t, n.Name)
 	}
-	mc, err := manifests.NewClient(c.ControlPlane)
-	if err != nil {
-		t.Fatal(err)
-	}
-	install, err := Render("hostpath/deploy/single-node", ImageOverride{hostpathImage, ref})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Apply(ctx, mc, install); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
-		defer cancel()
-		if err := Remove(ctx, mc, install); err != nil {
-			t.Errorf("uninstalling: %v", err)
-		}
-	})
-	if err := c.WaitDeploymentAvailable(ctx, "kubeprov-hostpath", "hostpath-provisioner"); err != nil {
+	mc := installHostpath(t, "hostpath/deploy/single-node")
+	if err := c.WaitDeploymentAvailable(ctx, hostpathNS, "hostpath-provisioner"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -96,4 +86,134 @@ func TestHostpathSingleNode(t *testing.T) {
 	if out, err := node.Exec(ctx, "ls", "-A", hostpathDir); err != nil || strings.Contains(string(out), pv.Name) {
 		t.Errorf("after the PV was deleted, %s on the node holds %q (%v), want no %s", hostpathDir, out, err, pv.Name)
 	}
+}
+
+// TestHostpathNodeLocal follows the README's default mode on two nodes: the
+// provisioner DaemonSet (hostpath/deploy) and a WaitForFirstConsumer class.
+// Each claim's directory is made on the node the scheduler picked for its
+// pod, and only there.
+func TestHostpathNodeLocal(t *testing.T) {
+	ctx := framework.TestContext(t, 10*time.Minute)
+	if len(c.Nodes) < 2 {
+		t.Fatalf("the cluster has %d node(s), this test needs 2", len(c.Nodes))
+	}
+	installHostpath(t, "hostpath/deploy")
+	if err := c.WaitDaemonSetReady(ctx, hostpathNS, "hostpath-provisioner"); err != nil {
+		t.Fatal(err)
+	}
+	ns := c.CreateTestNamespace(t, "node-local")
+	for _, n := range c.Nodes {
+		name := "on-" + n.Name
+		if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, framework.NewPVC(ns, name, "hostpath", "1Gi"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The README's example pod, asking the scheduler for this node.
+		pod := writerPod(name, c.Image(cluster.BusyboxImage))
+		pod.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": n.Name}
+		if err := c.RunPod(ctx, ns, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, n := range c.Nodes {
+		name := "on-" + n.Name
+		_, pv, err := framework.WaitForPVCBound(ctx, c.Client, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := path.Join(pv.Spec.HostPath.Path, "SUCCESS")
+		if _, err := n.Exec(ctx, "cat", file); err != nil {
+			t.Errorf("claim %s: the pod's file is not on %s, where its pod ran: %v", name, n.Name, err)
+		}
+		other := c.Nodes[(i+1)%len(c.Nodes)]
+		if out, err := other.Exec(ctx, "ls", "-A", hostpathDir); err == nil && strings.Contains(string(out), pv.Name) {
+			t.Errorf("claim %s: %s has a directory on %s too, where its pod did not run", name, pv.Name, other.Name)
+		}
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := n.Exec(ctx, "ls", "-A", hostpathDir); err != nil || strings.Contains(string(out), pv.Name) {
+			t.Errorf("after PV %s was deleted, %s on %s holds %q (%v)", pv.Name, hostpathDir, n.Name, out, err)
+		}
+	}
+}
+
+// writerPod is the README's example pod (deploy/example/pod.yaml) for the
+// claim of the same name.
+func writerPod(name, busybox string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:    "writer",
+				Image:   busybox,
+				Command: []string{"sh", "-c", "date > /mnt/SUCCESS && cat /mnt/SUCCESS"},
+				SecurityContext: &corev1.SecurityContext{
+					RunAsUser:                ptr.To[int64](1000),
+					AllowPrivilegeEscalation: ptr.To(false),
+				},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/mnt"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name},
+			}}},
+		},
+	}
+}
+
+// installHostpath pushes the hostpath image and applies the kustomization
+// at dir with only the image overridden, as the README tells users; the
+// test's end uninstalls it.
+func installHostpath(t *testing.T, dir string) *manifests.Client {
+	t.Helper()
+	ctx := t.Context()
+	ref, err := PushImage(ctx, c, "hostpath")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := manifests.NewClient(c.ControlPlane)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install, err := Render(dir, ImageOverride{hostpathImage, ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(ctx, mc, install); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
+		defer cancel()
+		if err := Remove(ctx, mc, install); err != nil {
+			t.Errorf("uninstalling %s: %v", dir, err)
+		}
+	})
+	return mc
+}
+
+// cordon marks a node unschedulable until the test ends.
+func cordon(t *testing.T, node string) {
+	t.Helper()
+	set := func(ctx context.Context, unschedulable bool) error {
+		patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, unschedulable)
+		_, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}
+	if err := set(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
+		defer cancel()
+		if err := set(ctx, false); err != nil {
+			t.Errorf("uncordoning %s: %v", node, err)
+		}
+	})
 }
