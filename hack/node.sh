@@ -16,25 +16,10 @@
 # Usage: hack/node.sh [--print-dir]
 #   KUBEPROV_CACHE   cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/kubeprov)
 set -euo pipefail
-# shellcheck source=SCRIPTDIR/lib/versions.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/versions.sh"
+# shellcheck source=SCRIPTDIR/lib/build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/build.sh"
+build_setup node "node/k8s-$K8S_VERSION-containerd-$CONTAINERD_VERSION-cni-$CNI_PLUGINS_VERSION" "$@"
 
-cache_root=${KUBEPROV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeprov}
-bin_dir="$cache_root/node/k8s-$K8S_VERSION-containerd-$CONTAINERD_VERSION-cni-$CNI_PLUGINS_VERSION"
-
-if [[ "${1:-}" == "--print-dir" ]]; then
-  echo "$bin_dir"
-  exit 0
-fi
-
-log() { printf '[node] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-command -v go >/dev/null || die "go is not on PATH; install Go 1.26 first"
-
-# A binary counts as built only when its version stamp file matches, so an
-# interrupted build is redone instead of trusted.
-built() { [[ -x "$bin_dir/$1" && "$(cat "$bin_dir/$1.version" 2>/dev/null)" == "$2" ]]; }
 # install_bin moves a finished build into place and stamps it.
 install_bin() { mv "$bin_dir/$1.tmp" "$bin_dir/$1" && echo "$2" >"$bin_dir/$1.version"; }
 
@@ -81,23 +66,11 @@ scratch_module() {
 
 if ! built kubelet "$K8S_VERSION" || ! built kube-scheduler "$K8S_VERSION"; then
   log "building kubelet and kube-scheduler $K8S_VERSION (about 2 min once the control plane is built)"
-  gomod=$(cd "$src/kubernetes" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
-  [[ -f "$gomod" ]] || die "could not download k8s.io/kubernetes@$K8S_VERSION from the module proxy"
-  # Kubernetes points its staging modules at ./staging; outside its repo they
-  # come from the proxy at the matching library version.
-  {
-    echo "replace ("
-    sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\t\1 => \1 '"$K8S_LIB_VERSION"'#p' "$gomod"
-    echo ")"
-  } | scratch_module "$src/kubernetes" kubelet "k8s.io/kubernetes $K8S_VERSION" \
+  k8s_replaces "$src/kubernetes" | scratch_module "$src/kubernetes" kubelet "k8s.io/kubernetes $K8S_VERSION" \
     "k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler"
-  stamp=""
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    stamp+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=36 -X $pkg.gitTreeState=clean"
-  done
   for cmd in "${k8s_bins[@]}"; do
     log "compiling $cmd"
-    (cd "$src/kubernetes" && go build -ldflags "-s -w$stamp" -o "$bin_dir/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd") || die "building $cmd failed"
+    (cd "$src/kubernetes" && go build -ldflags "$(k8s_ldflags)" -o "$bin_dir/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd") || die "building $cmd failed"
     install_bin "$cmd" "$K8S_VERSION"
     log "$cmd built ($((SECONDS - start)) s so far)"
   done

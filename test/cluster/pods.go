@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -181,50 +180,47 @@ func (c *Cluster) waitServiceAccount(ctx context.Context, ns, name string) error
 // WaitDeploymentAvailable waits until every replica of the Deployment is
 // available (its readiness probe passed).
 func (c *Cluster) WaitDeploymentAvailable(ctx context.Context, ns, name string) error {
-	var last *appsv1.Deployment
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	return c.waitWorkload(ctx, ns, name, "Deployment", func(ctx context.Context) (bool, any, error) {
 		d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, nil, err
 		}
-		last = d
-		return d.Status.AvailableReplicas > 0 && d.Status.AvailableReplicas == d.Status.Replicas, nil
+		return d.Status.AvailableReplicas > 0 && d.Status.AvailableReplicas == d.Status.Replicas, d.Status, nil
 	})
-	if err != nil {
-		pods, _ := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		var states []string
-		if pods != nil {
-			for _, p := range pods.Items {
-				states = append(states, p.Name+": "+string(p.Status.Phase)+" "+p.Status.Message)
-			}
-		}
-		var status any
-		if last != nil {
-			status = last.Status
-		}
-		return fmt.Errorf("Deployment %s/%s is not available: %w (status %+v; pods %v)", ns, name, err, status, states)
-	}
-	return nil
 }
 
 // WaitDaemonSetReady waits until the DaemonSet has a ready pod on every
 // node it should run on.
 func (c *Cluster) WaitDaemonSetReady(ctx context.Context, ns, name string) error {
-	var last *appsv1.DaemonSet
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	return c.waitWorkload(ctx, ns, name, "DaemonSet", func(ctx context.Context) (bool, any, error) {
 		ds, err := c.Client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, nil, err
 		}
-		last = ds
-		return ds.Status.DesiredNumberScheduled > 0 && ds.Status.NumberReady == ds.Status.DesiredNumberScheduled, nil
+		return ds.Status.DesiredNumberScheduled > 0 && ds.Status.NumberReady == ds.Status.DesiredNumberScheduled, ds.Status, nil
+	})
+}
+
+// waitWorkload polls ready, which also returns the workload's status; on
+// timeout the error shows the last status and the namespace's pods.
+func (c *Cluster) waitWorkload(ctx context.Context, ns, name, kind string, ready func(context.Context) (bool, any, error)) error {
+	var status any
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ok, s, err := ready(ctx)
+		if err != nil {
+			return false, nil // not created yet, or the apiserver is busy
+		}
+		status = s
+		return ok, nil
 	})
 	if err != nil {
-		var status any
-		if last != nil {
-			status = last.Status
+		var states []string
+		if pods, lerr := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{}); lerr == nil {
+			for _, p := range pods.Items {
+				states = append(states, p.Name+": "+string(p.Status.Phase)+" "+p.Status.Message)
+			}
 		}
-		return fmt.Errorf("DaemonSet %s/%s is not ready: %w (status %+v)", ns, name, err, status)
+		return fmt.Errorf("%s %s/%s is not ready: %w (status %+v; pods %v)", kind, ns, name, err, status, states)
 	}
 	return nil
 }
