@@ -206,3 +206,17 @@ func (r *localRegistry) pushBaseImages(ctx context.Context) error {
 	}
 	return nil
 }
+
+// PushTestImage builds test/cmd/<binary> into an image run as 65532 and
+// pushes it as <binary>:test; it returns the reference.
+func (c *Cluster) PushTestImage(ctx context.Context, binary string) (string, error) {
+	img, err := binaryImage(ctx, binary, "65532:65532")
+	if err != nil {
+		return "", err
+	}
+	repoTag := binary + ":test"
+	if err := c.registry.push(ctx, repoTag, img); err != nil {
+		return "", err
+	}
+	return c.Image(repoTag), nil
+}

@@ -172,29 +172,21 @@ func writerPod(name, busybox string) *corev1.Pod {
 // test's end uninstalls it.
 func installHostpath(t *testing.T, dir string) *manifests.Client {
 	t.Helper()
-	ctx := t.Context()
-	ref, err := PushImage(ctx, c, "hostpath")
+	ref, err := PushImage(t.Context(), c, "hostpath")
 	if err != nil {
 		t.Fatal(err)
 	}
+	install(t, dir, ImageOverride{hostpathImage, ref})
+	return newManifestsClient(t)
+}
+
+// newManifestsClient is a client of any kind, as the cluster's admin.
+func newManifestsClient(t *testing.T) *manifests.Client {
+	t.Helper()
 	mc, err := manifests.NewClient(c.ControlPlane)
 	if err != nil {
 		t.Fatal(err)
 	}
-	install, err := Render(dir, ImageOverride{hostpathImage, ref})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Apply(ctx, mc, install); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
-		defer cancel()
-		if err := Remove(ctx, mc, install); err != nil {
-			t.Errorf("uninstalling %s: %v", dir, err)
-		}
-	})
 	return mc
 }
 
