@@ -39,15 +39,24 @@ type network struct {
 // maxClusters bounds the search for a free index.
 const maxClusters = 250
 
+// ownerAlias marks a bridge with the pid of the process that made it.
+const ownerAlias = "kubeprov-pid-"
+
 // newNetwork creates the bridge of the first free index: creating a link is
-// atomic, so clusters started at once (test packages) never share one.
+// atomic, so clusters started at once (test packages) never share one. A
+// bridge whose maker is dead (a test binary killed by go test's timeout does
+// not run Stop) is removed first.
 func newNetwork(ctx context.Context) (*network, error) {
 	var lastErr error
 	for i := 1; i <= maxClusters; i++ {
 		n := &network{index: i, bridge: fmt.Sprintf("kpbr%d", i)}
+		n.removeIfOrphaned(ctx)
 		if err := run(ctx, "ip", "link", "add", n.bridge, "type", "bridge"); err != nil {
 			lastErr = err
 			continue
+		}
+		if err := run(ctx, "ip", "link", "set", n.bridge, "alias", ownerAlias+strconv.Itoa(os.Getpid())); err != nil {
+			return nil, errors.Join(err, n.remove(ctx))
 		}
 		if err := n.setUp(ctx); err != nil {
 			return nil, errors.Join(err, n.remove(ctx))
@@ -55,6 +64,20 @@ func newNetwork(ctx context.Context) (*network, error) {
 		return n, nil
 	}
 	return nil, fmt.Errorf("no free cluster bridge kpbr1..kpbr%d: %w", maxClusters, lastErr)
+}
+
+// removeIfOrphaned deletes the bridge if the process named in its alias is
+// gone.
+func (n *network) removeIfOrphaned(ctx context.Context) {
+	alias, err := os.ReadFile("/sys/class/net/" + n.bridge + "/ifalias")
+	if err != nil {
+		return // no such bridge
+	}
+	pid, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(string(alias)), ownerAlias))
+	if err != nil || syscall.Kill(pid, 0) == nil {
+		return // not ours, or its cluster still runs
+	}
+	_ = n.remove(ctx)
 }
 
 func (n *network) setUp(ctx context.Context) error {
