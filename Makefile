@@ -12,7 +12,7 @@ GO_TEST_FLAGS ?= -race
 INTEGRATION_TIMEOUT ?= 40m
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-unit test-integration test-faults deps controlplane lint tidy verify demo bench image push clean
+.PHONY: help build test test-unit test-integration test-faults test-e2e deps controlplane node cluster lint tidy verify demo bench image push clean
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -30,11 +30,14 @@ test-unit: $(MODULES:%=test/%) ## Unit tests of every released module.
 test/%:
 	cd $* && go test $(GO_TEST_FLAGS) -count=1 ./...
 
-test-integration: controlplane ## Integration tests against the real control plane and backends.
+test-integration: controlplane node ## Integration tests against the real control plane and backends, and the e2e suite on real nodes (test/e2e, test/cluster).
 	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./...
 
 test-faults: controlplane ## Only the fault suite (test/faults): kills, restarts and outages across all provisioners.
 	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./faults/
+
+test-e2e: controlplane node ## Only the e2e suite: provisioners installed as users do, on a cluster with real nodes (root).
+	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./cluster/ ./e2e/
 
 deps: ## Install the Debian packages the tests need (root; idempotent).
 	hack/install-test-deps.sh
@@ -42,8 +45,14 @@ deps: ## Install the Debian packages the tests need (root; idempotent).
 controlplane: ## Build etcd, kube-apiserver and kube-controller-manager into the cache (see docs/development.md).
 	hack/controlplane.sh
 
-demo: ## The main job: a local control plane with the hostpath provisioner binding a real claim (KEEP=1 leaves it running).
-	@echo "Compiling the demo (a few minutes the first time)..."
+node: ## Build kubelet, kube-scheduler, containerd and the CNI plugins into the cache (hack/node.sh).
+	hack/node.sh
+
+cluster: controlplane node ## A cluster with real nodes (root) until Ctrl-C, with a KUBECONFIG printed: make cluster NODES=2.
+	cd test && go run ./cmd/cluster $(if $(NODES),--nodes=$(NODES))
+
+demo: ## The main job: a cluster with a real node; hostpath-provisioner installed as its README says, a pod writes into a claim (KEEP=1 leaves it running).
+	@echo "Compiling the demo (a few minutes the first time; the cluster it starts builds its components from source the first time too: about 20 min)..."
 	cd test && go run ./cmd/demo $(if $(KEEP),--keep)
 
 bench: controlplane ## Provisioning benchmark on the real control plane (N=1000 claims; see docs/performance.md).

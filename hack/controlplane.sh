@@ -11,26 +11,9 @@
 #   KUBEPROV_CACHE   cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/kubeprov)
 set -euo pipefail
 
-K8S_VERSION=v1.36.3
-K8S_LIB_VERSION=v0.36.3
-ETCD_VERSION=v3.6.16
-
-cache_root=${KUBEPROV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeprov}
-bin_dir="$cache_root/controlplane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
-
-if [[ "${1:-}" == "--print-dir" ]]; then
-  echo "$bin_dir"
-  exit 0
-fi
-
-log() { printf '[controlplane] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-command -v go >/dev/null || die "go is not on PATH; install Go 1.26 first"
-
-# A binary counts as built only when its version stamp file matches, so an
-# interrupted build is redone instead of trusted.
-built() { [[ -x "$bin_dir/$1" && "$(cat "$bin_dir/$1.version" 2>/dev/null)" == "$2" ]]; }
+# shellcheck source=SCRIPTDIR/lib/build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/build.sh"
+build_setup controlplane "controlplane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION" "$@"
 
 if built etcd "$ETCD_VERSION" && built kube-apiserver "$K8S_VERSION" && built kube-controller-manager "$K8S_VERSION"; then
   log "up to date in $bin_dir"
@@ -79,10 +62,7 @@ fi
 
 if ! built kube-apiserver "$K8S_VERSION" || ! built kube-controller-manager "$K8S_VERSION"; then
   log "building kube-apiserver and kube-controller-manager $K8S_VERSION (cold: 10-15 min on 2 cores; warm: seconds)"
-  gomod=$(cd "$src/kubernetes" && GOWORK=off GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
-  [[ -f "$gomod" ]] || die "could not download k8s.io/kubernetes@$K8S_VERSION from the module proxy"
-  # Kubernetes points its staging modules at ./staging; outside its repo they must come
-  # from the proxy at the matching library version instead.
+  replaces=$(k8s_replaces "$src/kubernetes")
   {
     echo "module kubeprov.local/kubernetes"
     echo
@@ -90,9 +70,7 @@ if ! built kube-apiserver "$K8S_VERSION" || ! built kube-controller-manager "$K8
     echo
     echo "require k8s.io/kubernetes $K8S_VERSION"
     echo
-    echo "replace ("
-    sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\t\1 => \1 '"$K8S_LIB_VERSION"'#p' "$gomod"
-    echo ")"
+    echo "$replaces"
   } >"$src/kubernetes/go.mod"
   cat >"$src/kubernetes/tools.go" <<'GO'
 //go:build tools
@@ -107,13 +85,9 @@ import (
 GO
   (cd "$src/kubernetes" && GOWORK=off go mod tidy -e >/dev/null 2>&1; GOWORK=off go mod download) \
     || die "resolving Kubernetes dependencies failed"
-  stamp=""
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    stamp+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=36 -X $pkg.gitTreeState=clean"
-  done
   for cmd in kube-apiserver kube-controller-manager; do
     log "compiling $cmd"
-    (cd "$src/kubernetes" && GOWORK=off CGO_ENABLED=0 go build -ldflags "-s -w$stamp" -o "$bin_dir/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd") \
+    (cd "$src/kubernetes" && GOWORK=off CGO_ENABLED=0 go build -ldflags "$(k8s_ldflags)" -o "$bin_dir/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd") \
       || die "building $cmd failed"
     mv "$bin_dir/$cmd.tmp" "$bin_dir/$cmd"
     echo "$K8S_VERSION" >"$bin_dir/$cmd.version"

@@ -3,12 +3,14 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # Gets a machine ready for `make test`: installs the Debian packages of the
-# test backends while the control plane compiles (one is mostly download and
-# unpack, the other CPU), and fails if either fails.
+# test backends while the control plane and then the node components (kubelet,
+# containerd, CNI; hack/node.sh, which reuses the control plane's compiled
+# packages) compile (one is mostly download and unpack, the other CPU), and
+# fails if either fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log_dir=$(mktemp -d)
-hack/controlplane.sh >"$log_dir/controlplane.log" 2>&1 &
+{ hack/controlplane.sh && hack/node.sh; } >"$log_dir/controlplane.log" 2>&1 &
 cp_pid=$!
 deps_ok=0
 hack/install-test-deps.sh || deps_ok=$?
@@ -21,6 +23,6 @@ if [[ $deps_ok -ne 0 ]]; then
   exit 1
 fi
 if [[ $cp_ok -ne 0 ]]; then
-  echo "prepare-test: building the control plane failed (see above)" >&2
+  echo "prepare-test: building the control plane or the node components failed (see above)" >&2
   exit 1
 fi

@@ -192,6 +192,9 @@ func (t *tailBuffer) String() string {
 	return strings.Join(t.lines, "\n")
 }
 
+// LogTail returns the last n lines of a log file, for error messages.
+func LogTail(path string, n int) string { return fileTail(path, n) }
+
 // fileTail returns the last n lines of a log file, for error messages.
 func fileTail(path string, n int) string {
 	data, err := os.ReadFile(path)

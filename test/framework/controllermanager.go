@@ -56,6 +56,8 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context, extraArgs []
 		"--secure-port=0",
 		"--controllers=" + strings.Join(volumeControllers, ","),
 		"--pvclaimbinder-sync-period=1s",
+		// For the root-ca-cert-publisher, when a caller runs all controllers.
+		"--root-ca-file=" + cp.CAFile,
 	}
 	// Last flag wins, so the caller's flags override the defaults above.
 	args = append(args, extraArgs...)

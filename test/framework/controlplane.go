@@ -12,6 +12,7 @@
 package framework
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,16 @@ type Options struct {
 	// answer's status; no bodies) in ControlPlane.AuditLog, for
 	// AuditEvents and ExpectNoForbidden.
 	AuditLog bool
+	// APIServerAddress is the IP address kube-apiserver listens on (default
+	// 127.0.0.1), for clusters whose nodes reach it from their own network
+	// namespaces (test/cluster). Its serving certificate names it.
+	APIServerAddress string
+	// APIServerPort is the port it listens on (default: a free port).
+	APIServerPort int
+	// APIServerArgs are extra kube-apiserver flags; each replaces envtest's
+	// value of the same flag (e.g. "authorization-mode": {"Node,RBAC"}), and
+	// a nil value removes envtest's flag.
+	APIServerArgs map[string][]string
 	// Log, if non-nil, receives progress lines ("building control plane...",
 	// "apiserver ready at ...").
 	Log func(format string, args ...any)
@@ -67,6 +78,9 @@ type ControlPlane struct {
 	Client kubernetes.Interface
 	// KubeconfigPath is the admin kubeconfig file, for kubectl and child processes.
 	KubeconfigPath string
+	// CAFile holds the CA of kube-apiserver's serving certificate (what pods
+	// find in the kube-root-ca.crt ConfigMap).
+	CAFile string
 	// BinDir holds the etcd, kube-apiserver and kube-controller-manager binaries.
 	BinDir string
 	// Dir is the temporary directory with all state and logs; Stop removes it.
@@ -121,6 +135,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 		APIServerLog:         filepath.Join(dir, "kube-apiserver.log"),
 		ControllerManagerLog: filepath.Join(dir, "kube-controller-manager.log"),
 		KubeconfigPath:       filepath.Join(dir, "admin.kubeconfig"),
+		CAFile:               filepath.Join(dir, "ca.crt"),
 		log:                  log,
 	}
 	defer func() {
@@ -132,7 +147,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	}()
 
 	started := time.Now()
-	if err := cp.startAPIServer(ctx, opts.AuditLog); err != nil {
+	if err := cp.startAPIServer(ctx, opts); err != nil {
 		return nil, err
 	}
 	log("apiserver ready at %s in %s (kubeconfig: %s)", cp.Config.Host, time.Since(started).Round(time.Millisecond), cp.KubeconfigPath)
@@ -145,9 +160,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	return cp, nil
 }
 
-// startAPIServer starts etcd and kube-apiserver (with an audit log if audit)
-// and sets Config, Client and KubeconfigPath.
-func (cp *ControlPlane) startAPIServer(ctx context.Context, audit bool) error {
+// startAPIServer starts etcd and kube-apiserver (with an audit log if
+// opts.AuditLog) and sets Config, Client and KubeconfigPath.
+func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options) error {
 	etcdOut, err := cp.openLog(cp.EtcdLog)
 	if err != nil {
 		return err
@@ -159,9 +174,11 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, audit bool) error {
 	// Explicit 127.0.0.1 addresses (envtest would resolve "localhost") and
 	// directories inside Dir: the latter keep the serving certificates across
 	// RestartAPIServer, so existing rest.Configs stay valid.
-	apiPort, err := FreePort()
-	if err != nil {
-		return err
+	apiAddress, apiPort := cmp.Or(opts.APIServerAddress, "127.0.0.1"), opts.APIServerPort
+	if apiPort == 0 {
+		if apiPort, err = FreePort(); err != nil {
+			return err
+		}
 	}
 	etcdPort, err := FreePort()
 	if err != nil {
@@ -182,7 +199,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, audit bool) error {
 			},
 			APIServer: &envtest.APIServer{
 				SecureServing: envtest.SecureServing{
-					ListenAddr: envtest.ListenAddr{Address: "127.0.0.1", Port: strconv.Itoa(apiPort)},
+					ListenAddr: envtest.ListenAddr{Address: apiAddress, Port: strconv.Itoa(apiPort)},
 				},
 				CertDir: filepath.Join(cp.Dir, "apiserver"),
 				Out:     apiOut,
@@ -194,9 +211,16 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, audit bool) error {
 	// (60 s) for the controller manager's watches to end; with it, it drains the
 	// short requests and gives the rest 2 s.
 	cp.env.ControlPlane.APIServer.Configure().Set("shutdown-send-retry-after", "true")
-	if audit {
+	if opts.AuditLog {
 		if err := cp.configureAudit(); err != nil {
 			return err
+		}
+	}
+	for flag, values := range opts.APIServerArgs {
+		if values == nil {
+			cp.env.ControlPlane.APIServer.Configure().Disable(flag)
+		} else {
+			cp.env.ControlPlane.APIServer.Configure().Set(flag, values...)
 		}
 	}
 	for _, d := range []string{cp.env.ControlPlane.Etcd.DataDir, cp.env.ControlPlane.APIServer.CertDir} {
@@ -219,6 +243,9 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, audit bool) error {
 	}
 	// envtest renders the admin config as a kubeconfig with embedded certificates.
 	if err := os.WriteFile(cp.KubeconfigPath, cp.env.KubeConfig, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(cp.CAFile, cfg.CAData, 0o644); err != nil {
 		return err
 	}
 	return cp.waitReady(ctx)

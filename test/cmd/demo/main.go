@@ -2,15 +2,17 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command demo is `make demo`: a newcomer's first minute with the project.
-// It starts a real control plane (etcd, kube-apiserver and
-// kube-controller-manager on 127.0.0.1, built from source the first time),
-// runs hostpath-provisioner against it, and follows a claim from creation
-// to Bound to deleted, showing the PV and the directory behind it. Nothing
-// needs installing by hand beyond Go.
+// It starts a cluster with one real node (package cluster: the control
+// plane, kube-scheduler, a kubelet with containerd and runc; built from
+// source the first time), installs hostpath-provisioner as its README says
+// (make push, kustomize with the image overridden), runs the README's
+// example pod writing into a claim, and shows the pod, the PV, the claim and
+// the file in the directory on the node, then deletes them. It needs root
+// and, beyond Go, the Debian packages of hack/deps/node.sh.
 //
 //	cd test && go run ./cmd/demo [--keep]
 //
-// With --keep it stops after the claim is bound and leaves everything
+// With --keep it stops after the pod has written its file and leaves everything
 // running, with a KUBECONFIG to try kubectl, until Ctrl-C.
 package main
 
@@ -23,38 +25,47 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
+	"path"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/yaml"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/kubeprov/external-storage/test/cluster"
+	"github.com/kubeprov/external-storage/test/e2e"
 	"github.com/kubeprov/external-storage/test/framework"
+	"github.com/kubeprov/external-storage/test/framework/manifests"
 )
 
 const (
 	binaryName = "hostpath-provisioner"
-	// nodeName stands for the one node of the demo cluster.
-	nodeName = "demo-node"
-	// The manifests users apply, relative to the repository root.
-	classManifest = "hostpath/deploy/single-node/storageclass.yaml"
-	claimManifest = "hostpath/deploy/example/pvc.yaml"
-	// waitTimeout bounds each wait for the cluster; a warm demo takes seconds.
-	waitTimeout = time.Minute
+	// What users apply (hostpath/README.md), relative to the repository root.
+	installDir       = "hostpath/deploy/single-node"
+	exampleDir       = "hostpath/deploy/example"
+	provisionerImage = "ghcr.io/kubeprov/hostpath-provisioner"
+	provisionerNS    = "kubeprov-hostpath"
+	// The names of the example's claim and pod.
+	exampleName = "hostpath-example"
+	exampleNS   = "default"
+	// waitTimeout bounds the waits for the cluster; a warm demo takes seconds.
+	waitTimeout = 3 * time.Minute
 )
 
-// errControlPlane marks a control plane that could not start.
-var errControlPlane = errors.New("cannot start the control plane")
+// errControlPlane marks a cluster that could not start.
+var errControlPlane = errors.New("cannot start the cluster")
 
 func main() {
 	keep := flag.Bool("keep", false, "leave the control plane and the provisioner running with the claim bound, until Ctrl-C")
 	flag.Parse()
+	// envtest logs through controller-runtime's logger, which prints a stack
+	// trace if nobody set it; the demo's own lines say what happens.
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	d := &demo{out: os.Stdout, start: time.Now(), keep: *keep}
@@ -80,118 +91,103 @@ func (d *demo) say(format string, args ...any) {
 }
 
 func (d *demo) run(ctx context.Context) (err error) {
-	root, err := framework.RepoRoot()
-	if err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp("", "kubeprov-demo-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-
-	// Build first: a compile error should not wait for the control plane.
-	began := time.Now()
-	d.say("Building hostpath-provisioner (go build; a minute or two the first time)...")
-	bin, err := framework.BuildBinary(ctx, "hostpath", binaryName)
-	if err != nil {
-		return err
-	}
-	d.say("Built %s in %s", bin, since(began))
-
-	d.say("Starting a control plane: etcd, kube-apiserver and kube-controller-manager on 127.0.0.1")
-	cp, err := framework.Start(ctx, framework.Options{Log: func(format string, args ...any) { d.say("  "+format, args...) }})
+	d.say("Starting a cluster with one real node: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,")
+	d.say("  and a kubelet with containerd, runc and the CNI bridge in namespaces of their own (needs root).")
+	d.say("  The first run builds them from source: about 15 min for the control plane, 3 more for the node.")
+	c, err := cluster.Start(ctx, cluster.Options{Nodes: 1, Log: func(format string, args ...any) { d.say("  "+format, args...) }})
 	if err != nil {
 		return fmt.Errorf("%w: %w", errControlPlane, err)
 	}
 	defer func() {
 		began := time.Now()
-		if serr := cp.Stop(); serr != nil {
-			err = errors.Join(err, fmt.Errorf("stopping the control plane: %w", serr))
+		if serr := c.Stop(); serr != nil {
+			err = errors.Join(err, fmt.Errorf("stopping the cluster: %w", serr))
 		}
-		d.say("Stopped the control plane in %s", since(began))
+		d.say("Stopped the cluster in %s", since(began))
 	}()
 
-	pvDir := filepath.Join(tmp, "volumes")
-	logPath := filepath.Join(tmp, binaryName+".log")
-	args := []string{"--kubeconfig=" + cp.KubeconfigPath, "--pv-dir=" + pvDir, "--node-name=" + nodeName}
-	p, err := framework.StartProcess(ctx, framework.ProcessOptions{Binary: bin, Args: args, LogPath: logPath})
+	began := time.Now()
+	d.say("make push of hostpath-provisioner into the cluster's registry %s (a minute or two the first time)...", c.Registry)
+	ref, err := e2e.PushImage(ctx, c, "hostpath")
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if serr := p.Stop(); serr != nil {
-			err = errors.Join(err, serr)
-		}
-		d.say("Stopped %s (pid %d)", binaryName, p.Pid())
-		if err != nil && ctx.Err() == nil {
-			fmt.Fprintf(d.out, "\nLast lines of the provisioner's log:\n%s\n", p.LogTail(20))
-		}
-	}()
-	d.say("Running %s %s (pid %d)", binaryName, strings.Join(args[1:], " "), p.Pid())
+	d.say("Pushed %s in %s", ref, since(began))
 
-	class, claim := &storagev1.StorageClass{}, &corev1.PersistentVolumeClaim{}
-	if err := readManifest(root, classManifest, class); err != nil {
+	mc, err := manifests.NewClient(c.ControlPlane)
+	if err != nil {
 		return err
 	}
-	if err := readManifest(root, claimManifest, claim); err != nil {
-		return err
-	}
-	if _, err := cp.Client.StorageV1().StorageClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+	install, err := e2e.Render(installDir, e2e.ImageOverride{Name: provisionerImage, NewRef: ref})
+	if err != nil {
 		return err
 	}
 	began = time.Now()
-	if claim, err = cp.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+	if err := e2e.Apply(ctx, mc, install); err != nil {
 		return err
 	}
-	d.say("Applied %s and %s: StorageClass %s, PVC %s/%s", classManifest, claimManifest, class.Name, claim.Namespace, claim.Name)
-
 	waitCtx, cancel := context.WithTimeout(ctx, waitTimeout)
 	defer cancel()
-	claim, pv, err := framework.WaitForPVCBound(waitCtx, cp.Client, claim.Namespace, claim.Name)
-	if err != nil {
+	if err := c.WaitDeploymentAvailable(waitCtx, provisionerNS, binaryName); err != nil {
 		return err
 	}
-	d.say("PVC %s/%s is Bound, %s after it was created:\n", claim.Namespace, claim.Name, since(began))
-	printTable(d.out, pv, claim)
-	dir := pv.Spec.HostPath.Path
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("the PV is bound but its directory is missing: %w", err)
-	}
-	fmt.Fprintf(d.out, "\n  directory: %s %s (on node %s, where the PV's node affinity pins pods)\n\n", fi.Mode(), dir, pv.Annotations["hostpath.kubeprov.io/node"])
+	d.say("Applied %s (image overridden): the provisioner pod is ready on %s, %s later", installDir, c.Nodes[0].Name, since(began))
 
-	file := filepath.Join(dir, "hello.txt")
-	if err := os.WriteFile(file, []byte("written by make demo\n"), 0o644); err != nil {
+	example, err := e2e.Render(exampleDir, e2e.ImageOverride{Name: "busybox", NewRef: c.Image(cluster.BusyboxImage)})
+	if err != nil {
 		return err
 	}
-	d.say("Wrote %s, as a pod using the claim would", file)
+	began = time.Now()
+	if err := e2e.Apply(ctx, mc, example); err != nil {
+		return err
+	}
+	d.say("Applied %s: PVC and pod %s/%s", exampleDir, exampleNS, exampleName)
+	if err := c.WaitPodPhase(waitCtx, exampleNS, exampleName, corev1.PodSucceeded); err != nil {
+		return err
+	}
+	claim, pv, err := framework.WaitForPVCBound(waitCtx, c.Client, exampleNS, exampleName)
+	if err != nil {
+		return err
+	}
+	pod, err := c.Client.CoreV1().Pods(exampleNS).Get(ctx, exampleName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	d.say("The pod wrote into its claim and completed, %s after they were applied:\n", since(began))
+	printTable(d.out, pv, claim, pod)
+	dir := pv.Spec.HostPath.Path
+	node := c.Nodes[0]
+	listing, err := node.Exec(ctx, "ls", "-la", dir)
+	if err != nil {
+		return fmt.Errorf("the PV is bound but its directory is not on the node: %w", err)
+	}
+	fmt.Fprintf(d.out, "\n  on node %s, ls -la %s:\n%s\n", node.Name, dir, indent(string(listing)))
 
 	if d.keep {
-		return d.wait(ctx, cp.KubeconfigPath, claim, dir)
+		return d.wait(ctx, c, claim, dir)
 	}
 
 	began = time.Now()
-	if err := cp.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil {
+	if err := e2e.Remove(ctx, mc, example); err != nil {
 		return err
 	}
-	d.say("Deleted PVC %s/%s", claim.Namespace, claim.Name)
-	if err := framework.WaitForPVDeleted(waitCtx, cp.Client, pv.Name); err != nil {
+	d.say("Deleted the pod and PVC %s/%s", claim.Namespace, claim.Name)
+	if err := framework.WaitForPVDeleted(waitCtx, c.Client, pv.Name); err != nil {
 		return err
 	}
-	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("PV %s is deleted but its directory %s is still there (%w)", pv.Name, dir, err)
+	if out, err := node.Exec(ctx, "ls", "-A", path.Dir(dir)); err != nil || strings.Contains(string(out), path.Base(dir)) {
+		return fmt.Errorf("PV %s is deleted but its directory %s is still on the node (%v)", pv.Name, dir, err)
 	}
-	d.say("PV %s and its directory are gone, %s after the claim was deleted", pv.Name, since(began))
-	d.say("Done: a claim provisioned, used and cleaned up by hostpath-provisioner. Stopping what the demo started...")
+	d.say("PV %s and its directory on the node are gone, %s after the claim was deleted", pv.Name, since(began))
+	d.say("Done: a claim provisioned, used by a pod on a real node and cleaned up by hostpath-provisioner. Stopping the cluster...")
 	return nil
 }
 
 // wait leaves everything running for the user until Ctrl-C.
-func (d *demo) wait(ctx context.Context, kubeconfig string, claim *corev1.PersistentVolumeClaim, dir string) error {
-	fmt.Fprintf(d.out, "\nEverything keeps running. In another terminal:\n\n  export KUBECONFIG=%s\n", kubeconfig)
-	fmt.Fprintf(d.out, "  kubectl get pv,pvc -A\n  kubectl describe pvc -n %s %s\n  ls -l %s\n  kubectl delete pvc -n %s %s   # the PV and the directory go away\n\n",
-		claim.Namespace, claim.Name, dir, claim.Namespace, claim.Name)
+func (d *demo) wait(ctx context.Context, c *cluster.Cluster, claim *corev1.PersistentVolumeClaim, dir string) error {
+	fmt.Fprintf(d.out, "\nEverything keeps running. In another terminal:\n\n  export KUBECONFIG=%s\n", c.KubeconfigPath)
+	fmt.Fprintf(d.out, "  kubectl get pods,pv,pvc -A\n  kubectl logs -n %s %s\n  nsenter -t %d -m -n ls -l %s   # inside the node\n  kubectl delete pod,pvc -n %s %s   # the PV and the directory go away\n\n",
+		claim.Namespace, claim.Name, c.Nodes[0].HolderPid(), dir, claim.Namespace, claim.Name)
 	if _, err := exec.LookPath("kubectl"); err != nil {
 		fmt.Fprintln(d.out, "(kubectl is not on PATH here; any kubectl of 1.35 to 1.37 will do.)")
 	}
@@ -202,21 +198,12 @@ func (d *demo) wait(ctx context.Context, kubeconfig string, claim *corev1.Persis
 	return nil
 }
 
-// readManifest reads one object from a YAML file of the repository.
-func readManifest(root, path string, into any) error {
-	data, err := os.ReadFile(filepath.Join(root, path))
-	if err != nil {
-		return err
-	}
-	if err := yaml.UnmarshalStrict(data, into); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
-// printTable prints what `kubectl get pv,pvc` shows.
-func printTable(out io.Writer, pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) {
+// printTable prints what `kubectl get pod,pv,pvc` shows.
+func printTable(out io.Writer, pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, pod *corev1.Pod) {
 	w := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(w, "NAME\tSTATUS\tNODE\tAGE")
+	fmt.Fprintf(w, "pod/%s\t%s\t%s\t%s\n", pod.Name, pod.Status.Phase, pod.Spec.NodeName, age(pod.CreationTimestamp))
+	fmt.Fprintln(w)
 	capacity := pv.Spec.Capacity[corev1.ResourceStorage]
 	fmt.Fprintln(w, "NAME\tCAPACITY\tACCESS MODES\tRECLAIM POLICY\tSTATUS\tCLAIM\tSTORAGECLASS\tAGE")
 	fmt.Fprintf(w, "persistentvolume/%s\t%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\n", pv.Name, capacity.String(), accessModes(pv.Spec.AccessModes),
@@ -241,5 +228,10 @@ func accessModes(modes []corev1.PersistentVolumeAccessMode) string {
 }
 
 func age(t metav1.Time) string { return duration.HumanDuration(time.Since(t.Time)) }
+
+// indent indents each line of s.
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
 
 func since(t time.Time) string { return time.Since(t).Round(10 * time.Millisecond).String() }

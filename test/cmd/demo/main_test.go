@@ -26,11 +26,11 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
+		"pod/hostpath-example   Succeeded   node-1",
 		"persistentvolumeclaim/hostpath-example   Bound",
-		"drwxrwxrwx",
-		"its directory are gone",
-		"Stopped hostpath-provisioner",
-		"Stopped the control plane",
+		" SUCCESS\n",
+		"its directory on the node are gone",
+		"Stopped the cluster",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the demo did not print %q", want)

@@ -1,0 +1,277 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package cluster runs a Kubernetes cluster with real nodes on this machine,
+// as users run the provisioners: the control plane of package framework
+// (with node authorization, service account tokens, every controller and
+// kube-scheduler) and N nodes, each a kubelet and containerd (runc, CNI
+// bridge) in mount and network namespaces of its own, pulling images from a
+// registry the cluster serves. See docs/development.md, "Real nodes".
+//
+// The host stays as it was: each node's /var and /run are overlays and the
+// sysctls kubelet sets are files bound over /proc/sys, inside the node's
+// mount namespace; the only host objects are one bridge (kpbrN, with the
+// routes to the pod ranges) and one cgroup per node in each hierarchy, which
+// Stop removes with every process the node ran. It needs root.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeprov/external-storage/test/framework"
+)
+
+// apiServerPort is the port of the kubernetes Service: kube-apiserver listens
+// on it at the Service's ClusterIP, so pods reach it without kube-proxy.
+const apiServerPort = 443
+
+// nodeScript builds kubelet, kube-scheduler, containerd and the CNI plugins.
+const nodeScript = "hack/node.sh"
+
+// Options for Start.
+type Options struct {
+	// Nodes is the number of nodes (default 1).
+	Nodes int
+	// Log receives progress lines.
+	Log func(format string, args ...any)
+}
+
+// Cluster is a running control plane with real nodes.
+type Cluster struct {
+	*framework.ControlPlane
+	// Nodes are ready when Start returns.
+	Nodes []*Node
+	// Registry is host:port of the cluster's image registry, for image
+	// references and make push REGISTRY=<Registry>/<namespace>.
+	Registry string
+	// SchedulerLog is kube-scheduler's output.
+	SchedulerLog string
+	// NodeBinDir holds kubelet, containerd and the other node binaries.
+	NodeBinDir string
+	// NodesDir holds the nodes' directories and kube-scheduler's log (the
+	// control plane's are in Dir).
+	NodesDir string
+
+	net       *network
+	registry  *localRegistry
+	scheduler *framework.Process
+	dir       string
+}
+
+// Start builds what is missing (hack/controlplane.sh, hack/node.sh), starts
+// the control plane, kube-scheduler and the nodes, and returns when every
+// node is Ready. On error it stops what it started.
+func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
+	log := opts.Log
+	if log == nil {
+		log = func(string, ...any) {}
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("real nodes need root (namespaces, mounts, cgroups, a bridge)")
+	}
+	for _, tool := range []string{"runc", "unshare", "nsenter", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("%s is missing (hack/deps/node.sh installs it): %w", tool, err)
+		}
+	}
+	c := &Cluster{}
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, c.Stop())
+		}
+	}()
+	var err error
+	log("building the node components if needed (cold: about 3 min once the control plane is built)...")
+	if c.NodeBinDir, err = buildNode(ctx, log); err != nil {
+		return nil, err
+	}
+	if c.dir, err = os.MkdirTemp("", "kubeprov-cluster-"); err != nil {
+		return nil, err
+	}
+	c.NodesDir = c.dir
+	if c.net, err = newNetwork(ctx); err != nil {
+		return nil, err
+	}
+	kubeletClient, err := writeKubeletClientCerts(c.dir)
+	if err != nil {
+		return nil, err
+	}
+	c.ControlPlane, err = framework.Start(ctx, framework.Options{
+		Log:              log,
+		APIServerAddress: c.net.hostIP(),
+		APIServerPort:    apiServerPort,
+		APIServerArgs: map[string][]string{
+			"authorization-mode":              {"Node,RBAC"},
+			"enable-admission-plugins":        {"NodeRestriction"},
+			"disable-admission-plugins":       nil, // envtest turns off ServiceAccount
+			"advertise-address":               {c.net.hostIP()},
+			"service-cluster-ip-range":        {c.net.serviceCIDR()},
+			"allow-privileged":                {"true"},
+			"kubelet-client-certificate":      {kubeletClient.CertFile},
+			"kubelet-client-key":              {kubeletClient.KeyFile},
+			"kubelet-preferred-address-types": {"InternalIP"},
+		},
+		ControllerManagerArgs: []string{"--controllers=*"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.grantKubeletAccess(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.startScheduler(ctx); err != nil {
+		return nil, err
+	}
+	if c.registry, err = startRegistry(c.net.hostIP()); err != nil {
+		return nil, err
+	}
+	c.Registry = c.registry.Host
+	if err := c.registry.pushBaseImages(ctx); err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	for i := range max(opts.Nodes, 1) {
+		name := nodeName(i)
+		_, kubeconfig, err := c.AddUser("system:node:"+name, []string{"system:nodes"})
+		if err != nil {
+			return nil, err
+		}
+		node, err := startNode(ctx, nodeConfig{
+			index: i, binDir: c.NodeBinDir, net: c.net, registry: c.registry,
+			kubeconfig: kubeconfig, clientCA: kubeletClient.CAFile,
+			clusterName: c.net.bridge,
+		}, filepath.Join(c.dir, name))
+		if node != nil && node.cg != nil {
+			c.Nodes = append(c.Nodes, node) // so that Stop cleans up after a failed start
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := c.waitNodeReady(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	log("%d node(s) Ready in %s (logs in %s)", len(c.Nodes), time.Since(started).Round(time.Millisecond), c.dir)
+	return c, nil
+}
+
+// buildNode runs hack/node.sh and returns its binary directory.
+func buildNode(ctx context.Context, log func(string, ...any)) (string, error) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	script := filepath.Join(root, nodeScript)
+	out, err := exec.CommandContext(ctx, "bash", script, "--print-dir").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --print-dir: %w", script, err)
+	}
+	cmd := exec.CommandContext(ctx, "bash", script)
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the node components: %w\n%s", err, output)
+	} else {
+		log("%s", strings.TrimSpace(string(output)))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// grantKubeletAccess lets kube-apiserver use the kubelets' API (logs, exec),
+// which kubelets authorize by asking the apiserver (webhook).
+func (c *Cluster) grantKubeletAccess(ctx context.Context) error {
+	_, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubeprov:kube-apiserver-kubelet-client"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: kubeletClientUser}},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// startScheduler runs kube-scheduler as the user its bootstrap RBAC names.
+func (c *Cluster) startScheduler(ctx context.Context) error {
+	_, kubeconfig, err := c.AddUser("system:kube-scheduler", nil)
+	if err != nil {
+		return err
+	}
+	c.SchedulerLog = filepath.Join(c.dir, "kube-scheduler.log")
+	c.scheduler, err = framework.StartProcess(ctx, framework.ProcessOptions{
+		Binary:       filepath.Join(c.NodeBinDir, "kube-scheduler"),
+		Args:         []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--secure-port=0"},
+		LogPath:      c.SchedulerLog,
+		NoEndpoint:   true,
+		ProcessGroup: true,
+	})
+	return err
+}
+
+// waitNodeReady waits until the node reports Ready.
+func (c *Cluster) waitNodeReady(ctx context.Context, n *Node) error {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s is not Ready: %w\nkubelet log tail (%s):\n%s", n.Name, err, n.KubeletLog, framework.LogTail(n.KubeletLog, 20))
+	}
+	return nil
+}
+
+// Image is the reference of repoTag (such as BusyboxImage) in the cluster's
+// registry.
+func (c *Cluster) Image(repoTag string) string { return c.Registry + "/" + repoTag }
+
+// Stop kills every process of every node and removes their cgroups, stops
+// kube-scheduler, the registry and the control plane, removes the bridge and
+// the cluster's directory. It is safe after a failed Start and more than once.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for _, n := range c.Nodes {
+		errs = append(errs, n.stop())
+	}
+	c.Nodes = nil
+	if c.scheduler != nil {
+		// Without leader election kube-scheduler exits 1 on SIGTERM ("finished
+		// without leader elect"): there is nothing to wait for.
+		errs = append(errs, c.scheduler.Kill())
+		c.scheduler = nil
+	}
+	if c.registry != nil {
+		errs = append(errs, c.registry.stop())
+		c.registry = nil
+	}
+	if c.ControlPlane != nil {
+		errs = append(errs, c.ControlPlane.Stop())
+	}
+	if c.net != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultProcessTimeout)
+		defer cancel()
+		errs = append(errs, c.net.remove(ctx))
+		c.net = nil
+	}
+	if c.dir != "" {
+		errs = append(errs, os.RemoveAll(c.dir))
+		c.dir = ""
+	}
+	return errors.Join(errs...)
+}

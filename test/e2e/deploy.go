@@ -1,0 +1,106 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package e2e installs each provisioner as its README tells users (its
+// image pushed with make push, its kustomization applied with only the
+// image overridden) on a cluster with real nodes (package cluster), and
+// checks what users observe: claims bound, pods writing into their volumes,
+// the data on the node, everything gone after deletion.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeprov/external-storage/test/cluster"
+	"github.com/kubeprov/external-storage/test/framework"
+	"github.com/kubeprov/external-storage/test/framework/manifests"
+)
+
+// pushTag is the tag e2e images are pushed with.
+const pushTag = "e2e"
+
+// PushImage runs make push in the provisioner's directory, as a release
+// does, into the cluster's registry, for this machine's platform only. It
+// returns the reference pushed.
+func PushImage(ctx context.Context, c *cluster.Cluster, module string) (string, error) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	args := []string{"--no-print-directory", "-C", filepath.Join(root, module),
+		"REGISTRY=" + c.Registry + "/kubeprov", "TAG=" + pushTag, "PLATFORMS=linux/amd64"}
+	ref, err := exec.CommandContext(ctx, "make", append(args, "image-ref")...).Output()
+	if err != nil {
+		return "", fmt.Errorf("make image-ref in %s: %w", module, err)
+	}
+	if out, err := exec.CommandContext(ctx, "make", append(args, "push")...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("make push in %s: %w\n%s", module, err, out)
+	}
+	return strings.TrimSpace(string(ref)), nil
+}
+
+// ImageOverride is a kustomize images: entry.
+type ImageOverride struct{ Name, NewRef string }
+
+// Render builds the kustomization at <repo>/<dir> as a user's own
+// kustomization would use it: as its only resource, with images: entries
+// replacing image references and nothing else.
+func Render(dir string, images ...ImageOverride) ([]*unstructured.Unstructured, error) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "kubeprov-e2e-kustomization-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	rel, err := filepath.Rel(tmp, filepath.Join(root, dir))
+	if err != nil {
+		return nil, err
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel + "\nimages:\n"
+	for _, img := range images {
+		name, tag, _ := strings.Cut(img.NewRef[strings.LastIndex(img.NewRef, "/")+1:], ":")
+		newName := img.NewRef[:strings.LastIndex(img.NewRef, "/")+1] + name
+		k += fmt.Sprintf("  - name: %s\n    newName: %s\n    newTag: %q\n", img.Name, newName, tag)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		return nil, err
+	}
+	return manifests.Render(tmp)
+}
+
+// Apply creates objs in their order (kustomize puts namespaces and RBAC
+// first), as kubectl apply does on an empty cluster.
+func Apply(ctx context.Context, mc *manifests.Client, objs []*unstructured.Unstructured) error {
+	for _, obj := range objs {
+		r, err := mc.Resource(obj)
+		if err != nil {
+			return err
+		}
+		if _, err := r.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// Remove deletes objs in reverse order.
+func Remove(ctx context.Context, mc *manifests.Client, objs []*unstructured.Unstructured) error {
+	for _, obj := range slices.Backward(objs) {
+		if err := mc.Delete(ctx, obj); err != nil {
+			return fmt.Errorf("deleting %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,211 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeprov/external-storage/test/cluster"
+	"github.com/kubeprov/external-storage/test/framework"
+	"github.com/kubeprov/external-storage/test/framework/manifests"
+)
+
+const (
+	hostpathImage = "ghcr.io/kubeprov/hostpath-provisioner"
+	// hostpathDir is where the README says volumes live on the node.
+	hostpathDir = "/var/lib/hostpath-provisioner"
+	// The names of hostpath/deploy/example.
+	exampleName = "hostpath-example"
+	exampleNS   = "default"
+	hostpathNS  = "kubeprov-hostpath"
+)
+
+// TestHostpathSingleNode follows hostpath/README.md on a one-node cluster:
+// make push, apply deploy/single-node with the image overridden, apply
+// deploy/example (a claim and a non-root pod writing /mnt/SUCCESS), then
+// look for the file in the volume's directory on the node; delete the pod
+// and the claim: the PV and the directory go.
+func TestHostpathSingleNode(t *testing.T) {
+	ctx := framework.TestContext(t, 10*time.Minute)
+	// One node, as the README asks of this mode: the others are cordoned.
+	for _, n := range c.Nodes[1:] {
+		cordon(t, n.Name)
+	}
+	mc := installHostpath(t, "hostpath/deploy/single-node")
+	if err := c.WaitDeploymentAvailable(ctx, hostpathNS, "hostpath-provisioner"); err != nil {
+		t.Fatal(err)
+	}
+
+	example, err := Render("hostpath/deploy/example", ImageOverride{"busybox", c.Image(cluster.BusyboxImage)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(ctx, mc, example); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitPodPhase(ctx, exampleNS, exampleName, "Succeeded"); err != nil {
+		t.Fatal(err)
+	}
+	_, pv, err := framework.WaitForPVCBound(ctx, c.Client, exampleNS, exampleName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := c.PodLog(ctx, exampleNS, exampleName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.HostPath == nil || path.Dir(pv.Spec.HostPath.Path) != hostpathDir {
+		t.Fatalf("PV %s has source %+v, want a hostPath under %s", pv.Name, pv.Spec.PersistentVolumeSource, hostpathDir)
+	}
+	node := c.Nodes[0]
+	onNode, err := node.Exec(ctx, "cat", path.Join(pv.Spec.HostPath.Path, "SUCCESS"))
+	if err != nil {
+		t.Fatalf("the pod's file is not in the volume's directory on the node: %v", err)
+	}
+	if strings.TrimSpace(string(onNode)) == "" || string(onNode) != log {
+		t.Errorf("SUCCESS on the node holds %q, the pod printed %q", onNode, log)
+	}
+
+	if err := Remove(ctx, mc, example); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := node.Exec(ctx, "ls", "-A", hostpathDir); err != nil || strings.Contains(string(out), pv.Name) {
+		t.Errorf("after the PV was deleted, %s on the node holds %q (%v), want no %s", hostpathDir, out, err, pv.Name)
+	}
+}
+
+// TestHostpathNodeLocal follows the README's default mode on two nodes: the
+// provisioner DaemonSet (hostpath/deploy) and a WaitForFirstConsumer class.
+// Each claim's directory is made on the node the scheduler picked for its
+// pod, and only there.
+func TestHostpathNodeLocal(t *testing.T) {
+	ctx := framework.TestContext(t, 10*time.Minute)
+	if len(c.Nodes) < 2 {
+		t.Fatalf("the cluster has %d node(s), this test needs 2", len(c.Nodes))
+	}
+	installHostpath(t, "hostpath/deploy")
+	if err := c.WaitDaemonSetReady(ctx, hostpathNS, "hostpath-provisioner"); err != nil {
+		t.Fatal(err)
+	}
+	ns := c.CreateTestNamespace(t, "node-local")
+	for _, n := range c.Nodes {
+		name := "on-" + n.Name
+		if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, framework.NewPVC(ns, name, "hostpath", "1Gi"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The README's example pod, asking the scheduler for this node.
+		pod := writerPod(name, c.Image(cluster.BusyboxImage))
+		pod.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": n.Name}
+		if err := c.RunPod(ctx, ns, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, n := range c.Nodes {
+		name := "on-" + n.Name
+		_, pv, err := framework.WaitForPVCBound(ctx, c.Client, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := path.Join(pv.Spec.HostPath.Path, "SUCCESS")
+		if _, err := n.Exec(ctx, "cat", file); err != nil {
+			t.Errorf("claim %s: the pod's file is not on %s, where its pod ran: %v", name, n.Name, err)
+		}
+		other := c.Nodes[(i+1)%len(c.Nodes)]
+		if out, err := other.Exec(ctx, "ls", "-A", hostpathDir); err == nil && strings.Contains(string(out), pv.Name) {
+			t.Errorf("claim %s: %s has a directory on %s too, where its pod did not run", name, pv.Name, other.Name)
+		}
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := n.Exec(ctx, "ls", "-A", hostpathDir); err != nil || strings.Contains(string(out), pv.Name) {
+			t.Errorf("after PV %s was deleted, %s on %s holds %q (%v)", pv.Name, hostpathDir, n.Name, out, err)
+		}
+	}
+}
+
+// writerPod is the README's example pod (deploy/example/pod.yaml) for the
+// claim of the same name.
+func writerPod(name, busybox string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:    "writer",
+				Image:   busybox,
+				Command: []string{"sh", "-c", "date > /mnt/SUCCESS && cat /mnt/SUCCESS"},
+				SecurityContext: &corev1.SecurityContext{
+					RunAsUser:                ptr.To[int64](1000),
+					AllowPrivilegeEscalation: ptr.To(false),
+				},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/mnt"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name},
+			}}},
+		},
+	}
+}
+
+// installHostpath pushes the hostpath image and applies the kustomization
+// at dir with only the image overridden, as the README tells users; the
+// test's end uninstalls it.
+func installHostpath(t *testing.T, dir string) *manifests.Client {
+	t.Helper()
+	ref, err := PushImage(t.Context(), c, "hostpath")
+	if err != nil {
+		t.Fatal(err)
+	}
+	install(t, dir, ImageOverride{hostpathImage, ref})
+	return newManifestsClient(t)
+}
+
+// newManifestsClient is a client of any kind, as the cluster's admin.
+func newManifestsClient(t *testing.T) *manifests.Client {
+	t.Helper()
+	mc, err := manifests.NewClient(c.ControlPlane)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mc
+}
+
+// cordon marks a node unschedulable until the test ends.
+func cordon(t *testing.T, node string) {
+	t.Helper()
+	set := func(ctx context.Context, unschedulable bool) error {
+		patch := fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, unschedulable)
+		_, err := c.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}
+	if err := set(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
+		defer cancel()
+		if err := set(ctx, false); err != nil {
+			t.Errorf("uncordoning %s: %v", node, err)
+		}
+	})
+}
