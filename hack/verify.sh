@@ -43,12 +43,13 @@ hack/apidiff.sh || fail "lib: API change needs a version bump in versions.yaml (
 step "hack/tools: vet + tidy (GOWORK=off; not in go.work)"
 (cd hack/tools && GOWORK=off go vet ./... && GOWORK=off go mod tidy -diff >/dev/null) || fail "hack/tools: vet failed or not tidy"
 
-if command -v shellcheck >/dev/null; then
-  step "shellcheck"
-  git ls-files -co --exclude-standard -- '*.sh' | xargs -r shellcheck -S warning || fail "shellcheck found problems"
-else
-  step "shellcheck not installed; skipped (apt-get install shellcheck)"
+step "shellcheck"
+if ! command -v shellcheck >/dev/null; then
+  # shellcheck source=SCRIPTDIR/lib/apt.sh
+  source hack/lib/apt.sh
+  apt_ensure_installed shellcheck || fail "shellcheck could not be installed"
 fi
+git ls-files -co --exclude-standard -- '*.sh' | xargs -r shellcheck -S warning || fail "shellcheck found problems"
 
 if [[ $failed -ne 0 ]]; then
   echo "verify: FAILED" >&2

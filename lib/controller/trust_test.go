@@ -227,7 +227,7 @@ func (p *panicking) Provision(ctx context.Context, o ProvisionOptions) (*corev1.
 func (p *panicking) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
 	if p.panics {
 		var m map[string]int
-		m["delete bug"]++ // a nil map write, as real bugs panic
+		m["delete bug"]++ //nolint:staticcheck // SA5000: a nil map write on purpose, as real bugs panic
 	}
 	return p.dirStore.Delete(ctx, pv)
 }
@@ -352,7 +352,7 @@ func TestSourceMetricLabelIsBounded(t *testing.T) {
 func TestMissingJournalPermissionIsReportedOnTheClaimAndInReadiness(t *testing.T) {
 	f := newFixture(t, newStore(t), nil, class("gold"), claim("c", "gold"))
 	forbidden := true
-	f.client.PrependReactor("*", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	f.client.PrependReactor("*", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if !forbidden {
 			return false, nil, nil
 		}

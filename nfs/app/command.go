@@ -88,7 +88,8 @@ func (o *Options) Run(ctx context.Context) error {
 // was started.
 func (o *Options) serverMode(ctx context.Context, kube kubernetes.Interface) (*server.Provisioner, func(), error) {
 	logger := klog.FromContext(ctx)
-	if err := os.MkdirAll(o.ExportRoot, 0o755); err != nil {
+	// Ganesha serves the export root to clients of any uid: world-traversable.
+	if err := os.MkdirAll(o.ExportRoot, 0o755); err != nil { //nolint:gosec // G301: see above
 		return nil, nil, fmt.Errorf("--export-root: %w", err)
 	}
 	identity, err := server.LoadIdentity(o.ExportRoot)

@@ -181,11 +181,11 @@ func buildNode(ctx context.Context, log func(string, ...any)) (string, error) {
 		return "", fmt.Errorf("%s --print-dir: %w", script, err)
 	}
 	cmd := exec.CommandContext(ctx, "bash", script)
-	if output, err := cmd.CombinedOutput(); err != nil {
+	output, err := cmd.CombinedOutput()
+	if err != nil {
 		return "", fmt.Errorf("building the node components: %w\n%s", err, output)
-	} else {
-		log("%s", strings.TrimSpace(string(output)))
 	}
+	log("%s", strings.TrimSpace(string(output)))
 	return strings.TrimSpace(string(out)), nil
 }
 

@@ -102,7 +102,7 @@ func (cp *ControlPlane) AuditEvents(ctx context.Context, user string) ([]AuditEv
 	}
 	marker := "kubeprov-audit-marker-" + rand.String(8)
 	if _, err := cp.Client.CoreV1().Namespaces().Get(ctx, marker, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("marker request for the audit log: want NotFound, got %v", err)
+		return nil, fmt.Errorf("marker request for the audit log: want NotFound, got %w", err)
 	}
 	var events []AuditEvent
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, DefaultProcessTimeout, true, func(context.Context) (bool, error) {

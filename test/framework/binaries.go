@@ -121,7 +121,7 @@ func LockFile(ctx context.Context, dir, name string) (unlock func(), err error) 
 		// Closing the descriptor does not interrupt a blocked flock; the goroutine
 		// ends when the other holder releases it, and the lock dies with the file.
 		go func() {
-			<-locked
+			<-locked //nolint:errcheck // whatever flock answered, the file goes
 			_ = f.Close()
 		}()
 		return nil, fmt.Errorf("waiting for the lock %s: %w", f.Name(), ctx.Err())
@@ -133,7 +133,7 @@ func LockFile(ctx context.Context, dir, name string) (unlock func(), err error) 
 func runStreaming(ctx context.Context, dir string, log func(string, ...any), name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
-	// The script's go build runs in the script's process group; cancelling must stop
+	// The script's go build runs in the script's process group; canceling must stop
 	// the whole group (which we created) or the compiler keeps running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }

@@ -108,7 +108,7 @@ func (cp *ControlPlane) probeControllerManager(ctx context.Context) error {
 	go func() {
 		select {
 		case <-cp.kcm.done:
-			cancel(fmt.Errorf("%w: %v", errControllerManagerExited, cp.kcm.err))
+			cancel(fmt.Errorf("%w: %w", errControllerManagerExited, cp.kcm.err))
 		case <-ctx.Done():
 		}
 	}()

@@ -269,7 +269,7 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 		return errors.New("the control plane is stopped")
 	}
 	api := cp.env.ControlPlane.GetAPIServer()
-	addr := api.SecureServing.HostPort()
+	addr := api.HostPort()
 	started := time.Now()
 	if err := api.Stop(); err != nil {
 		return fmt.Errorf("stopping kube-apiserver: %w\nkube-apiserver log tail:\n%s", err, fileTail(cp.APIServerLog, 30))
@@ -278,7 +278,7 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 	if err := api.Start(); err != nil {
 		return fmt.Errorf("starting kube-apiserver again on %s: %w\nkube-apiserver log tail:\n%s", addr, err, fileTail(cp.APIServerLog, 15))
 	}
-	if got := api.SecureServing.HostPort(); got != addr {
+	if got := api.HostPort(); got != addr {
 		return fmt.Errorf("kube-apiserver came back on %s instead of %s", got, addr)
 	}
 	if err := cp.waitReady(ctx); err != nil {
@@ -297,7 +297,7 @@ func (cp *ControlPlane) waitReady(ctx context.Context) error {
 		return last == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("kube-apiserver at %s is not ready: %w (last answer: %v)\nkube-apiserver log tail:\n%s",
+		return fmt.Errorf("kube-apiserver at %s is not ready: %w (last answer: %w)\nkube-apiserver log tail:\n%s",
 			cp.Config.Host, err, last, fileTail(cp.APIServerLog, 15))
 	}
 	return nil

@@ -23,7 +23,7 @@ import (
 )
 
 // DefaultCleanupTimeout bounds each cleanup registered by the helpers below; the
-// test's own context is already cancelled when cleanups run.
+// test's own context is already canceled when cleanups run.
 const DefaultCleanupTimeout = 30 * time.Second
 
 // Unavailable ends a test that this machine cannot run (a tool or component

@@ -133,7 +133,7 @@ func ListEvents(ctx context.Context, c kubernetes.Interface, obj runtime.Object)
 	}
 	var events []corev1.Event
 	for _, ev := range list.Items {
-		// Filter again: not every client (fake clientsets) honours field selectors.
+		// Filter again: not every client (fake clientsets) honors field selectors.
 		if ref.matches(&ev) {
 			events = append(events, ev)
 		}

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package kubeletsim plays scheduler and kubelet for tests on a control plane
-// that has neither: it binds pending pods to the Nodes it manages (honouring
+// that has neither: it binds pending pods to the Nodes it manages (honoring
 // nodeSelector), runs each pod's container as a local process with the pod's
 // environment, secret and hostPath volumes, service account token and
 // termination message file, enforces activeDeadlineSeconds, and reports the
@@ -460,7 +460,7 @@ func (s *Sim) supervise(ctx context.Context, pod *corev1.Pod, p *process, starte
 	s.mu.Unlock()
 }
 
-// mountVolumes materialises the container's volume mounts and returns
+// mountVolumes materializes the container's volume mounts and returns
 // mount path -> local path.
 func (s *Sim) mountVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Container, root string) (map[string]string, error) {
 	vols := map[string]corev1.Volume{}
@@ -549,7 +549,7 @@ func (s *Sim) writeToken(ctx context.Context, pod *corev1.Pod, dir string) error
 // environment is the container's environment: the image's ENV, the
 // container's env (path values rewritten to local paths), the service
 // variables a kubelet adds, PATH if the image sets none, and RootEnv.
-func (s *Sim) environment(pod *corev1.Pod, c corev1.Container, img Image, root string, mounts map[string]string) ([]string, error) {
+func (s *Sim) environment(_ *corev1.Pod, c corev1.Container, img Image, root string, mounts map[string]string) ([]string, error) {
 	paths := make([]string, 0, len(mounts))
 	for p := range mounts {
 		paths = append(paths, p)

@@ -13,7 +13,7 @@ import (
 
 // volumesOfOthers puts into the fake Cinder what a shared project holds
 // besides this provisioner's volume: another instance's, another PV's, and
-// a volume nobody labelled.
+// a volume nobody labeled.
 func volumesOfOthers(f *fakeCinder) []*fakeVolume {
 	return []*fakeVolume{
 		f.addVolume(fakeVolume{Name: testPV, Size: 1, Status: statusInUse, Metadata: map[string]string{MetaIdentity: "another-cluster", MetaPVName: testPV}}),

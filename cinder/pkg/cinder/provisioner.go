@@ -34,7 +34,7 @@ import (
 )
 
 // PV annotations. The first two keep the names the original standalone
-// Cinder provisioner used, so its PVs are recognised.
+// Cinder provisioner used, so its PVs are recognized.
 const (
 	// AnnVolumeID is the Cinder volume id.
 	AnnVolumeID = "cinderVolumeId"
@@ -431,7 +431,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 
 // checkOwner makes sure vol is the volume this provisioner created for the
 // PV named pvName: its metadata names this instance's identity and the PV.
-// Volumes made before the metadata was checked are recognised by their name
+// Volumes made before the metadata was checked are recognized by their name
 // when they carry no identity of any provisioner.
 func (p *Provisioner) checkOwner(vol *volumes.Volume, pvName string) error {
 	identity, hasIdentity := vol.Metadata[MetaIdentity]

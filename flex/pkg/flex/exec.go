@@ -92,7 +92,8 @@ func (l *ExecLauncher) run(ctx context.Context, action string, in Input) (*Outpu
 	timeout := l.timeout()
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(runCtx, l.Driver, action, in.JSON())
+	// The driver is the admin's --driver; the input is one argument, never a shell.
+	cmd := exec.CommandContext(runCtx, l.Driver, action, in.JSON()) //nolint:gosec // G204: see above
 	// Its own process group, so that the kill reaches whatever the driver
 	// started (a script's sleep, a CLI's helper).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -69,7 +69,7 @@ type OutputVolume struct {
 
 // ParseOutput reads driver output. Unknown top-level fields are allowed, as
 // FlexVolume drivers often print more than asked; unknown fields inside
-// "volume" are refused, since a misspelt source would otherwise vanish.
+// "volume" are refused, since a misspelled source would otherwise vanish.
 func ParseOutput(data []byte) (*Output, error) {
 	data = bytes.TrimSpace(data)
 	var out Output
@@ -77,7 +77,7 @@ func ParseOutput(data []byte) (*Output, error) {
 		return nil, errors.New("driver printed nothing, expected JSON with a status")
 	}
 	if err := json.Unmarshal(data, &out); err != nil {
-		return nil, fmt.Errorf("driver printed invalid JSON (%v): %s", err, Truncate(string(data)))
+		return nil, fmt.Errorf("driver printed invalid JSON (%w): %s", err, Truncate(string(data)))
 	}
 	switch out.Status {
 	case StatusSuccess, StatusFailure, StatusNotSupported:

@@ -84,7 +84,7 @@ func TestVolumeSpec(t *testing.T) {
 			}},
 		{name: "two sources", volume: `{"nfs": {"server": "s", "path": "/e"}, "hostPath": {"path": "/x"}}`, wantErr: "2 sources (hostPath, nfs)"},
 		{name: "no source", volume: `{"capacity": "1Gi"}`, wantErr: "0 sources"},
-		{name: "misspelt source", volume: `{"hostPth": {"path": "/x"}}`, wantErr: `unknown field "hostPth"`},
+		{name: "misspelled source", volume: `{"hostPth": {"path": "/x"}}`, wantErr: `unknown field "hostPth"`},
 		{name: "bad capacity", volume: `{"hostPath": {"path": "/x"}, "capacity": "lots"}`, wantErr: `invalid "capacity" "lots"`},
 		{name: "zero capacity", volume: `{"hostPath": {"path": "/x"}, "capacity": "0"}`, wantErr: `invalid "capacity"`},
 		{name: "capacity beyond int64", volume: `{"hostPath": {"path": "/x"}, "capacity": "1e30"}`,

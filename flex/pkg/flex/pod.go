@@ -41,7 +41,7 @@ const (
 	// TerminationMessagePath is where the container writes its Output.
 	TerminationMessagePath = "/dev/termination-log"
 	// SecretMountPath is where the class's secret (ParamSecretName) is mounted.
-	SecretMountPath = "/etc/flex/secret"
+	SecretMountPath = "/etc/flex/secret" //nolint:gosec // G101: a path, not a credential
 	// LabelManagedBy, LabelAction and LabelPV label every pod.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	LabelAction    = "flex.kubeprov.io/action"
@@ -62,7 +62,7 @@ const (
 	EnvAction              = "FLEX_ACTION"
 	EnvInput               = "FLEX_INPUT"
 	EnvTerminationLog      = "FLEX_TERMINATION_LOG"
-	EnvSecretDir           = "FLEX_SECRET_DIR"
+	EnvSecretDir           = "FLEX_SECRET_DIR" //nolint:gosec // G101: a variable name, not a credential
 	reasonDeadlineExceeded = "DeadlineExceeded"
 )
 
@@ -207,7 +207,7 @@ func (l *PodLauncher) Delete(ctx context.Context, call *Call) error {
 	}
 	cfg, err := podConfigFrom(call.Record)
 	if err != nil {
-		return fmt.Errorf("PV %s does not say how to run its delete pod (%v): delete the asset by hand, then the PV", call.PVName, err)
+		return fmt.Errorf("PV %s does not say how to run its delete pod (%w): delete the asset by hand, then the PV", call.PVName, err)
 	}
 	var owner *metav1.OwnerReference
 	if pv := call.Volume; pv != nil && pv.UID != "" {

@@ -186,7 +186,7 @@ func TestPodLauncherOutcomes(t *testing.T) {
 func TestPodLauncherAdoptsThePodsPV(t *testing.T) {
 	call := provisionCall(t, nil)
 	claim := call.Options.PVC
-	pv := func(uid, class string) *corev1.PersistentVolume {
+	pv := func(_, class string) *corev1.PersistentVolume {
 		return &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: "pvc-123", ResourceVersion: "5", Annotations: map[string]string{"made-by": "pod"}},
 			Spec: corev1.PersistentVolumeSpec{StorageClassName: class,

@@ -331,29 +331,29 @@ func tokenize(text string) ([]token, error) {
 	line := 1
 	for i := 0; i < len(text); {
 		c := text[i]
-		switch {
-		case c == '\n':
+		switch c {
+		case '\n':
 			line++
 			i++
-		case c == ' ' || c == '\t' || c == '\r':
+		case ' ', '\t', '\r':
 			i++
-		case c == '#':
+		case '#':
 			for i < len(text) && text[i] != '\n' {
 				i++
 			}
-		case c == '{':
+		case '{':
 			toks = append(toks, token{tokOpen, "{", i, line})
 			i++
-		case c == '}':
+		case '}':
 			toks = append(toks, token{tokClose, "}", i, line})
 			i++
-		case c == '=':
+		case '=':
 			toks = append(toks, token{tokEquals, "=", i, line})
 			i++
-		case c == ';':
+		case ';':
 			toks = append(toks, token{tokSemi, ";", i, line})
 			i++
-		case c == '"' || c == '\'':
+		case '"', '\'':
 			end := strings.IndexByte(text[i+1:], c)
 			if end < 0 {
 				return nil, fmt.Errorf("line %d: unterminated quoted string", line)

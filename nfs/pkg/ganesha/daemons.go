@@ -58,7 +58,8 @@ func Daemons(o DaemonOptions) []supervisor.Process {
 			Running: func(context.Context) bool { return dialUnix(SystemBusSocket) == nil },
 			Ready:   func(context.Context) error { return dialUnix(SystemBusSocket) },
 			Prepare: func() error {
-				if err := os.MkdirAll(filepath.Dir(SystemBusSocket), 0o755); err != nil {
+				// The system bus socket's directory must be traversable by every D-Bus client.
+				if err := os.MkdirAll(filepath.Dir(SystemBusSocket), 0o755); err != nil { //nolint:gosec // G301: see above
 					return err
 				}
 				// A socket left by a dead daemon would make the new one fail.
@@ -80,7 +81,7 @@ func Daemons(o DaemonOptions) []supervisor.Process {
 				if running {
 					return fmt.Errorf("another ganesha.nfsd already owns %s on the system D-Bus; stop it or run without --run-server", BusName)
 				}
-				return os.MkdirAll(filepath.Dir(pidFile), 0o755)
+				return os.MkdirAll(filepath.Dir(pidFile), 0o755) //nolint:gosec // G301: a /run directory, as the daemons expect
 			},
 			Ready: func(ctx context.Context) error {
 				running, err := o.Bus.Running(ctx)

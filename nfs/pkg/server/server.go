@@ -126,7 +126,7 @@ func LoadIdentity(root string) (string, error) {
 	}
 	id := hex.EncodeToString(raw[:])
 	// O_EXCL: two processes racing on first start agree on one identity.
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644) //nolint:gosec // G302: the identity is no secret, and tools read it
 	if errors.Is(err, fs.ErrExist) {
 		return LoadIdentity(root)
 	}

@@ -175,8 +175,12 @@ func (d *demo) run(ctx context.Context) (err error) {
 	if err := framework.WaitForPVDeleted(waitCtx, c.Client, pv.Name); err != nil {
 		return err
 	}
-	if out, err := node.Exec(ctx, "ls", "-A", path.Dir(dir)); err != nil || strings.Contains(string(out), path.Base(dir)) {
-		return fmt.Errorf("PV %s is deleted but its directory %s is still on the node (%v)", pv.Name, dir, err)
+	out, err := node.Exec(ctx, "ls", "-A", path.Dir(dir))
+	if err != nil {
+		return fmt.Errorf("listing %s on the node after PV %s was deleted: %w", path.Dir(dir), pv.Name, err)
+	}
+	if strings.Contains(string(out), path.Base(dir)) {
+		return fmt.Errorf("PV %s is deleted but its directory %s is still on the node", pv.Name, dir)
 	}
 	d.say("PV %s and its directory on the node are gone, %s after the claim was deleted", pv.Name, since(began))
 	d.say("Done: a claim provisioned, used by a pod on a real node and cleaned up by hostpath-provisioner. Stopping the cluster...")

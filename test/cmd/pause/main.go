@@ -3,7 +3,7 @@
 
 // Command pause is the sandbox ("pause") container of test/cluster's nodes:
 // it holds a pod's namespaces and does nothing until it is stopped. The
-// upstream image cannot be pulled here; this is its behaviour in Go.
+// upstream image cannot be pulled here; this is its behavior in Go.
 package main
 
 import (

@@ -55,7 +55,7 @@ func logf(format string, args ...any) {
 // the long pole), the provisioner, the tests, and stops everything it
 // started. A component that cannot start fails under CI=true and skips
 // otherwise. On SIGINT or SIGTERM it stops everything and exits 1: during
-// the start by cancelling it (the starters clean up after themselves),
+// the start by canceling it (the starters clean up after themselves),
 // during the tests at once, as nothing else would stop the processes.
 func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -142,7 +142,7 @@ func run(m *testing.M) int {
 	}
 	mu.Lock()
 	stoppers = append(stoppers, func() error { stopCtrl(); <-ctrlDone; return nil })
-	// A signal that came during the start has cancelled ctx already.
+	// A signal that came during the start has canceled ctx already.
 	if ctx.Err() != nil {
 		mu.Unlock()
 		return failStart(ctx.Err())

@@ -167,7 +167,12 @@ func TestMissingPermissionsAreReportedNotSilent(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: Run returned %v", err)
+		}
+	})
 
 	sc := cp.CreateTestStorageClass(t, framework.NewStorageClass(className(name), name, nil))
 	ns := cp.CreateTestNamespace(t, "rbac")
