@@ -33,7 +33,7 @@ func (c *ProvisionController) syncClaim(ctx context.Context, key string) error {
 		return err
 	}
 	var errs []error
-	for _, op := range c.operationsFor(key) {
+	for _, op := range c.operations.forClaim(key) {
 		if claim == nil || claim.UID != op.entry.Claim.UID || claim.DeletionTimestamp != nil {
 			errs = append(errs, c.finishOrphan(ctx, op))
 		}
@@ -49,8 +49,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 	if claim.Spec.VolumeName != "" || claim.DeletionTimestamp != nil || !c.claimIsOurs(claim) {
 		return nil
 	}
-	failureKey := "claim/" + string(claim.UID)
-	if c.exhausted(failureKey, claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
+	if c.failures.exhausted(claimFailures(claim), claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
 		return nil
 	}
 	ref := claimReference(claim)
@@ -77,7 +76,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		return nil
 	}
 	pvName := c.cfg.volumeName(claim)
-	if _, err := c.volumes.Get(pvName); err == nil || c.saving(pvName) {
+	if _, err := c.volumes.Get(pvName); err == nil || c.saves.get(pvName) != nil {
 		return nil
 	}
 	if claim.Spec.Selector != nil {
@@ -110,7 +109,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 	if err != nil {
 		return c.recordFailed(ctx, claim, className, err)
 	}
-	op := c.trackOperation(pvName, claimKey(claim), entry, false)
+	op := c.operations.track(pvName, claimKey(claim), entry, false)
 	c.events.event(ref, className, corev1.EventTypeNormal, EventProvisioning,
 		"External provisioner is provisioning volume for claim %q", claimKey(claim))
 	logger.V(2).Info("Provisioning")
@@ -133,7 +132,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 			"Failed to provision volume on node %s, asking the scheduler for another node: %v", selectedNode, err)
 		return c.dropSelectedNode(ctx, claim)
 	}
-	if op.inBackground {
+	if op.inBackground.Load() {
 		// The asset may still appear: retry forever, whatever the threshold.
 		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
 			"Failed to provision volume with StorageClass %q (still in progress, will retry): %v", className, err)
@@ -181,12 +180,12 @@ func (c *ProvisionController) recordFailed(ctx context.Context, claim *corev1.Pe
 func (c *ProvisionController) provisionFailed(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string, err error) error {
 	ref := claimReference(claim)
 	if IsPermanent(err) {
-		c.giveUp("claim/"+string(claim.UID), claim.ResourceVersion)
+		c.failures.giveUp(claimFailures(claim), claim.ResourceVersion)
 		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
 			"%v; not retrying: fix the cause, then change the claim (for example add an annotation) or restart the provisioner", err)
 		return nil
 	}
-	if c.recordFailure("claim/"+string(claim.UID), claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
+	if c.failures.record(claimFailures(claim), claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
 		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
 			"%v; giving up after %d attempts: fix the cause, then change the claim (for example add an annotation) or restart the provisioner to retry",
 			err, c.cfg.failedProvisionThreshold)
@@ -200,21 +199,18 @@ func (c *ProvisionController) provisionFailed(ctx context.Context, claim *corev1
 // settle applies a failed attempt's state to the operation: it stays only
 // while an asset may exist.
 func (c *ProvisionController) settle(op *operation, state ProvisioningState) {
-	c.mu.Lock()
 	switch state {
 	case ProvisioningInBackground:
-		op.inBackground = true
+		op.inBackground.Store(true)
 	case ProvisioningFinished, ProvisioningReschedule:
-		op.inBackground = false
+		op.inBackground.Store(false)
 	default:
 		// NoChange, and also an empty or unknown state: the safe reading,
 		// as in sig-storage-lib-external-provisioner. Taking it for
 		// Finished would forget an asset that an earlier attempt left in
 		// progress.
 	}
-	keep := op.inBackground
-	c.mu.Unlock()
-	if !keep {
+	if !op.inBackground.Load() {
 		c.endOperation(op.pvName)
 	}
 }
@@ -268,7 +264,7 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 			return nil
 		}
 		c.settle(op, state)
-		if op.inBackground {
+		if op.inBackground.Load() {
 			return fmt.Errorf("provisioning for deleted claim %s still in progress: %w", op.claimKey, err)
 		}
 		return nil
@@ -340,9 +336,7 @@ func (c *ProvisionController) saveVolume(ctx context.Context, op *operation, opt
 			fmt.Errorf("provisioner returned a PersistentVolume the API server rejects (the asset was deleted): %w", err))
 	}
 	klog.FromContext(ctx).Error(err, "Saving PersistentVolume failed; retrying in the background")
-	c.mu.Lock()
-	c.saves[pv.Name] = pv
-	c.mu.Unlock()
+	c.saves.put(pv)
 	c.saveQueue.AddRateLimited(pv.Name)
 	return nil
 }
@@ -368,7 +362,7 @@ func (c *ProvisionController) volumeSaved(ctx context.Context, op *operation, pv
 	claim := op.entry.Claim
 	c.metrics.provisionTotal.WithLabelValues(className).Inc()
 	c.metrics.provisionDuration.WithLabelValues(className, sourceLabel(claim)).Observe(time.Since(op.started).Seconds())
-	c.resetFailures("claim/" + string(claim.UID))
+	c.failures.reset(claimFailures(claim))
 	c.endOperation(op.pvName)
 	c.events.event(claimReference(claim), className, corev1.EventTypeNormal, EventProvisioningSucceeded,
 		"Successfully provisioned volume %s", pv.Name)
@@ -377,30 +371,18 @@ func (c *ProvisionController) volumeSaved(ctx context.Context, op *operation, pv
 
 // syncSave retries saving one PV.
 func (c *ProvisionController) syncSave(ctx context.Context, pvName string) error {
-	c.mu.Lock()
-	pv := c.saves[pvName]
-	op := c.operations[pvName]
-	c.mu.Unlock()
+	pv := c.saves.get(pvName)
 	if pv == nil {
 		return nil
 	}
 	if err := c.createVolume(ctx, pv); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	delete(c.saves, pvName)
-	c.mu.Unlock()
-	if op != nil {
+	c.saves.remove(pvName)
+	if op := c.operations.get(pvName); op != nil {
 		c.volumeSaved(ctx, op, pv)
 	}
 	return nil
-}
-
-func (c *ProvisionController) saving(pvName string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.saves[pvName]
-	return ok
 }
 
 // claimGone asks the cache and then the API server whether a claim was deleted.
