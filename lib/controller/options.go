@@ -31,9 +31,9 @@ const (
 	// OutOfClusterNamespace is the namespace of the journal, and of the
 	// Lease, when the controller runs outside a cluster; in a pod it is the
 	// pod's own (InClusterNamespace).
-	OutOfClusterNamespace = "default"
-	DefaultVolumeNamePrefix         = "pvc"
-	DefaultAddFinalizer             = false
+	OutOfClusterNamespace   = "default"
+	DefaultVolumeNamePrefix = "pvc"
+	DefaultAddFinalizer     = false
 	// DefaultEventFlushInterval is how long Normal events are gathered before
 	// they are written; during a burst the gathered ones are aggregated.
 	DefaultEventFlushInterval = 1 * time.Second
@@ -119,10 +119,10 @@ func defaultConfig() config {
 		journalNamespace:         namespace,
 		// As in sig-storage-lib-external-provisioner: a second replica of a
 		// Deployment must not provision the same claims.
-		leaderElection:  inCluster,
-		leaderNamespace: namespace,
-		addFinalizer:             DefaultAddFinalizer,
-		eventFlushInterval:       DefaultEventFlushInterval,
+		leaderElection:     inCluster,
+		leaderNamespace:    namespace,
+		addFinalizer:       DefaultAddFinalizer,
+		eventFlushInterval: DefaultEventFlushInterval,
 		volumeName: func(claim *corev1.PersistentVolumeClaim) string {
 			return DefaultVolumeNamePrefix + "-" + string(claim.UID)
 		},
