@@ -58,6 +58,19 @@ func trimForCache(obj any, keepVolume func(full, cached *corev1.PersistentVolume
 				Status:     corev1.PersistentVolumeClaimStatus{Phase: o.Status.Phase},
 			}, nil
 		}
+	case *corev1.Node:
+		// Of a node a provisioner reads its labels, taints and addresses;
+		// its image list and conditions are most of it and change often.
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion,
+				Labels: o.Labels, Annotations: o.Annotations,
+			},
+			Spec: o.Spec,
+			Status: corev1.NodeStatus{
+				Addresses: o.Status.Addresses, Capacity: o.Status.Capacity, Allocatable: o.Status.Allocatable, NodeInfo: o.Status.NodeInfo,
+			},
+		}, nil
 	case *corev1.PersistentVolume:
 		if o.Status.Phase == corev1.VolumeBound && o.DeletionTimestamp == nil {
 			cached := &corev1.PersistentVolume{

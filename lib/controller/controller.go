@@ -44,6 +44,8 @@ type ProvisionController struct {
 	claimInformer  cache.SharedIndexInformer
 	volumeInformer cache.SharedIndexInformer
 	classInformer  cache.SharedIndexInformer
+	nodeInformer   cache.SharedIndexInformer // nil unless the provisioner is a SelectedNodeReader
+	nodes          corelisters.NodeLister
 	claims         corelisters.PersistentVolumeClaimLister
 	volumes        corelisters.PersistentVolumeLister
 	classes        storagelisters.StorageClassLister
@@ -137,9 +139,13 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 	if r, ok := provisioner.(ClaimMetadataReader); ok {
 		c.journal.metadataKeys = r.ClaimMetadataKeys
 	}
+	if r, ok := provisioner.(SelectedNodeReader); ok && r.ReadsSelectedNode() {
+		c.nodeInformer = factory.Core().V1().Nodes().Informer()
+		c.nodes = factory.Core().V1().Nodes().Lister()
+	}
 	if _, trimmed := factory.(trimmedFactory); !trimmed {
 		// Shared informers may have started already; stripping is only a saving.
-		for _, inf := range []cache.SharedIndexInformer{c.claimInformer, c.volumeInformer, c.classInformer} {
+		for _, inf := range c.informers() {
 			_ = inf.SetTransform(stripManagedFields)
 		}
 	}
@@ -170,6 +176,15 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 		return nil, err
 	}
 	return c, nil
+}
+
+// informers are the informers the controller reads.
+func (c *ProvisionController) informers() []cache.SharedIndexInformer {
+	infs := []cache.SharedIndexInformer{c.claimInformer, c.volumeInformer, c.classInformer}
+	if c.nodeInformer != nil {
+		infs = append(infs, c.nodeInformer)
+	}
+	return infs
 }
 
 // CachesSynced is closed once Run has filled the informer caches: what
@@ -209,7 +224,11 @@ func (c *ProvisionController) Run(ctx context.Context) error {
 	defer c.saveQueue.ShutDown()
 
 	c.factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.claimInformer.HasSynced, c.volumeInformer.HasSynced, c.classInformer.HasSynced) {
+	var synced []cache.InformerSynced
+	for _, inf := range c.informers() {
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil // ctx ended before anything started: a stop, not a failure
 	}
 	close(c.synced)

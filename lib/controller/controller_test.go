@@ -125,6 +125,10 @@ func newFixture(t *testing.T, p Provisioner, opts []Option, objects ...runtime.O
 			_ = c.volumeInformer.GetIndexer().Add(o)
 		case *storagev1.StorageClass:
 			_ = c.classInformer.GetIndexer().Add(o)
+		case *corev1.Node:
+			if c.nodeInformer != nil {
+				_ = c.nodeInformer.GetIndexer().Add(o)
+			}
 		}
 	}
 	go c.journal.run(ctx)

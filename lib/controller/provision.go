@@ -75,6 +75,15 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 	if q, ok := c.provisioner.(Qualifier); ok && !q.ShouldProvision(ctx, claim) {
 		return nil
 	}
+	node, err := c.selectedNode(ctx, selectedNode)
+	if apierrors.IsNotFound(err) {
+		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+			"Selected node %s no longer exists, asking the scheduler for another node", selectedNode)
+		return c.dropSelectedNode(ctx, claim)
+	}
+	if err != nil {
+		return err
+	}
 	pvName := c.cfg.volumeName(claim)
 	if _, err := c.volumes.Get(pvName); err == nil || c.saves.get(pvName) != nil {
 		return nil
@@ -114,7 +123,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		"External provisioner is provisioning volume for claim %q", claimKey(claim))
 	logger.V(2).Info("Provisioning")
 
-	options := ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNodeName: selectedNode}
+	options := ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNodeName: selectedNode, SelectedNode: node}
 	pv, state, err := c.callProvision(ctx, options)
 	if err == nil {
 		return c.saveVolume(ctx, op, options, pv)
@@ -256,6 +265,9 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 		return fmt.Errorf("cannot finish provisioning %s for deleted claim %s: StorageClass %q is gone and was not recorded", op.pvName, op.claimKey, name)
 	}
 	options := ProvisionOptions{StorageClass: class, PVName: op.pvName, PVC: op.entry.Claim, SelectedNodeName: op.entry.SelectedNode}
+	if node, err := c.selectedNode(ctx, op.entry.SelectedNode); err == nil {
+		options.SelectedNode = node
+	}
 	logger.V(2).Info("Claim is gone; finishing its provisioning to delete the asset")
 	pv, state, err := c.callProvision(ctx, options)
 	if err != nil {
@@ -395,6 +407,20 @@ func (c *ProvisionController) claimGone(ctx context.Context, claim *corev1.Persi
 		return true
 	}
 	return err == nil && (live.UID != claim.UID || live.DeletionTimestamp != nil)
+}
+
+// selectedNode returns the named node for a SelectedNodeReader (nil for
+// other provisioners and for no name); NotFound when it does not exist.
+func (c *ProvisionController) selectedNode(ctx context.Context, name string) (*corev1.Node, error) {
+	if c.nodes == nil || name == "" {
+		return nil, nil
+	}
+	node, err := c.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		// A node that has just joined may not be in the cache yet.
+		node, err = c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	}
+	return node, err
 }
 
 // dropSelectedNode asks the scheduler to choose another node.
