@@ -85,8 +85,8 @@ func TestCachedNodesKeepWhatProvisionersRead(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"zone": "z1"}},
 		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{
-			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.1"}},
-			Images:    []corev1.ContainerImage{{Names: []string{"big"}}},
+			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.1"}},
+			Images:     []corev1.ContainerImage{{Names: []string{"big"}}},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 		},
 	}
