@@ -23,22 +23,21 @@ import (
 	"github.com/kubeprov/external-storage/lib/version"
 )
 
-// Name is the binary's name.
-const Name = "cinder-provisioner"
+// BinaryName is the binary's name.
+const BinaryName = "cinder-provisioner"
 
 // NewCommand returns the cinder-provisioner command.
 func NewCommand() *cobra.Command {
 	o := NewOptions()
-	return cli.NewCommand(Name,
-		"Provisions Kubernetes volumes from Cinder as native iSCSI, RBD or Fibre Channel PVs",
-		o.AddFlags, o.Validate, o.Run)
+	return cli.NewCommand(BinaryName,
+		"Provisions Kubernetes volumes from Cinder as native iSCSI, RBD or Fibre Channel PVs", o)
 }
 
 // Run connects to Kubernetes and Cinder and runs the controller until ctx
 // ends.
 func (o *Options) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	clients, err := o.NewClients(Name)
+	clients, err := o.NewClients(BinaryName)
 	if err != nil {
 		return err
 	}
@@ -48,7 +47,7 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	volumeClient, err := cloudconfig.NewBlockStorageClient(ctx, o.cloud, Name+"/"+version.Version)
+	volumeClient, err := cloudconfig.NewBlockStorageClient(ctx, o.cloud, BinaryName+"/"+version.Version)
 	if err != nil {
 		return err
 	}

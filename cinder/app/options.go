@@ -30,11 +30,6 @@ type Options struct {
 	// CloudConfig is the INI file with the [Global] section; empty means the
 	// OS_* environment variables.
 	CloudConfig string
-	// Provisioner is the name StorageClasses use.
-	Provisioner string
-	// Identity is written on PVs; empty means Provisioner + "/" + the UID
-	// of the kube-system namespace (a stable id of the cluster).
-	Identity string
 	// InitiatorName is the iSCSI initiator IQN sent to Cinder and written
 	// on iSCSI PVs. Required for iSCSI backends; there is no default.
 	InitiatorName string
@@ -53,11 +48,13 @@ type Options struct {
 
 // NewOptions returns the options with their defaults.
 func NewOptions() *Options {
-	return &Options{
-		Common:        cli.NewCommon(),
-		Provisioner:   DefaultProvisioner,
+	o := &Options{
+		Common:        cli.NewCommon(DefaultProvisioner),
 		ConnectorHost: DefaultConnectorHost,
 	}
+	// Derived in Run: it needs the API.
+	o.IdentityDefault = "<provisioner>/<UID of the kube-system namespace> (Cinder volumes carry it too)"
+	return o
 }
 
 // AddFlags adds the flags to fs.
@@ -65,9 +62,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Common.AddFlags(fs)
 	fs.StringVar(&o.CloudConfig, "cloud-config", o.CloudConfig,
 		"INI file with a [Global] section saying how to reach Cinder (Keystone or noauth); empty means the OS_* environment variables.")
-	fs.StringVar(&o.Provisioner, "provisioner", o.Provisioner, "Provisioner name that StorageClasses use.")
-	fs.StringVar(&o.Identity, "identity", o.Identity,
-		"Identity written on PVs and Cinder volumes; this instance deletes only volumes with its identity. Empty means <provisioner>/<UID of the kube-system namespace>.")
 	fs.StringVar(&o.InitiatorName, "initiator-name", o.InitiatorName,
 		"iSCSI initiator IQN sent to Cinder and written on iSCSI PVs; the nodes log in with it. Required for iSCSI backends.")
 	fs.StringVar(&o.ConnectorHost, "connector-host", o.ConnectorHost, "Host name sent to Cinder in the connector.")
@@ -84,15 +78,24 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkDeprecated("id", "use --identity")
 }
 
+// Complete reads the cloud configuration (--cloud-config, or the OS_*
+// environment variables).
+func (o *Options) Complete() error {
+	if err := o.Common.Complete(); err != nil {
+		return err
+	}
+	cloud, err := cloudconfig.Load(o.CloudConfig)
+	if err != nil {
+		return err
+	}
+	o.cloud = cloud
+	return nil
+}
+
 // Validate checks the flags and reads the cloud config, naming what is
 // wrong.
 func (o *Options) Validate() error {
 	errs := []error{o.Common.Validate()}
-	if o.Provisioner == "" {
-		errs = append(errs, errors.New("--provisioner must not be empty"))
-	} else if msgs := validation.IsQualifiedName(o.Provisioner); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("--provisioner %q: %s", o.Provisioner, strings.Join(msgs, "; ")))
-	}
 	if o.InitiatorName != "" && !strings.HasPrefix(o.InitiatorName, "iqn.") && !strings.HasPrefix(o.InitiatorName, "eui.") && !strings.HasPrefix(o.InitiatorName, "naa.") {
 		errs = append(errs, fmt.Errorf("--initiator-name %q is not an iqn., eui. or naa. name", o.InitiatorName))
 	}
@@ -106,10 +109,5 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--chap-secret-namespace %q: %s", o.ChapSecretNamespace, strings.Join(msgs, "; ")))
 		}
 	}
-	cloud, err := cloudconfig.Load(o.CloudConfig)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	o.cloud = cloud
 	return errors.Join(errs...)
 }

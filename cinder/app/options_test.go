@@ -93,12 +93,12 @@ func TestCloudConfigFromOSEnvironment(t *testing.T) {
 	t.Setenv("OS_CINDER_ENDPOINT", "http://cinder-host:8776/v3")
 	t.Setenv("OS_USERNAME", "admin")
 	o := NewOptions()
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "noauth needs OS_TENANT_ID") {
+	if err := o.Complete(); err == nil || !strings.Contains(err.Error(), "noauth needs OS_TENANT_ID") {
 		t.Errorf("err = %v", err)
 	}
 	t.Setenv("OS_TENANT_NAME", "0123abcd")
 	o = NewOptions()
-	if err := o.Validate(); err != nil {
+	if err := o.Complete(); err != nil {
 		t.Fatal(err)
 	}
 	if o.cloud.CinderEndpoint != "http://cinder-host:8776/v3" || o.cloud.TenantName != "0123abcd" {

@@ -24,15 +24,14 @@ import (
 	"github.com/kubeprov/external-storage/lib/httpendpoint"
 )
 
-// Binary is the command's name, also its user agent.
-const Binary = "csi-provisioner"
+// BinaryName is the command's name, also its user agent.
+const BinaryName = "csi-provisioner"
 
 // NewCommand returns the csi-provisioner command.
 func NewCommand() *cobra.Command {
 	o := NewOptions()
-	return cli.NewCommand(Binary,
-		"Provision PersistentVolumes with a CSI driver (sidecar of the driver's controller)",
-		o.AddFlags, o.Validate, o.Run)
+	return cli.NewCommand(BinaryName,
+		"Provision PersistentVolumes with a CSI driver (sidecar of the driver's controller)", o)
 }
 
 // Run connects to the driver, checks that it can create volumes, and runs
@@ -63,7 +62,7 @@ func (o *Options) Run(ctx context.Context) error {
 			"it cannot create volumes, so csi-provisioner has nothing to do; remove it from this driver's deployment", info.Name)
 	}
 
-	clients, err := o.NewClients(Binary)
+	clients, err := o.NewClients(BinaryName)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ type Options struct {
 
 // NewOptions returns the options with their defaults.
 func NewOptions() *Options {
-	common := cli.NewCommon()
+	common := cli.NewCommon("") // the provisioner name is the driver's
 	common.Timeout = DefaultTimeout
 	common.WorkerThreads = DefaultWorkerThreads
 	return &Options{

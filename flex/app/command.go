@@ -24,8 +24,7 @@ const BinaryName = "flex-provisioner"
 func NewCommand() *cobra.Command {
 	o := NewOptions()
 	return cli.NewCommand(BinaryName,
-		"Provisions PersistentVolumes with a driver executable or a provisioning container image",
-		o.AddFlags, o.Validate, o.Run)
+		"Provisions PersistentVolumes with a driver executable or a provisioning container image", o)
 }
 
 // Run builds the provisioner and runs it until ctx ends.
@@ -50,15 +49,15 @@ func (o *Options) Run(ctx context.Context) error {
 			return nil
 		}
 	case LauncherContainer:
-		key, err := flex.LoadRecordKey(ctx, clients.Kube, o.namespace())
+		key, err := flex.LoadRecordKey(ctx, clients.Kube, o.ConfigNamespace)
 		if err != nil {
 			return err
 		}
-		launcher = &flex.PodLauncher{Client: clients.Kube, Namespace: o.namespace(), Deadline: o.DriverTimeout, StartTimeout: o.PodStartTimeout, RecordKey: key}
+		launcher = &flex.PodLauncher{Client: clients.Kube, Namespace: o.ConfigNamespace, Deadline: o.DriverTimeout, StartTimeout: o.PodStartTimeout, RecordKey: key}
 	}
 	p, err := flex.New(flex.Options{
-		Name:       o.ProvisionerName,
-		Identity:   o.identity(),
+		Name:       o.Provisioner,
+		Identity:   o.Identity,
 		Launcher:   launcher,
 		FlexDriver: o.FlexDriver,
 		Client:     clients.Kube,
@@ -66,6 +65,6 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	klog.FromContext(ctx).Info("Starting", "provisioner", o.ProvisionerName, "identity", o.identity(), "launcher", o.Launcher)
-	return o.Common.Run(ctx, clients, o.ProvisionerName, p, cli.RunOptions{Ready: ready})
+	klog.FromContext(ctx).Info("Starting", "provisioner", o.Provisioner, "identity", o.Identity, "launcher", o.Launcher)
+	return o.Common.Run(ctx, clients, o.Provisioner, p, cli.RunOptions{Ready: ready})
 }

@@ -19,7 +19,7 @@ import (
 
 // Defaults of the flex-provisioner flags.
 const (
-	DefaultProvisionerName = "kubeprov.io/flex"
+	DefaultProvisioner     = "kubeprov.io/flex"
 	DefaultLauncher        = LauncherExec
 	DefaultDriverTimeout   = flex.DefaultDriverTimeout
 	DefaultPodStartTimeout = flex.DefaultPodStartTimeout
@@ -34,39 +34,37 @@ const (
 // Options are the flex-provisioner flags.
 type Options struct {
 	cli.Common
-	ProvisionerName string
-	Identity        string
-	Launcher        string
-	Driver          string
-	DriverTimeout   time.Duration
-	FlexDriver      string
-	Namespace       string
+	Launcher      string
+	Driver        string
+	DriverTimeout time.Duration
+	FlexDriver    string
+	// ConfigNamespace holds the provisioner's ConfigMaps and record key;
+	// Complete defaults it to the pod's namespace.
+	ConfigNamespace string
 	PodStartTimeout time.Duration
 }
 
 // NewOptions returns the options with their defaults.
 func NewOptions() *Options {
-	return &Options{
-		Common:          cli.NewCommon(),
-		ProvisionerName: DefaultProvisionerName,
+	o := &Options{
+		Common:          cli.NewCommon(DefaultProvisioner),
 		Launcher:        DefaultLauncher,
 		DriverTimeout:   DefaultDriverTimeout,
 		PodStartTimeout: DefaultPodStartTimeout,
 	}
+	o.IdentityDefault = "<provisioner>/<--config-namespace>, stable across restarts"
+	return o
 }
 
 // AddFlags adds the shared flags and the flex ones to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Common.AddFlags(fs)
-	fs.StringVar(&o.ProvisionerName, "provisioner", o.ProvisionerName, "Provisioner name that StorageClasses name in their provisioner field.")
-	fs.StringVar(&o.Identity, "identity", o.Identity,
-		"Identity recorded on every PV this instance provisions; it deletes only PVs of its own identity. Empty means <provisioner>/<namespace>, stable across restarts.")
 	fs.StringVar(&o.Launcher, "launcher", o.Launcher, "How drivers run: exec (--driver, an executable in this image) or container (a pod per operation, configured by a ConfigMap per StorageClass).")
 	fs.StringVar(&o.Driver, "driver", o.Driver, "Exec launcher: path of the driver executable, called as '<driver> provision|delete <json>'.")
 	fs.DurationVar(&o.DriverTimeout, "driver-timeout", o.DriverTimeout,
 		"Exec launcher: bound of one driver run, after which its process group is killed. Container launcher: default activeDeadlineSeconds of the pods.")
 	fs.StringVar(&o.FlexDriver, "flex-driver", o.FlexDriver, "FlexVolume driver name (vendor~driver as installed on the nodes) of FlexVolume sources a driver returns without a driver name.")
-	fs.StringVar(&o.Namespace, "config-namespace", o.Namespace,
+	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace,
 		"Container launcher: namespace of the provisioner ConfigMaps found by label or named without a namespace, and where pods run unless a ConfigMap says otherwise. Empty means this pod's namespace (POD_NAMESPACE).")
 	fs.DurationVar(&o.PodStartTimeout, "pod-start-timeout", o.PodStartTimeout, "Container launcher: how long a pod may take to be scheduled and started before it is given up.")
 }
@@ -74,9 +72,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Validate checks the flags, naming each flag at fault.
 func (o *Options) Validate() error {
 	errs := []error{o.Common.Validate()}
-	if o.ProvisionerName == "" {
-		errs = append(errs, errors.New("--provisioner must not be empty"))
-	}
 	if o.DriverTimeout <= 0 {
 		errs = append(errs, errors.New("--driver-timeout must be more than 0"))
 	}
@@ -105,19 +100,18 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// namespace is where the provisioner's own objects are.
-func (o *Options) namespace() string {
-	if o.Namespace != "" {
-		return o.Namespace
+// Complete defaults --config-namespace to the pod's namespace and --identity
+// to <provisioner>/<config namespace>: stable across restarts and distinct
+// for two installations of one name.
+func (o *Options) Complete() error {
+	if err := o.Common.Complete(); err != nil {
+		return err
 	}
-	return o.Common.Namespace()
-}
-
-// identity is --identity or its default, <provisioner>/<namespace>: stable
-// across restarts and distinct for two installations of one name.
-func (o *Options) identity() string {
-	if o.Identity != "" {
-		return o.Identity
+	if o.ConfigNamespace == "" {
+		o.ConfigNamespace = o.Namespace()
 	}
-	return o.ProvisionerName + "/" + o.namespace()
+	if o.Identity == "" {
+		o.Identity = o.Provisioner + "/" + o.ConfigNamespace
+	}
+	return nil
 }

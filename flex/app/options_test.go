@@ -39,7 +39,7 @@ func TestValidate(t *testing.T) {
 		}, wantErr: []string{"--timeout (1m0s) must be 0 or more than --driver-timeout (5m0s)"}},
 		{name: "no timeout bound", set: func(o *Options) { o.Driver, o.DriverTimeout, o.Timeout = driver, 5*time.Minute, 0 }},
 		{name: "several at once", set: func(o *Options) {
-			o.Launcher, o.ProvisionerName, o.DriverTimeout, o.PodStartTimeout, o.WorkerThreads = LauncherContainer, "", 0, 0, 0
+			o.Launcher, o.Provisioner, o.DriverTimeout, o.PodStartTimeout, o.WorkerThreads = LauncherContainer, "", 0, 0, 0
 		}, wantErr: []string{"--provisioner must not be empty", "--driver-timeout must be more than 0", "--pod-start-timeout", "--worker-threads"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,17 +63,23 @@ func TestValidate(t *testing.T) {
 
 func TestIdentityDefault(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "storage")
-	o := NewOptions()
-	if got := o.identity(); got != "kubeprov.io/flex/storage" {
-		t.Errorf("default identity = %q", got)
-	}
-	o.Namespace = "other"
-	if got := o.identity(); got != "kubeprov.io/flex/other" {
-		t.Errorf("identity with --config-namespace = %q", got)
-	}
-	o.Identity = "site-a"
-	if got := o.identity(); got != "site-a" {
-		t.Errorf("--identity = %q", got)
+	for _, tc := range []struct {
+		name                        string
+		set                         func(*Options)
+		wantNamespace, wantIdentity string
+	}{
+		{"defaults", func(*Options) {}, "storage", "kubeprov.io/flex/storage"},
+		{"--config-namespace", func(o *Options) { o.ConfigNamespace = "other" }, "other", "kubeprov.io/flex/other"},
+		{"--identity", func(o *Options) { o.Identity = "site-a" }, "storage", "site-a"},
+	} {
+		o := NewOptions()
+		tc.set(o)
+		if err := o.Complete(); err != nil {
+			t.Fatal(err)
+		}
+		if o.ConfigNamespace != tc.wantNamespace || o.Identity != tc.wantIdentity {
+			t.Errorf("%s: namespace %q, identity %q; want %q, %q", tc.name, o.ConfigNamespace, o.Identity, tc.wantNamespace, tc.wantIdentity)
+		}
 	}
 }
 

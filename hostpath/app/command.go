@@ -24,8 +24,7 @@ const BinaryName = "hostpath-provisioner"
 // NewCommand returns the hostpath-provisioner command.
 func NewCommand() *cobra.Command {
 	o := NewOptions()
-	return cli.NewCommand(BinaryName, "Provisions PersistentVolumes as directories on a node's filesystem",
-		o.AddFlags, o.Validate, o.Run)
+	return cli.NewCommand(BinaryName, "Provisions PersistentVolumes as directories on a node's filesystem", o)
 }
 
 // Run provisions until ctx ends.
@@ -46,7 +45,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if o.NodeLocal {
 		// Instances on different nodes run side by side, each with its own
 		// in-flight operations: they must not share one journal.
-		ro.Controller = append(ro.Controller, controller.WithJournal(o.Namespace(), JournalName(o.Provisioner, o.NodeName)))
+		ro.Controller = append(ro.Controller, controller.WithJournal(o.Namespace(), controller.JournalName(o.Provisioner, o.NodeName)))
 	}
 	klog.FromContext(ctx).Info("Starting", "provisioner", o.Provisioner, "node", o.NodeName, "pvDir", o.PVDir,
 		"dirMode", fmt.Sprintf("%#o", uint32(o.DirMode)), "nodeLocal", o.NodeLocal)
@@ -64,10 +63,4 @@ func (o *Options) checkPVDir(*http.Request) error {
 		return fmt.Errorf("--pv-dir %s is not a directory", o.PVDir)
 	}
 	return nil
-}
-
-// JournalName is the in-flight journal ConfigMap of one node's instance in
-// node-local mode: instances on different nodes must not share one.
-func JournalName(provisioner, node string) string {
-	return controller.JournalName(provisioner, node)
 }

@@ -27,7 +27,6 @@ const (
 // Options are the flags of hostpath-provisioner.
 type Options struct {
 	cli.Common
-	Provisioner string
 	PVDir       string
 	NodeName    string
 	DirMode     fs.FileMode
@@ -37,10 +36,9 @@ type Options struct {
 // NewOptions returns the options with their defaults.
 func NewOptions() *Options {
 	return &Options{
-		Common:      cli.NewCommon(),
-		Provisioner: DefaultProvisioner,
-		PVDir:       DefaultPVDir,
-		DirMode:     hostpath.DefaultDirMode,
+		Common:  cli.NewCommon(DefaultProvisioner),
+		PVDir:   DefaultPVDir,
+		DirMode: hostpath.DefaultDirMode,
 	}
 }
 
@@ -48,7 +46,6 @@ func NewOptions() *Options {
 // read from the environment: --node-name from NODE_NAME, and so on.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Common.AddFlags(fs)
-	fs.StringVar(&o.Provisioner, "provisioner", o.Provisioner, "Provisioner name that StorageClasses refer to.")
 	fs.StringVar(&o.PVDir, "pv-dir", o.PVDir, "Absolute directory on the node under which a directory is created per volume.")
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of the node this instance runs on (required; in a pod, from the downward API spec.nodeName).")
 	fs.Var((*octalMode)(&o.DirMode), "dir-mode", "Permission bits of new volume directories, in octal; the default lets pods of any uid write.")
@@ -59,9 +56,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Validate checks the flags, naming the flag at fault.
 func (o *Options) Validate() error {
 	errs := []error{o.Common.Validate()}
-	if o.Provisioner == "" {
-		errs = append(errs, errors.New("--provisioner must not be empty"))
-	}
 	if !filepath.IsAbs(o.PVDir) {
 		errs = append(errs, fmt.Errorf("--pv-dir must be an absolute path, got %q", o.PVDir))
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubeprov/external-storage/lib/cli"
 )
@@ -81,23 +80,5 @@ func TestDirModeString(t *testing.T) {
 	}
 	if got := (*octalMode)(&o.DirMode).String(); got != "0755" {
 		t.Errorf("String() = %q, want 0755", got)
-	}
-}
-
-func TestJournalName(t *testing.T) {
-	// Readable (provisioner and node in the name), and distinct per node.
-	if got := JournalName("kubeprov.io/hostpath", "worker-1.example.com"); !strings.HasPrefix(got, "kubeprov.io-hostpath-") ||
-		!strings.Contains(got, "-worker-1.example.com-") || !strings.HasSuffix(got, "-inflight") {
-		t.Errorf("JournalName = %q", got)
-	}
-	long := strings.Repeat("n", 253)
-	a, b := JournalName("kubeprov.io/hostpath", long), JournalName("kubeprov.io/hostpath", long[1:])
-	for _, name := range []string{a, b} {
-		if errs := validation.IsDNS1123Subdomain(name); len(errs) != 0 {
-			t.Errorf("%q is not a valid name: %v", name, errs)
-		}
-	}
-	if a == b {
-		t.Errorf("long node names share journal %q", a)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -42,6 +43,20 @@ const (
 
 // Common holds the flags every provisioner binary has.
 type Common struct {
+	// Provisioner is --provisioner, the name StorageClasses give in their
+	// provisioner field. Binaries whose name comes from elsewhere
+	// (csi-provisioner: the CSI driver's) have no such flag.
+	Provisioner string
+	// Identity is --identity: what this instance records on the PVs it
+	// provisions, and deletes only PVs recorded with. Only binaries that set
+	// IdentityDefault have the flag; Complete fills the default in.
+	Identity string
+	// IdentityDefault describes, in --identity's help, the identity used
+	// when the flag is empty; "" means the binary has no --identity.
+	IdentityDefault string
+	// provisionerFlag: the binary has --provisioner.
+	provisionerFlag bool
+
 	Kubeconfig              string
 	LeaderElection          bool
 	LeaderElectionNamespace string
@@ -58,9 +73,12 @@ type Common struct {
 	RetryIntervalMax        time.Duration
 }
 
-// NewCommon returns the shared options with their defaults.
-func NewCommon() Common {
+// NewCommon returns the shared options with their defaults; provisioner is
+// the default of --provisioner, "" for a binary without that flag.
+func NewCommon(provisioner string) Common {
 	return Common{
+		Provisioner:        provisioner,
+		provisionerFlag:    provisioner != "",
 		LeaseDuration:      controller.DefaultLeaseDuration,
 		RenewDeadline:      controller.DefaultRenewDeadline,
 		RetryPeriod:        controller.DefaultRetryPeriod,
@@ -76,6 +94,13 @@ func NewCommon() Common {
 
 // AddFlags adds the shared flags to fs.
 func (o *Common) AddFlags(fs *pflag.FlagSet) {
+	if o.provisionerFlag {
+		fs.StringVar(&o.Provisioner, "provisioner", o.Provisioner, "Provisioner name that StorageClasses give in their provisioner field.")
+	}
+	if o.IdentityDefault != "" {
+		fs.StringVar(&o.Identity, "identity", o.Identity,
+			"Identity recorded on the PVs this instance provisions; it deletes only PVs of its own identity. Empty means "+o.IdentityDefault+".")
+	}
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig file; empty means in-cluster configuration.")
 	fs.BoolVar(&o.LeaderElection, "leader-election", o.LeaderElection, "Elect one active replica through a Lease.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace,
@@ -93,9 +118,21 @@ func (o *Common) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RetryIntervalMax, "retry-interval-max", o.RetryIntervalMax, "Longest retry delay of a failed operation.")
 }
 
-// Validate checks the shared flags, naming the flag at fault.
+// Complete fills in what the shared flags derive from each other; a binary's
+// own Complete calls it first. The shared flags derive nothing today.
+func (o *Common) Complete() error { return nil }
+
+// Validate checks the shared flags, naming the flag at fault. It changes
+// nothing: defaults are Complete's business.
 func (o *Common) Validate() error {
 	var errs []error
+	if o.provisionerFlag && o.Provisioner == "" {
+		errs = append(errs, errors.New("--provisioner must not be empty"))
+	} else if o.Provisioner != "" {
+		if msgs := validation.IsQualifiedName(o.Provisioner); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--provisioner %q: %s", o.Provisioner, strings.Join(msgs, "; ")))
+		}
+	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be more than 0"))
 	}

@@ -16,11 +16,22 @@ import (
 	"github.com/kubeprov/external-storage/lib/version"
 )
 
-// NewCommand returns the cobra command of a provisioner binary: flags added
-// by addFlags (then overridable from the environment), klog's -v, --version,
-// no positional arguments, and a context that ends on SIGINT or SIGTERM.
-// validate runs after the environment is applied; run does the work.
-func NewCommand(use, short string, addFlags func(*pflag.FlagSet), validate func() error, run func(ctx context.Context) error) *cobra.Command {
+// Options is the shape of every provisioner binary's options (see
+// docs/development.md, "A provisioner binary"): flags with their defaults,
+// then, once the command line and the environment are read, Complete fills
+// in what derives from other values or from files, Validate checks without
+// changing anything and names the flag at fault, and Run does the work.
+type Options interface {
+	AddFlags(fs *pflag.FlagSet)
+	Complete() error
+	Validate() error
+	Run(ctx context.Context) error
+}
+
+// NewCommand returns the cobra command of a provisioner binary: the flags of
+// o (then overridable from the environment), klog's -v, --version, no
+// positional arguments, and a context that ends on SIGINT or SIGTERM.
+func NewCommand(use, short string, o Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           use,
 		Short:         short,
@@ -32,18 +43,21 @@ func NewCommand(use, short string, addFlags func(*pflag.FlagSet), validate func(
 			if err := ApplyEnv(cmd.Flags()); err != nil {
 				return err
 			}
-			if err := validate(); err != nil {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			ctx = klog.NewContext(ctx, klog.Background().WithName(use))
 			defer klog.Flush()
-			return run(ctx)
+			return o.Run(ctx)
 		},
 	}
 	cmd.SetVersionTemplate("{{.Name}} {{.Version}}\n")
-	addFlags(cmd.Flags())
+	o.AddFlags(cmd.Flags())
 	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	cmd.Flags().AddGoFlag(klogFlags.Lookup("v"))

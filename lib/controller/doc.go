@@ -8,9 +8,10 @@
 // a released volume's reclaim policy is Delete, calls your Provisioner to
 // delete the asset and then removes the PV.
 //
-// A provisioner implements two methods (Provisioner) and, when it needs
-// them, optional ones found by type assertion (Qualifier, DeletionGuard,
-// BlockProvisioner). ProvisionOptions.NewVolume builds a correct PV from the
+// A provisioner implements two methods (Provisioner, in provisioner.go) and,
+// when it needs them, optional ones found by type assertion (Qualifier,
+// DeletionGuard, BlockProvisioner, DataSourceProvisioner,
+// ClaimMetadataReader, SelectedNodeReader). ProvisionOptions.NewVolume builds a correct PV from the
 // claim and class so that only the volume source is the provisioner's job.
 //
 // What the controller guarantees:
@@ -35,5 +36,13 @@
 //
 // The loop follows kubernetes/sample-controller: Run starts informers and
 // workers; each worker takes a key from a named, typed work queue and calls
-// syncClaim or syncVolume, which read only from the informer caches.
+// syncClaim, syncVolume or syncSave, which read from the informer caches and
+// ask the API server only where a lagging cache could lose data (see
+// docs/architecture.md). The state they share is in small types with their
+// own locks: operations (in-flight provisionings), failures (retry counts
+// by object), pendingSaves, deletedVolumes, and the journal.
+//
+// Defaults follow sig-storage-lib-external-provisioner where that is safe
+// (docs/migrating.md lists every difference): in a pod, the journal and the
+// leader Lease live in the pod's namespace and leader election is on.
 package controller

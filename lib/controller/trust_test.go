@@ -421,3 +421,21 @@ func TestEmptyStateWithAnErrorKeepsAnOperationInProgress(t *testing.T) {
 		t.Fatal("an error with no state ended an operation that was in progress: its asset would be forgotten")
 	}
 }
+
+func TestJournalNamePerInstance(t *testing.T) {
+	// Readable (provisioner and node in the name), and distinct per node.
+	if got := JournalName("kubeprov.io/hostpath", "worker-1.example.com"); !strings.HasPrefix(got, "kubeprov.io-hostpath-") ||
+		!strings.Contains(got, "-worker-1.example.com-") || !strings.HasSuffix(got, "-inflight") {
+		t.Errorf("JournalName = %q", got)
+	}
+	long := strings.Repeat("n", 253)
+	a, b := JournalName("kubeprov.io/hostpath", long), JournalName("kubeprov.io/hostpath", long[1:])
+	for _, name := range []string{a, b} {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) != 0 {
+			t.Errorf("%q is not a valid name: %v", name, errs)
+		}
+	}
+	if a == b {
+		t.Errorf("long node names share journal %q", a)
+	}
+}

@@ -27,8 +27,8 @@ import (
 	"github.com/kubeprov/external-storage/nfs/pkg/supervisor"
 )
 
-// Binary is the binary's name.
-const Binary = "nfs-provisioner"
+// BinaryName is the binary's name.
+const BinaryName = "nfs-provisioner"
 
 // recoveryDir is Ganesha's NFSv4 recovery directory inside the export root:
 // persistent, so that clients can reclaim their state after a restart
@@ -38,13 +38,12 @@ const recoveryDir = ".ganesha-recovery"
 // NewCommand returns the nfs-provisioner command.
 func NewCommand() *cobra.Command {
 	o := NewOptions()
-	return cli.NewCommand(Binary, "Provisions NFS volumes: exports of its own NFS-Ganesha (server mode) or directories of an existing export (subdir mode).",
-		o.AddFlags, o.Validate, o.Run)
+	return cli.NewCommand(BinaryName, "Provisions NFS volumes: exports of its own NFS-Ganesha (server mode) or directories of an existing export (subdir mode).", o)
 }
 
 // Run runs the provisioner until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
-	clients, err := o.NewClients(Binary)
+	clients, err := o.NewClients(BinaryName)
 	if err != nil {
 		return err
 	}

@@ -50,8 +50,7 @@ var safeClients = regexp.MustCompile(`^[A-Za-z0-9.:/*_, -]+$`)
 type Options struct {
 	cli.Common
 
-	Provisioner string
-	Mode        string
+	Mode string
 
 	// Server mode.
 	RunServer      bool
@@ -79,8 +78,7 @@ type Options struct {
 // NewOptions returns the options with their defaults.
 func NewOptions() *Options {
 	return &Options{
-		Common:        cli.NewCommon(),
-		Provisioner:   DefaultProvisioner,
+		Common:        cli.NewCommon(DefaultProvisioner),
 		Mode:          DefaultMode,
 		ExportRoot:    DefaultExportRoot,
 		GaneshaConfig: DefaultGaneshaConfig,
@@ -96,7 +94,6 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.fs = fs
 	o.Common.AddFlags(fs)
-	fs.StringVar(&o.Provisioner, "provisioner", o.Provisioner, "Name of the provisioner, as in StorageClass.provisioner (also from PROVISIONER_NAME).")
 	fs.StringVar(&o.Mode, "mode", o.Mode, "server: run exports of an NFS-Ganesha beside this process; subdir: carve directories out of an existing NFS export.")
 
 	fs.BoolVar(&o.RunServer, "run-server", o.RunServer, "Server mode: start and supervise rpcbind, the system D-Bus and ganesha.nfsd (reusing rpcbind and D-Bus if they already run).")
@@ -118,18 +115,23 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NFSPath, "nfs-path", o.NFSPath, "Subdir mode: path of the existing export on --nfs-server.")
 }
 
-// Validate checks the options, naming the flag at fault. It also applies
-// PROVISIONER_NAME when neither --provisioner nor PROVISIONER was given.
-func (o *Options) Validate() error {
+// Complete takes the provisioner name from PROVISIONER_NAME, the former
+// subdir provisioner's variable, unless --provisioner (or PROVISIONER) gave it.
+func (o *Options) Complete() error {
+	if err := o.Common.Complete(); err != nil {
+		return err
+	}
 	if o.fs != nil && !o.fs.Changed("provisioner") {
 		if v := os.Getenv(provisionerNameEnv); v != "" {
 			o.Provisioner = v
 		}
 	}
+	return nil
+}
+
+// Validate checks the options, naming the flag at fault.
+func (o *Options) Validate() error {
 	errs := []error{o.Common.Validate()}
-	if o.Provisioner == "" {
-		errs = append(errs, errors.New("--provisioner must not be empty"))
-	}
 	switch o.Mode {
 	case ModeServer:
 		if !safePath.MatchString(o.ExportRoot) {

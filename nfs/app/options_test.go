@@ -39,6 +39,9 @@ func parse(t *testing.T, args []string, env map[string]string) (*Options, error)
 	if err := cli.ApplyEnv(fs); err != nil {
 		return nil, err
 	}
+	if err := o.Complete(); err != nil {
+		return nil, err
+	}
 	return o, o.Validate()
 }
 

@@ -28,40 +28,43 @@ import (
 	"github.com/kubeprov/external-storage/test/internal/dirstore"
 )
 
+type options struct {
+	cli.Common
+	root, marker string
+	noop         bool
+}
+
+func (o *options) AddFlags(fs *pflag.FlagSet) {
+	o.Common.AddFlags(fs)
+	fs.StringVar(&o.root, "root", "", "Directory holding the assets.")
+	fs.BoolVar(&o.noop, "noop", false, "Keep assets in memory instead of directories.")
+	fs.StringVar(&o.marker, "hang-pv-create-marker", "", "If set, PV creates hang after writing this file.")
+}
+
+func (o *options) Run(ctx context.Context) error {
+	clients, err := o.NewClients("faultprovisioner")
+	if err != nil {
+		return err
+	}
+	if o.marker != "" {
+		cfg := cli.BuiltinConfig(clients.Config)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &hangPVCreates{next: rt, marker: o.marker} })
+		if clients.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
+			return err
+		}
+	}
+	var p controller.Provisioner = &memoryStore{}
+	if !o.noop {
+		if p, err = dirstore.New(o.root); err != nil {
+			return err
+		}
+	}
+	return o.Common.Run(ctx, clients, o.Provisioner, p, cli.RunOptions{})
+}
+
 func main() {
-	common := cli.NewCommon()
-	var name, root, marker string
-	var noop bool
-	cmd := cli.NewCommand("faultprovisioner", "Directory provisioner for fault tests and benchmarks",
-		func(fs *pflag.FlagSet) {
-			common.AddFlags(fs)
-			fs.StringVar(&name, "provisioner", "test.kubeprov.io/fault", "Provisioner name.")
-			fs.StringVar(&root, "root", "", "Directory holding the assets.")
-			fs.BoolVar(&noop, "noop", false, "Keep assets in memory instead of directories.")
-			fs.StringVar(&marker, "hang-pv-create-marker", "", "If set, PV creates hang after writing this file.")
-		},
-		common.Validate,
-		func(ctx context.Context) error {
-			clients, err := common.NewClients("faultprovisioner")
-			if err != nil {
-				return err
-			}
-			if marker != "" {
-				cfg := cli.BuiltinConfig(clients.Config)
-				cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &hangPVCreates{next: rt, marker: marker} })
-				if clients.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
-					return err
-				}
-			}
-			var p controller.Provisioner = &memoryStore{}
-			if !noop {
-				if p, err = dirstore.New(root); err != nil {
-					return err
-				}
-			}
-			return common.Run(ctx, clients, name, p, cli.RunOptions{})
-		})
-	if err := cmd.Execute(); err != nil {
+	o := &options{Common: cli.NewCommon("test.kubeprov.io/fault")}
+	if err := cli.NewCommand("faultprovisioner", "Directory provisioner for fault tests and benchmarks", o).Execute(); err != nil {
 		os.Exit(1)
 	}
 }

@@ -56,24 +56,38 @@ func (p *dirProvisioner) Delete(_ context.Context, pv *corev1.PersistentVolume) 
 	return err
 }
 
+// options are the program's flags: the shared family (--kubeconfig,
+// --provisioner, --leader-election, --http-endpoint, --worker-threads, ...)
+// and its own.
+type options struct {
+	cli.Common
+	root string
+}
+
+func (o *options) AddFlags(fs *pflag.FlagSet) {
+	o.Common.AddFlags(fs)
+	fs.StringVar(&o.root, "root", "/var/lib/minimal-provisioner", "Directory holding the volumes.")
+}
+
+// Validate names the flag at fault; it changes nothing.
+func (o *options) Validate() error {
+	if !filepath.IsAbs(o.root) {
+		return fmt.Errorf("--root must be an absolute path, got %q", o.root)
+	}
+	return o.Common.Validate()
+}
+
+func (o *options) Run(ctx context.Context) error {
+	clients, err := o.NewClients("minimal-provisioner")
+	if err != nil {
+		return err
+	}
+	return o.Common.Run(ctx, clients, o.Provisioner, &dirProvisioner{root: o.root}, cli.RunOptions{})
+}
+
 func main() {
-	common := cli.NewCommon() // --kubeconfig, --leader-election, --http-endpoint, --worker-threads, ...
-	var name, root string
-	cmd := cli.NewCommand("minimal-provisioner", "Provisions volumes as directories",
-		func(fs *pflag.FlagSet) {
-			common.AddFlags(fs)
-			fs.StringVar(&name, "provisioner", "example.com/minimal", "Name StorageClasses use in their provisioner field.")
-			fs.StringVar(&root, "root", "/var/lib/minimal-provisioner", "Directory holding the volumes.")
-		},
-		common.Validate,
-		func(ctx context.Context) error {
-			clients, err := common.NewClients("minimal-provisioner")
-			if err != nil {
-				return err
-			}
-			return common.Run(ctx, clients, name, &dirProvisioner{root: root}, cli.RunOptions{})
-		})
-	if err := cmd.Execute(); err != nil {
+	o := &options{Common: cli.NewCommon("example.com/minimal")}
+	if err := cli.NewCommand("minimal-provisioner", "Provisions volumes as directories", o).Execute(); err != nil {
 		os.Exit(1)
 	}
 }
