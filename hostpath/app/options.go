@@ -27,10 +27,10 @@ const (
 // Options are the flags of hostpath-provisioner.
 type Options struct {
 	cli.Common
-	PVDir       string
-	NodeName    string
-	DirMode     fs.FileMode
-	NodeLocal   bool
+	PVDir     string
+	NodeName  string
+	DirMode   fs.FileMode
+	NodeLocal bool
 }
 
 // NewOptions returns the options with their defaults.
