@@ -6,10 +6,12 @@ package cinder
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubeprov/external-storage/lib/controller"
 )
 
 // StorageClass parameters.
@@ -38,10 +40,13 @@ type classParams struct {
 
 // parseParams checks the class parameters; the error names the class and
 // every offending key.
-func parseParams(class string, params map[string]string) (classParams, error) {
+func parseParams(sc *storagev1.StorageClass) (classParams, error) {
 	var p classParams
-	var unknown, problems []string
-	for k, v := range params {
+	var problems []string
+	if err := controller.CheckParameters(sc, knownParams...); err != nil {
+		problems = append(problems, err.Error())
+	}
+	for k, v := range sc.Parameters {
 		switch k {
 		case ParamType:
 			p.volumeType = v
@@ -59,20 +64,14 @@ func parseParams(class string, params map[string]string) (classParams, error) {
 				problems = append(problems, fmt.Sprintf("%s %q is not a namespace name (%s)", k, v, strings.Join(errs, "; ")))
 			}
 			p.rbdSecretNamespace = v
-		default:
-			unknown = append(unknown, k)
 		}
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		problems = append(problems, fmt.Sprintf("unknown parameter(s) %s (known: %s)", strings.Join(unknown, ", "), strings.Join(knownParams, ", ")))
 	}
 	if p.rbdSecretNamespace != "" && p.rbdSecretName == "" {
 		problems = append(problems, fmt.Sprintf("%s is set without %s", ParamRBDSecretNamespace, ParamRBDSecretName))
 	}
 	if len(problems) > 0 {
 		slices.Sort(problems)
-		return p, fmt.Errorf("StorageClass %s: %s: fix the class (parameters cannot be edited: recreate it) and the claim is retried", class, strings.Join(problems, "; "))
+		return p, fmt.Errorf("StorageClass %s: %s: fix the class (parameters cannot be edited: recreate it) and the claim is retried", sc.Name, strings.Join(problems, "; "))
 	}
 	return p, nil
 }

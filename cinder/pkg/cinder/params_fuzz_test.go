@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -18,7 +20,7 @@ import (
 func FuzzParseParams(f *testing.F) {
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, k3, v3, k4, v4 string) {
 		params := map[string]string{k1: v1, k2: v2, k3: v3, k4: v4}
-		p, err := parseParams("gold", params)
+		p, err := parseParams(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "gold"}, Provisioner: "kubeprov.io/standalone-cinder", Parameters: params})
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "StorageClass gold: ") {
 				t.Fatalf("error %q does not name the StorageClass", err)

@@ -24,13 +24,14 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/cinder/pkg/mapper"
+	"github.com/kubeprov/external-storage/lib/capacity"
 	"github.com/kubeprov/external-storage/lib/controller"
-	"github.com/kubeprov/external-storage/lib/util"
 )
 
 // PV annotations. The first two keep the names the original standalone
@@ -51,7 +52,7 @@ const (
 
 // Labels of the Secrets the provisioner creates.
 const (
-	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelManagedBy = controller.LabelManagedBy
 	ManagedBy      = "cinder-provisioner"
 	// LabelPV names the PV a Secret belongs to; only such Secrets are
 	// updated or deleted.
@@ -170,17 +171,17 @@ func (p *Provisioner) SupportsBlock(context.Context) bool { return true }
 
 // Provision implements controller.Provisioner.
 func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
-	class := ""
-	var params map[string]string
-	if o.StorageClass != nil {
-		class, params = o.StorageClass.Name, o.StorageClass.Parameters
+	class := o.StorageClass
+	if class == nil {
+		class = &storagev1.StorageClass{}
 	}
-	cp, err := parseParams(class, params)
+	cp, err := parseParams(class)
 	if err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
-	if err := checkAccessModes(o.PVC); err != nil {
-		return nil, controller.ProvisioningFinished, err
+	// A block device is written by one node at a time.
+	if err := controller.CheckAccessModes(o.PVC, corev1.ReadWriteOnce, corev1.ReadWriteOncePod, corev1.ReadOnlyMany); err != nil {
+		return nil, controller.ProvisioningFinished, fmt.Errorf("%w: Cinder volumes are block devices written by one node at a time", err)
 	}
 	size, err := sizeGiB(o.PVC.Spec.Resources.Requests[corev1.ResourceStorage])
 	if err != nil {
@@ -371,8 +372,8 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	if id == "" {
 		return controller.Ignore("PV %s has no %s annotation, so it is no Cinder volume of this provisioner", pv.Name, AnnVolumeID)
 	}
-	if owner := pv.Annotations[AnnIdentity]; owner != p.identity {
-		return controller.Ignore("PV %s belongs to provisioner identity %q, this instance is %q", pv.Name, owner, p.identity)
+	if err := controller.CheckOwner(pv, AnnIdentity, p.identity); err != nil {
+		return err
 	}
 	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "volumeID", id)
 	ctx = klog.NewContext(ctx, logger)
@@ -452,21 +453,10 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
-// checkAccessModes rejects modes a block device attached to one node at a
-// time cannot give.
-func checkAccessModes(pvc *corev1.PersistentVolumeClaim) error {
-	for _, m := range pvc.Spec.AccessModes {
-		if m == corev1.ReadWriteMany {
-			return fmt.Errorf("access mode %s is not supported: Cinder volumes are block devices written by one node at a time; ask for ReadWriteOnce, ReadWriteOncePod or ReadOnlyMany", m)
-		}
-	}
-	return nil
-}
-
 // sizeGiB rounds the request up to whole GiB, Cinder's unit; an empty
 // request gets Cinder's smallest volume.
 func sizeGiB(q resource.Quantity) (int, error) {
-	gib, err := util.RoundUpToGiB(q)
+	gib, err := capacity.RoundUpToGiB(q)
 	if err != nil {
 		return 0, fmt.Errorf("requested size: %w", err)
 	}

@@ -408,7 +408,7 @@ func TestProvisionRejectsBeforeCallingCinder(t *testing.T) {
 	}{
 		"unknown parameters": {
 			opts: provisionOptions(map[string]string{"type": "x", "zone": "a", "iops": "5"}, "1Gi"),
-			want: []string{"StorageClass cinder", "unknown parameter(s) iops, zone", "known: type, availability, fsType, rbdSecretName, rbdSecretNamespace"},
+			want: []string{"StorageClass cinder", "unknown parameter(s) iops, zone", "kubeprov.io/standalone-cinder understands availability, fsType, rbdSecretName, rbdSecretNamespace, type"},
 		},
 		"bad secret namespace": {
 			opts: provisionOptions(map[string]string{"rbdSecretName": "ceph", "rbdSecretNamespace": "Not_A_Namespace"}, "1Gi"),
@@ -420,7 +420,7 @@ func TestProvisionRejectsBeforeCallingCinder(t *testing.T) {
 		},
 		"ReadWriteMany": {
 			opts: provisionOptions(nil, "1Gi", corev1.ReadWriteMany),
-			want: []string{"access mode ReadWriteMany is not supported"},
+			want: []string{"access mode(s) ReadWriteMany not supported: use ReadWriteOnce, ReadWriteOncePod or ReadOnlyMany"},
 		},
 	}
 	for name, tc := range cases {

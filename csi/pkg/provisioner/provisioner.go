@@ -31,7 +31,7 @@ import (
 
 	"github.com/kubeprov/external-storage/csi/pkg/connection"
 	"github.com/kubeprov/external-storage/lib/controller"
-	"github.com/kubeprov/external-storage/lib/util"
+	"github.com/kubeprov/external-storage/lib/capacity"
 )
 
 // PV annotations that keep the provisioner secret's reference, so that
@@ -298,13 +298,13 @@ func (p *Provisioner) accessMode(m corev1.PersistentVolumeAccessMode) (csi.Volum
 // capacityRange is the claim's storage request and, when set, its limit.
 func capacityRange(claim *corev1.PersistentVolumeClaim) (*csi.CapacityRange, error) {
 	request := claim.Spec.Resources.Requests[corev1.ResourceStorage]
-	required, err := util.Bytes(request)
+	required, err := capacity.Bytes(request)
 	if err != nil {
 		return nil, fmt.Errorf("the claim's storage request: %w", err)
 	}
 	r := &csi.CapacityRange{RequiredBytes: required}
 	if limit, ok := claim.Spec.Resources.Limits[corev1.ResourceStorage]; ok {
-		if r.LimitBytes, err = util.Bytes(limit); err != nil {
+		if r.LimitBytes, err = capacity.Bytes(limit); err != nil {
 			return nil, fmt.Errorf("the claim's storage limit: %w", err)
 		}
 		if r.LimitBytes < required {

@@ -18,12 +18,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -48,10 +46,6 @@ const (
 	ActionProvision = "provision"
 	ActionDelete    = "delete"
 )
-
-// notSupportedMemoMax bounds the memory of claims whose driver answered "Not
-// supported"; past it the memory starts afresh, which costs one more call.
-const notSupportedMemoMax = 4096
 
 // Launcher runs a driver for one operation.
 type Launcher interface {
@@ -118,9 +112,6 @@ type Options struct {
 // Provisioner is the flex controller.Provisioner.
 type Provisioner struct {
 	opts Options
-
-	mu           sync.Mutex
-	notSupported map[types.UID]string // claim UID -> resourceVersion answered "Not supported"
 }
 
 var _ controller.Provisioner = &Provisioner{}
@@ -140,15 +131,11 @@ func New(opts Options) (*Provisioner, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Provisioner{opts: opts, notSupported: map[types.UID]string{}}, nil
+	return &Provisioner{opts: opts}, nil
 }
 
 // Provision runs the driver's provision and returns the PV it describes.
 func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
-	if p.answeredNotSupported(o.PVC) {
-		return nil, controller.ProvisioningFinished, controller.Ignore(
-			"the driver answered %q for claim %s/%s; change the claim or restart the provisioner to try again", StatusNotSupported, o.PVC.Namespace, o.PVC.Name)
-	}
 	in, err := NewInput(o)
 	if err != nil {
 		return nil, controller.ProvisioningFinished, err
@@ -169,8 +156,9 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	}
 	if err != nil {
 		if errors.Is(err, ErrNotSupported) {
-			p.rememberNotSupported(o.PVC)
-			err = fmt.Errorf("%w; not retrying: use a StorageClass whose driver supports provisioning, or fix the driver and then change the claim", err)
+			// The driver will say the same until the claim or the driver
+			// changes: the controller reports it once and stops retrying.
+			err = controller.Permanent(fmt.Errorf("%w: use a StorageClass whose driver supports provisioning, or fix the driver", err))
 		}
 		return nil, state, err
 	}
@@ -221,8 +209,8 @@ func (p *Provisioner) volume(ctx context.Context, o controller.ProvisionOptions,
 // Delete runs the driver's delete with what provision recorded on the PV.
 // A PV of another identity is left alone (controller.IgnoredError).
 func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
-	if id := pv.Annotations[AnnIdentity]; id != p.opts.Identity {
-		return controller.Ignore("PV %s belongs to flex provisioner identity %q, this instance is %q", pv.Name, id, p.opts.Identity)
+	if err := controller.CheckOwner(pv, AnnIdentity, p.opts.Identity); err != nil {
+		return err
 	}
 	if l := pv.Annotations[AnnLauncher]; l != p.opts.Launcher.Name() {
 		return fmt.Errorf("PV %s was provisioned with --launcher=%s but this instance runs --launcher=%s: delete it with a matching instance",
@@ -249,20 +237,4 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 		}
 	}
 	return p.opts.Launcher.Delete(ctx, &Call{PVName: pv.Name, Input: in, Record: maps.Clone(pv.Annotations), Volume: pv})
-}
-
-func (p *Provisioner) answeredNotSupported(claim *corev1.PersistentVolumeClaim) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	rv, ok := p.notSupported[claim.UID]
-	return ok && rv == claim.ResourceVersion
-}
-
-func (p *Provisioner) rememberNotSupported(claim *corev1.PersistentVolumeClaim) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.notSupported) >= notSupportedMemoMax {
-		clear(p.notSupported)
-	}
-	p.notSupported[claim.UID] = claim.ResourceVersion
 }

@@ -125,26 +125,14 @@ func TestDeleteChecksIdentityAndRecord(t *testing.T) {
 	}
 }
 
-// "Not supported" is said once per claim version: later attempts are
-// ignored without running the driver, until the claim changes.
-func TestNotSupportedIsNotRetried(t *testing.T) {
+// "Not supported" is a permanent answer: the controller reports it once and
+// does not run the driver again until the claim changes (lib's
+// TestPermanentFailureIsReportedOnceAndNotRetried proves that part).
+func TestNotSupportedIsPermanent(t *testing.T) {
 	l := &fakeLauncher{err: (&Output{Status: StatusNotSupported, Message: "no"}).Err(), state: controller.ProvisioningFinished}
-	p := newTestProvisioner(t, l)
-	o := testOptions("1Gi", nil)
-	_, _, err := p.Provision(t.Context(), o)
-	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "not retrying") {
-		t.Fatalf("first: %v", err)
-	}
-	if _, _, err := p.Provision(t.Context(), o); !controller.IsIgnored(err) {
-		t.Fatalf("second: %v", err)
-	}
-	if len(l.provisions) != 1 {
-		t.Fatalf("driver ran %d times", len(l.provisions))
-	}
-	o.PVC = o.PVC.DeepCopy()
-	o.PVC.ResourceVersion = "8"
-	if _, _, err := p.Provision(t.Context(), o); !errors.Is(err, ErrNotSupported) || len(l.provisions) != 2 {
-		t.Errorf("after a change: %v, %d runs", err, len(l.provisions))
+	_, state, err := newTestProvisioner(t, l).Provision(t.Context(), testOptions("1Gi", nil))
+	if !errors.Is(err, ErrNotSupported) || !controller.IsPermanent(err) || state != controller.ProvisioningFinished {
+		t.Fatalf("state %s, err %v: want a permanent ErrNotSupported with nothing created", state, err)
 	}
 }
 

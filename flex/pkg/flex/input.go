@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeprov/external-storage/lib/controller"
-	"github.com/kubeprov/external-storage/lib/util"
+	"github.com/kubeprov/external-storage/lib/capacity"
 )
 
 // Keys of the driver input that the provisioner fills in. Every other key is a
@@ -111,7 +111,7 @@ func NewInput(o controller.ProvisionOptions) (Input, error) {
 	}
 	// Bytes rounds a fractional request up, and refuses one beyond int64
 	// that Value would wrap around.
-	bytes, err := util.Bytes(o.PVC.Spec.Resources.Requests[corev1.ResourceStorage])
+	bytes, err := capacity.Bytes(o.PVC.Spec.Resources.Requests[corev1.ResourceStorage])
 	if err != nil {
 		return nil, fmt.Errorf("claim %s/%s: storage request: %w: request less", o.PVC.Namespace, o.PVC.Name, err)
 	}

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kubeprov/external-storage/lib/controller"
-	"github.com/kubeprov/external-storage/lib/util"
+	"github.com/kubeprov/external-storage/lib/capacity"
 )
 
 // Statuses a driver reports, as in the FlexVolume convention.
@@ -165,7 +165,7 @@ func parseCapacity(s string) (resource.Quantity, bool) {
 	if err != nil || q.Sign() <= 0 {
 		return resource.Quantity{}, false
 	}
-	_, err = util.Bytes(q)
+	_, err = capacity.Bytes(q)
 	return q, err == nil
 }
 

@@ -26,10 +26,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -141,24 +139,17 @@ func (p *Provisioner) Provision(_ context.Context, o controller.ProvisionOptions
 // provisioner does not implement controller.BlockProvisioner.
 func check(o controller.ProvisionOptions) error {
 	if class := o.StorageClass; class != nil {
-		if keys := slices.Sorted(maps.Keys(class.Parameters)); len(keys) > 0 {
-			return fmt.Errorf("StorageClass %s: parameters %q are not supported: hostpath takes none; remove them", class.Name, keys)
+		if err := controller.CheckParameters(class); err != nil {
+			return fmt.Errorf("StorageClass %s: %w; remove them", class.Name, err)
 		}
 		if len(class.MountOptions) > 0 {
 			return fmt.Errorf("StorageClass %s: mountOptions are not supported: hostPath volumes are not mounted; remove them", class.Name)
 		}
 	}
-	claim := o.PVC
-	for _, mode := range claim.Spec.AccessModes {
-		if mode != corev1.ReadWriteOnce && mode != corev1.ReadWriteOncePod {
-			return fmt.Errorf("access mode %s is not supported: a hostPath volume lives on a single node, so only ReadWriteOnce and ReadWriteOncePod can be honored; recreate the claim with one of those", mode)
-		}
-	}
-	if src := claim.Spec.DataSourceRef; src != nil {
-		return fmt.Errorf("spec.dataSourceRef (%s %s) is not supported: hostpath volumes always start empty; recreate the claim without a data source", src.Kind, src.Name)
-	}
-	if src := claim.Spec.DataSource; src != nil {
-		return fmt.Errorf("spec.dataSource (%s %s) is not supported: hostpath volumes always start empty; recreate the claim without a data source", src.Kind, src.Name)
+	// Claims with a data source never get here either: the controller
+	// refuses them for provisioners that are no DataSourceProvisioner.
+	if err := controller.CheckAccessModes(o.PVC, corev1.ReadWriteOnce, corev1.ReadWriteOncePod); err != nil {
+		return fmt.Errorf("%w: a hostPath volume lives on a single node; recreate the claim", err)
 	}
 	return nil
 }

@@ -8,11 +8,12 @@ package params
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
 	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/kubeprov/external-storage/lib/controller"
 )
 
 // Keys both modes understand.
@@ -29,21 +30,12 @@ const AnnGID = "pv.beta.kubernetes.io/gid"
 const GIDNone = "none"
 
 // CheckKnown returns an error naming every key of the class that is not in
-// known, and listing the known ones.
+// known, and listing the known ones (controller.CheckParameters).
 func CheckKnown(class *storagev1.StorageClass, known ...string) error {
-	var unknown []string
-	for k := range parameters(class) {
-		if !slices.Contains(known, k) {
-			unknown = append(unknown, k)
-		}
+	if err := controller.CheckParameters(class, known...); err != nil {
+		return fmt.Errorf("StorageClass %s has %w", className(class), err)
 	}
-	if len(unknown) == 0 {
-		return nil
-	}
-	slices.Sort(unknown)
-	known = slices.Sorted(slices.Values(known))
-	return fmt.Errorf("StorageClass %s has unknown parameter(s) %s; this provisioner understands %s",
-		className(class), strings.Join(unknown, ", "), strings.Join(known, ", "))
+	return nil
 }
 
 // GID parses the gid parameter: absent or "none" is nil, else a group id.

@@ -314,8 +314,8 @@ func (p *Provisioner) ensureExported(ctx context.Context, b ganesha.Block) error
 
 // Delete implements controller.Provisioner.
 func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
-	if id := pv.Annotations[AnnProvisionerID]; id != p.cfg.Identity {
-		return controller.Ignore("PV %s belongs to NFS server %q, this is %q", pv.Name, id, p.cfg.Identity)
+	if err := controller.CheckOwner(pv, AnnProvisionerID, p.cfg.Identity); err != nil {
+		return err
 	}
 	if pv.Spec.NFS == nil {
 		return fmt.Errorf("PV %s has no NFS source", pv.Name)

@@ -135,10 +135,10 @@ func TestUnsupportedClaims(t *testing.T) {
 	}{
 		{"rwx", func(pvc *corev1.PersistentVolumeClaim) {
 			pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
-		}, "access mode ReadWriteMany is not supported"},
+		}, "access mode(s) ReadWriteMany not supported"},
 		{"rox", func(pvc *corev1.PersistentVolumeClaim) {
 			pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}
-		}, "access mode ReadOnlyMany is not supported"},
+		}, "access mode(s) ReadOnlyMany not supported"},
 		{"block", func(pvc *corev1.PersistentVolumeClaim) {
 			pvc.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock)
 		}, "does not support volumeMode Block"},

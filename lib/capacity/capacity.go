@@ -1,16 +1,16 @@
 // Copyright 2026 The external-storage Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package util holds the small helpers most provisioners need: size
-// rounding, access-mode checks and capacity parsing.
-package util
+// Package capacity turns what claims and classes ask for into sizes a
+// backend allocates: rounding up to whole units without overflow, bytes of
+// a claim's request, capacity parameters.
+package capacity
 
 import (
 	"errors"
 	"fmt"
 	"math"
 	"math/big"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -108,25 +108,4 @@ func ParseCapacity(param, value string) (resource.Quantity, error) {
 		return resource.Quantity{}, fmt.Errorf("parameter %s: %q is negative", param, value)
 	}
 	return q, nil
-}
-
-// UnsupportedAccessModes returns the modes of wanted that supported lacks,
-// so an error can name them.
-func UnsupportedAccessModes(wanted, supported []corev1.PersistentVolumeAccessMode) []corev1.PersistentVolumeAccessMode {
-	var missing []corev1.PersistentVolumeAccessMode
-	for _, m := range wanted {
-		if !slices.Contains(supported, m) {
-			missing = append(missing, m)
-		}
-	}
-	return missing
-}
-
-// CheckAccessModes returns an error naming the modes of the claim that are
-// not supported, and the ones that are.
-func CheckAccessModes(claim *corev1.PersistentVolumeClaim, supported ...corev1.PersistentVolumeAccessMode) error {
-	if missing := UnsupportedAccessModes(claim.Spec.AccessModes, supported); len(missing) > 0 {
-		return fmt.Errorf("access modes %v are not supported (supported: %v)", missing, supported)
-	}
-	return nil
 }

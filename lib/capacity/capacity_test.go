@@ -1,7 +1,7 @@
 // Copyright 2026 The external-storage Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package util
+package capacity
 
 import (
 	"errors"
@@ -77,18 +77,5 @@ func TestParseCapacityNamesParameter(t *testing.T) {
 	}
 	if q, err := ParseCapacity("maxSize", "5Gi"); err != nil || q.String() != "5Gi" {
 		t.Fatalf("q = %v, err = %v", q, err)
-	}
-}
-
-func TestCheckAccessModes(t *testing.T) {
-	claim := &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany},
-	}}
-	err := CheckAccessModes(claim, corev1.ReadWriteOnce, corev1.ReadWriteOncePod)
-	if err == nil || !strings.Contains(err.Error(), "ReadWriteMany") {
-		t.Fatalf("err = %v, want naming ReadWriteMany", err)
-	}
-	if err := CheckAccessModes(claim, corev1.ReadWriteOnce, corev1.ReadWriteMany); err != nil {
-		t.Fatalf("err = %v", err)
 	}
 }
