@@ -30,8 +30,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/csi/pkg/connection"
-	"github.com/kubeprov/external-storage/lib/controller"
 	"github.com/kubeprov/external-storage/lib/capacity"
+	"github.com/kubeprov/external-storage/lib/controller"
 )
 
 // PV annotations that keep the provisioner secret's reference, so that

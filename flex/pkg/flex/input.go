@@ -13,8 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kubeprov/external-storage/lib/controller"
 	"github.com/kubeprov/external-storage/lib/capacity"
+	"github.com/kubeprov/external-storage/lib/controller"
 )
 
 // Keys of the driver input that the provisioner fills in. Every other key is a

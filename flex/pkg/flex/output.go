@@ -17,8 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/kubeprov/external-storage/lib/controller"
 	"github.com/kubeprov/external-storage/lib/capacity"
+	"github.com/kubeprov/external-storage/lib/controller"
 )
 
 // Statuses a driver reports, as in the FlexVolume convention.
