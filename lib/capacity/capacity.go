@@ -1,32 +1,21 @@
 // Copyright 2026 The external-storage Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package capacity turns what claims and classes ask for into sizes a
-// backend allocates: rounding up to whole units without overflow, bytes of
-// a claim's request, capacity parameters.
+// Package capacity turns what claims ask for into sizes a backend
+// allocates: bytes of a quantity and rounding up to whole units, without
+// overflow.
 package capacity
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/big"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Binary and decimal size units.
-const (
-	KiB int64 = 1 << 10
-	MiB int64 = 1 << 20
-	GiB int64 = 1 << 30
-	TiB int64 = 1 << 40
-	GB  int64 = 1000 * 1000 * 1000
-)
-
-// ErrNoRequest is returned when a claim requests no storage.
-var ErrNoRequest = errors.New("claim has no spec.resources.requests.storage")
+// GiB is the unit most block backends allocate in.
+const GiB int64 = 1 << 30
 
 // RoundUp returns how many allocation units of unitBytes hold sizeBytes:
 // backends allocate whole units, and a claim must never get less than asked.
@@ -45,9 +34,6 @@ func RoundUp(sizeBytes, unitBytes int64) int64 {
 
 // RoundUpToGiB is RoundUp in GiB, failing when the result does not fit an int.
 func RoundUpToGiB(q resource.Quantity) (int, error) { return roundUpToInt(q, GiB, "GiB") }
-
-// RoundUpToMiB is RoundUp in MiB, failing when the result does not fit an int.
-func RoundUpToMiB(q resource.Quantity) (int, error) { return roundUpToInt(q, MiB, "MiB") }
 
 func roundUpToInt(q resource.Quantity, unit int64, name string) (int, error) {
 	bytes, err := Bytes(q)
@@ -86,26 +72,4 @@ func Bytes(q resource.Quantity) (int64, error) {
 		return 0, fmt.Errorf("size %s is too large", q.String())
 	}
 	return scaled.Int64(), nil
-}
-
-// RequestedBytes returns the claim's storage request in bytes.
-func RequestedBytes(claim *corev1.PersistentVolumeClaim) (int64, error) {
-	q, ok := claim.Spec.Resources.Requests[corev1.ResourceStorage]
-	if !ok {
-		return 0, ErrNoRequest
-	}
-	return Bytes(q)
-}
-
-// ParseCapacity parses a capacity such as "10Gi" from a parameter, naming
-// the parameter in the error.
-func ParseCapacity(param, value string) (resource.Quantity, error) {
-	q, err := resource.ParseQuantity(value)
-	if err != nil {
-		return resource.Quantity{}, fmt.Errorf("parameter %s: %q is not a quantity such as 10Gi", param, value)
-	}
-	if q.Sign() < 0 {
-		return resource.Quantity{}, fmt.Errorf("parameter %s: %q is negative", param, value)
-	}
-	return q, nil
 }

@@ -4,11 +4,9 @@
 package capacity
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -47,35 +45,5 @@ func TestBytesRoundsFractionsUp(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("Bytes(%s) = %d, %v; want %d", in, got, err, want)
 		}
-	}
-}
-
-func TestRoundUpToMiB(t *testing.T) {
-	got, err := RoundUpToMiB(resource.MustParse("1Gi"))
-	if err != nil || got != 1024 {
-		t.Fatalf("RoundUpToMiB(1Gi) = %d, %v", got, err)
-	}
-}
-
-func TestRequestedBytes(t *testing.T) {
-	claim := &corev1.PersistentVolumeClaim{}
-	if _, err := RequestedBytes(claim); !errors.Is(err, ErrNoRequest) {
-		t.Fatalf("no request: err = %v", err)
-	}
-	claim.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Mi")}
-	if n, err := RequestedBytes(claim); err != nil || n != 2*MiB {
-		t.Fatalf("RequestedBytes = %d, %v", n, err)
-	}
-}
-
-func TestParseCapacityNamesParameter(t *testing.T) {
-	if _, err := ParseCapacity("maxSize", "ten"); err == nil || !strings.Contains(err.Error(), "maxSize") {
-		t.Fatalf("err = %v", err)
-	}
-	if _, err := ParseCapacity("maxSize", "-1Gi"); err == nil {
-		t.Fatal("negative capacity accepted")
-	}
-	if q, err := ParseCapacity("maxSize", "5Gi"); err != nil || q.String() != "5Gi" {
-		t.Fatalf("q = %v, err = %v", q, err)
 	}
 }
