@@ -88,7 +88,13 @@ func CheckAssets(ctx context.Context, b AssetLister, client kubernetes.Interface
 func WaitForAssets(ctx context.Context, b AssetLister, client kubernetes.Interface, className string) error {
 	var last error
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		last = CheckAssets(ctx, b, client, className)
+		err := CheckAssets(ctx, b, client, className)
+		if err != nil && ctx.Err() != nil {
+			// A look cut short by the deadline says nothing about the
+			// assets: keep the last complete one's answer.
+			return false, nil
+		}
+		last = err
 		return last == nil, nil
 	})
 	if err != nil && last != nil {
