@@ -164,7 +164,7 @@ func TestTrimmingOnlyInOwnInformers(t *testing.T) {
 func TestReleasedPVEndingItsOperationIsDeleted(t *testing.T) {
 	f := newFixture(t, newStore(t), nil)
 	c := claim("c", "gold")
-	f.c.trackOperation("pvc-uid-c", "ns/c", journalEntry{Claim: c}, false)
+	f.c.operations.track("pvc-uid-c", "ns/c", journalEntry{Claim: c}, false)
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pvc-uid-c", Annotations: map[string]string{AnnProvisionedBy: testProvisioner}},
 		Spec: corev1.PersistentVolumeSpec{
@@ -174,7 +174,7 @@ func TestReleasedPVEndingItsOperationIsDeleted(t *testing.T) {
 		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeReleased},
 	}
 	f.c.volumeChanged(pv)
-	if f.c.hasOperations("ns/c") {
+	if f.c.operations.hasClaim("ns/c") {
 		t.Error("the operation did not end when its PV appeared")
 	}
 	if f.c.volumeQueue.Len() != 1 {

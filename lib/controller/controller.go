@@ -16,8 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -46,6 +44,8 @@ type ProvisionController struct {
 	claimInformer  cache.SharedIndexInformer
 	volumeInformer cache.SharedIndexInformer
 	classInformer  cache.SharedIndexInformer
+	nodeInformer   cache.SharedIndexInformer // nil unless the provisioner is a SelectedNodeReader
+	nodes          corelisters.NodeLister
 	claims         corelisters.PersistentVolumeClaimLister
 	volumes        corelisters.PersistentVolumeLister
 	classes        storagelisters.StorageClassLister
@@ -59,29 +59,13 @@ type ProvisionController struct {
 	metrics  *metrics
 	gatherer prometheus.Gatherer
 
-	mu         sync.Mutex
-	operations map[string]*operation       // in-flight provisioning by PV name
-	byClaim    map[string]sets.Set[string] // claim key -> PV names in operations
-	saves      map[string]*corev1.PersistentVolume
-	failures   map[string]*failureCount
-	deleted    sets.Set[string] // UIDs of PVs this controller deleted, until the informer sees them go
+	operations *operations
+	saves      pendingSaves
+	failures   failures
+	deleted    deletedVolumes
 
-	synced atomic.Bool
+	synced chan struct{} // closed once the informer caches have synced
 	access accessProblems
-}
-
-// operation is one provisioning that may have created an asset.
-type operation struct {
-	pvName       string
-	claimKey     string
-	entry        journalEntry
-	started      time.Time
-	inBackground bool
-}
-
-type failureCount struct {
-	n               int
-	resourceVersion string
 }
 
 // NewProvisionController returns a controller that serves claims whose
@@ -149,18 +133,19 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 		events:         newEventRecorder(eventClient, provisionerName, cfg.identity, cfg.eventFlushInterval, m),
 		metrics:        m,
 		gatherer:       gatherer,
-		operations:     map[string]*operation{},
-		byClaim:        map[string]sets.Set[string]{},
-		saves:          map[string]*corev1.PersistentVolume{},
-		failures:       map[string]*failureCount{},
-		deleted:        sets.New[string](),
+		operations:     newOperations(m.inFlight.WithLabelValues("provision")),
+		synced:         make(chan struct{}),
 	}
 	if r, ok := provisioner.(ClaimMetadataReader); ok {
 		c.journal.metadataKeys = r.ClaimMetadataKeys
 	}
+	if r, ok := provisioner.(SelectedNodeReader); ok && r.ReadsSelectedNode() {
+		c.nodeInformer = factory.Core().V1().Nodes().Informer()
+		c.nodes = factory.Core().V1().Nodes().Lister()
+	}
 	if _, trimmed := factory.(trimmedFactory); !trimmed {
 		// Shared informers may have started already; stripping is only a saving.
-		for _, inf := range []cache.SharedIndexInformer{c.claimInformer, c.volumeInformer, c.classInformer} {
+		for _, inf := range c.informers() {
 			_ = inf.SetTransform(stripManagedFields)
 		}
 	}
@@ -193,6 +178,20 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 	return c, nil
 }
 
+// informers are the informers the controller reads.
+func (c *ProvisionController) informers() []cache.SharedIndexInformer {
+	infs := []cache.SharedIndexInformer{c.claimInformer, c.volumeInformer, c.classInformer}
+	if c.nodeInformer != nil {
+		infs = append(infs, c.nodeInformer)
+	}
+	return infs
+}
+
+// CachesSynced is closed once Run has filled the informer caches: what
+// follows is the steady state (package cli returns the start-up garbage to
+// the operating system then).
+func (c *ProvisionController) CachesSynced() <-chan struct{} { return c.synced }
+
 // MetricsGatherer returns the registry the metrics are on when it is also a
 // Gatherer (always for the default private registry), for a /metrics handler.
 func (c *ProvisionController) MetricsGatherer() prometheus.Gatherer { return c.gatherer }
@@ -205,7 +204,9 @@ func (c *ProvisionController) Ready() bool { return c.NotReadyReason() == nil }
 
 // NotReadyReason says why Ready is false; nil when it is true.
 func (c *ProvisionController) NotReadyReason() error {
-	if !c.synced.Load() {
+	select {
+	case <-c.synced:
+	default:
 		return errors.New("informer caches not synced")
 	}
 	return c.access.reason()
@@ -223,16 +224,15 @@ func (c *ProvisionController) Run(ctx context.Context) error {
 	defer c.saveQueue.ShutDown()
 
 	c.factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.claimInformer.HasSynced, c.volumeInformer.HasSynced, c.classInformer.HasSynced) {
+	var synced []cache.InformerSynced
+	for _, inf := range c.informers() {
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil // ctx ended before anything started: a stop, not a failure
 	}
-	c.synced.Store(true)
+	close(c.synced)
 	go c.probeJournalAccess(ctx)
-	// Decoding the initial lists leaves garbage larger than the caches, and
-	// the runtime returns it to the OS only slowly: return it now, once, so
-	// that a controller restarted in a big cluster does not keep its
-	// start-up peak as resident memory (10,000 bound claims: 100 MB -> 80 MB).
-	debug.FreeOSMemory()
 	if !c.cfg.leaderElection {
 		return c.runActive(ctx)
 	}
@@ -289,7 +289,7 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 	var wg sync.WaitGroup
 	// Events first: claims blocked while the journal is being read hear why.
 	wg.Go(func() { c.events.run(ctx) })
-	if err := c.recover(ctx); err != nil {
+	if err := c.resumeOperations(ctx); err != nil {
 		wg.Wait()
 		if ctx.Err() != nil {
 			return nil // stopped (or leadership lost) while starting: no work began
@@ -319,9 +319,10 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 	return nil
 }
 
-// recover loads the in-flight journal: operations whose PV exists are done;
-// the others are looked at again, whether their claim still exists or not.
-func (c *ProvisionController) recover(ctx context.Context) error {
+// resumeOperations loads the in-flight journal: operations whose PV exists
+// are done; the others are looked at again, whether their claim still exists
+// or not.
+func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 	var entries map[string]journalEntry
 	err := retryUntil(ctx, c.cfg.retryStart, c.cfg.retryMax, func() error {
 		var err error
@@ -348,7 +349,7 @@ func (c *ProvisionController) recover(ctx context.Context) error {
 			continue
 		}
 		key := e.Claim.Namespace + "/" + e.Claim.Name
-		c.trackOperation(pvName, key, e, true)
+		c.operations.track(pvName, key, e, true)
 		klog.FromContext(ctx).V(2).Info("Resuming in-flight operation", "pv", pvName, "claim", key)
 		c.claimQueue.Add(key)
 	}
@@ -453,7 +454,7 @@ func (c *ProvisionController) claimChanged(obj any) {
 	}
 	key := claim.Namespace + "/" + claim.Name
 	// Claims of other provisioners never enter the queue: clusters have many.
-	if (claim.Spec.VolumeName == "" && c.claimIsOurs(claim)) || c.hasOperations(key) {
+	if (claim.Spec.VolumeName == "" && c.claimIsOurs(claim)) || c.operations.hasClaim(key) {
 		c.claimQueue.Add(key)
 	}
 }
@@ -466,11 +467,9 @@ func (c *ProvisionController) claimDeleted(obj any) {
 	if !ok {
 		return
 	}
-	c.mu.Lock()
-	delete(c.failures, "claim/"+string(claim.UID))
-	c.mu.Unlock()
+	c.failures.reset(claimFailures(claim))
 	key := claim.Namespace + "/" + claim.Name
-	if c.hasOperations(key) {
+	if c.operations.hasClaim(key) {
 		c.claimQueue.Add(key)
 	}
 }
@@ -496,10 +495,8 @@ func (c *ProvisionController) volumeDeleted(obj any) {
 	if !ok {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.deleted.Delete(string(pv.UID))
-	delete(c.failures, "volume/"+string(pv.UID))
+	c.deleted.remove(pv.UID)
+	c.failures.reset(volumeFailures(pv))
 }
 
 func (c *ProvisionController) provisionedByUs(pv *corev1.PersistentVolume) bool {
@@ -508,101 +505,15 @@ func (c *ProvisionController) provisionedByUs(pv *corev1.PersistentVolume) bool 
 
 // operationSaved ends the operation of a PV that has appeared, whoever saved it.
 func (c *ProvisionController) operationSaved(pv *corev1.PersistentVolume) {
-	c.mu.Lock()
-	op := c.operations[pv.Name]
-	c.mu.Unlock()
-	if op != nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == op.entry.Claim.UID {
+	if op := c.operations.get(pv.Name); op != nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == op.entry.Claim.UID {
 		c.endOperation(pv.Name)
 	}
 }
 
-func (c *ProvisionController) trackOperation(pvName, claimKey string, e journalEntry, inBackground bool) *operation {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if op, ok := c.operations[pvName]; ok {
-		return op
-	}
-	op := &operation{pvName: pvName, claimKey: claimKey, entry: e, started: time.Now(), inBackground: inBackground}
-	c.operations[pvName] = op
-	if c.byClaim[claimKey] == nil {
-		c.byClaim[claimKey] = sets.New[string]()
-	}
-	c.byClaim[claimKey].Insert(pvName)
-	c.metrics.inFlight.WithLabelValues("provision").Inc()
-	return op
-}
-
 // endOperation forgets an operation: its asset is saved as a PV or gone.
 func (c *ProvisionController) endOperation(pvName string) {
-	c.mu.Lock()
-	op, ok := c.operations[pvName]
-	if ok {
-		delete(c.operations, pvName)
-		if s := c.byClaim[op.claimKey]; s != nil {
-			s.Delete(pvName)
-			if s.Len() == 0 {
-				delete(c.byClaim, op.claimKey)
-			}
-		}
-		c.metrics.inFlight.WithLabelValues("provision").Dec()
-	}
-	c.mu.Unlock()
+	c.operations.end(pvName)
 	c.journal.forget(pvName)
-}
-
-func (c *ProvisionController) hasOperations(claimKey string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.byClaim[claimKey].Len() > 0
-}
-
-// operationsFor returns the operations of a claim key, oldest claim first.
-func (c *ProvisionController) operationsFor(claimKey string) []*operation {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var ops []*operation
-	for name := range c.byClaim[claimKey] {
-		ops = append(ops, c.operations[name])
-	}
-	return ops
-}
-
-// recordFailure counts a failure of obj and reports whether the threshold is
-// reached. The count survives resyncs and is reset by a real change of the
-// object (a new resourceVersion), so a user's fix re-arms the retries.
-func (c *ProvisionController) recordFailure(key, resourceVersion string, threshold int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f := c.failures[key]
-	if f == nil || f.resourceVersion != resourceVersion {
-		f = &failureCount{resourceVersion: resourceVersion}
-		c.failures[key] = f
-	}
-	f.n++
-	return threshold > 0 && f.n >= threshold
-}
-
-// giveUp marks an object as not to be retried until it changes.
-func (c *ProvisionController) giveUp(key, resourceVersion string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.failures[key] = &failureCount{n: -1, resourceVersion: resourceVersion}
-}
-
-func (c *ProvisionController) exhausted(key, resourceVersion string, threshold int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f := c.failures[key]
-	if f == nil || f.resourceVersion != resourceVersion {
-		return false
-	}
-	return f.n < 0 || (threshold > 0 && f.n >= threshold)
-}
-
-func (c *ProvisionController) resetFailures(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.failures, key)
 }
 
 // operationContext bounds one Provision or Delete call.
@@ -611,71 +522,4 @@ func (c *ProvisionController) operationContext(ctx context.Context) (context.Con
 		return context.WithTimeout(ctx, c.cfg.operationTimeout)
 	}
 	return context.WithCancel(ctx)
-}
-
-// stripManagedFields drops managed fields from cached objects: they are most
-// of an object's size and the controller never reads them.
-func stripManagedFields(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil {
-		accessor.SetManagedFields(nil)
-	}
-	return obj, nil
-}
-
-// trimmedFactory marks the factories of NewInformerFactory, whose transform
-// the controller keeps when they are injected.
-type trimmedFactory struct {
-	informers.SharedInformerFactory
-}
-
-// NewInformerFactory returns the informer factory the controller uses when
-// none is injected: besides managed fields its caches drop what the
-// controller never reads of settled objects, which are nearly all of a
-// cluster's. Of a bound claim it keeps only its identity and volume name, of
-// a bound PV only what tells when it becomes the controller's business
-// (released or deleted), at which point the update brings the whole object
-// again; a cluster with 10,000 bound claims starts in half the memory.
-//
-// A provisioner that reads volumes itself shares such a factory with
-// WithInformerFactory, and keepVolume copies into a bound PV's cached form
-// what it reads beyond that (nil: nothing). Other injected factories are
-// shared with code the controller knows nothing of, so their objects only
-// lose managed fields.
-func NewInformerFactory(client kubernetes.Interface, resync time.Duration, keepVolume func(full, cached *corev1.PersistentVolume)) informers.SharedInformerFactory {
-	return trimmedFactory{informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(func(obj any) (any, error) {
-		return trimForCache(obj, keepVolume)
-	}))}
-}
-
-// trimForCache is the transform of NewInformerFactory.
-func trimForCache(obj any, keepVolume func(full, cached *corev1.PersistentVolume)) (any, error) {
-	switch o := obj.(type) {
-	case *corev1.PersistentVolumeClaim:
-		if o.Spec.VolumeName != "" && o.DeletionTimestamp == nil {
-			return &corev1.PersistentVolumeClaim{
-				ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: o.Namespace, UID: o.UID, ResourceVersion: o.ResourceVersion},
-				Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: o.Spec.VolumeName, StorageClassName: o.Spec.StorageClassName},
-				Status:     corev1.PersistentVolumeClaimStatus{Phase: o.Status.Phase},
-			}, nil
-		}
-	case *corev1.PersistentVolume:
-		if o.Status.Phase == corev1.VolumeBound && o.DeletionTimestamp == nil {
-			cached := &corev1.PersistentVolume{
-				ObjectMeta: metav1.ObjectMeta{
-					Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion,
-					Annotations: o.Annotations, Labels: o.Labels, Finalizers: o.Finalizers,
-				},
-				Spec: corev1.PersistentVolumeSpec{
-					ClaimRef: o.Spec.ClaimRef, StorageClassName: o.Spec.StorageClassName,
-					PersistentVolumeReclaimPolicy: o.Spec.PersistentVolumeReclaimPolicy,
-				},
-				Status: corev1.PersistentVolumeStatus{Phase: o.Status.Phase},
-			}
-			if keepVolume != nil {
-				keepVolume(o, cached)
-			}
-			return cached, nil
-		}
-	}
-	return stripManagedFields(obj)
 }

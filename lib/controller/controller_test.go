@@ -125,6 +125,10 @@ func newFixture(t *testing.T, p Provisioner, opts []Option, objects ...runtime.O
 			_ = c.volumeInformer.GetIndexer().Add(o)
 		case *storagev1.StorageClass:
 			_ = c.classInformer.GetIndexer().Add(o)
+		case *corev1.Node:
+			if c.nodeInformer != nil {
+				_ = c.nodeInformer.GetIndexer().Add(o)
+			}
 		}
 	}
 	go c.journal.run(ctx)
@@ -192,7 +196,7 @@ func (f *fixture) pv(name string) *corev1.PersistentVolume {
 }
 
 func (f *fixture) journalKeys() []string {
-	cm, err := f.client.CoreV1().ConfigMaps(DefaultJournalNamespace).Get(f.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
+	cm, err := f.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(f.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
 	if err != nil {
 		return nil
 	}
@@ -450,7 +454,7 @@ func TestSaveFailureRetriesInBackgroundWithoutBlocking(t *testing.T) {
 	if time.Since(start) > 5*time.Second {
 		t.Fatal("worker blocked on a failing PV save")
 	}
-	if !f.c.saving("pvc-uid-c") || !f.c.journal.has("pvc-uid-c") {
+	if f.c.saves.get("pvc-uid-c") == nil || !f.c.journal.has("pvc-uid-c") {
 		t.Fatal("unsaved PV not kept for a background retry")
 	}
 	// While saving, the claim is not provisioned twice.
@@ -467,7 +471,7 @@ func TestSaveFailureRetriesInBackgroundWithoutBlocking(t *testing.T) {
 	if err := f.c.syncSave(f.ctx, "pvc-uid-c"); err != nil {
 		t.Fatal(err)
 	}
-	if f.pv("pvc-uid-c") == nil || f.c.saving("pvc-uid-c") || f.c.journal.has("pvc-uid-c") {
+	if f.pv("pvc-uid-c") == nil || f.c.saves.get("pvc-uid-c") != nil || f.c.journal.has("pvc-uid-c") {
 		t.Fatal("PV not saved after the outage")
 	}
 }
@@ -628,14 +632,14 @@ func TestRecoveryFinishesOperationsOfDeletedClaims(t *testing.T) {
 	if len(store.assets(t)) != 1 {
 		t.Fatal("setup: no asset")
 	}
-	journal, err := first.client.CoreV1().ConfigMaps(DefaultJournalNamespace).Get(first.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
+	journal, err := first.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(first.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// A new controller starts with the journal and without the claim.
 	second := newFixture(t, store, nil, class("gold"), journal)
-	if err := second.c.recover(second.ctx); err != nil {
+	if err := second.c.resumeOperations(second.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if second.c.claimQueue.Len() != 1 {
@@ -656,10 +660,10 @@ func TestRecoveryForgetsSavedVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The controller died before the removal reached the journal.
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: JournalName(testProvisioner, ""), Namespace: DefaultJournalNamespace},
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: JournalName(testProvisioner, ""), Namespace: OutOfClusterNamespace},
 		Data: map[string]string{"pvc-uid-c": `{"claim":{"metadata":{"name":"c","namespace":"ns","uid":"uid-c"}},"class":{"metadata":{"name":"gold"}}}`}}
 	second := newFixture(t, newStore(t), nil, class("gold"), pvc, f.pv("pvc-uid-c"), cm)
-	if err := second.c.recover(second.ctx); err != nil {
+	if err := second.c.resumeOperations(second.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if second.c.claimQueue.Len() != 0 || second.c.journal.has("pvc-uid-c") {
@@ -845,7 +849,7 @@ func TestInvalidPVDeletesAssetAndReports(t *testing.T) {
 		t.Fatal("invalid PV not counted as a failed attempt")
 	}
 	f.requireEvent(EventProvisioningFailed, "the asset was deleted")
-	if len(f.store.assets(t)) != 0 || f.c.saving("pvc-uid-c") || f.c.journal.has("pvc-uid-c") {
+	if len(f.store.assets(t)) != 0 || f.c.saves.get("pvc-uid-c") != nil || f.c.journal.has("pvc-uid-c") {
 		t.Fatal("invalid PV left an asset, a pending save or a journal entry")
 	}
 }
@@ -895,7 +899,7 @@ func TestGracefulStopWritesPendingRemovals(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	cm, err := client.CoreV1().ConfigMaps(DefaultJournalNamespace).Get(context.Background(), JournalName(testProvisioner, ""), metav1.GetOptions{})
+	cm, err := client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(context.Background(), JournalName(testProvisioner, ""), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,10 +25,10 @@ func (c *ProvisionController) syncVolume(ctx context.Context, name string) error
 	if err != nil {
 		return err
 	}
-	if !c.provisionedByUs(pv) || c.wasDeleted(pv) {
+	if !c.provisionedByUs(pv) || c.deleted.has(pv.UID) {
 		return nil
 	}
-	ours := slices.Contains(pv.Finalizers, VolumeFinalizer)
+	ours := hasOwnFinalizer(pv)
 	reclaimDelete := pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete
 	switch {
 	case pv.DeletionTimestamp != nil && ours && !reclaimDelete:
@@ -50,8 +50,8 @@ func (c *ProvisionController) syncVolume(ctx context.Context, name string) error
 func (c *ProvisionController) deleteVolume(ctx context.Context, pv *corev1.PersistentVolume) error {
 	logger := klog.FromContext(ctx).WithValues("pv", klog.KObj(pv))
 	ctx = klog.NewContext(ctx, logger)
-	failureKey := "volume/" + string(pv.UID)
-	if c.exhausted(failureKey, pv.ResourceVersion, c.cfg.failedDeleteThreshold) {
+	failureKey := volumeFailures(pv)
+	if c.failures.exhausted(failureKey, pv.ResourceVersion, c.cfg.failedDeleteThreshold) {
 		return nil
 	}
 	if guard, ok := c.provisioner.(DeletionGuard); ok && !guard.ShouldDelete(ctx, pv) {
@@ -68,7 +68,7 @@ func (c *ProvisionController) deleteVolume(ctx context.Context, pv *corev1.Persi
 	}
 	if err != nil {
 		c.metrics.deleteFailed.WithLabelValues(className).Inc()
-		if c.recordFailure(failureKey, pv.ResourceVersion, c.cfg.failedDeleteThreshold) {
+		if c.failures.record(failureKey, pv.ResourceVersion, c.cfg.failedDeleteThreshold) {
 			c.events.event(volumeReference(pv), className, corev1.EventTypeWarning, EventVolumeFailedDelete,
 				"%v; giving up after %d attempts: fix the cause, then change the PV (for example add an annotation) or restart the provisioner to retry",
 				err, c.cfg.failedDeleteThreshold)
@@ -78,7 +78,7 @@ func (c *ProvisionController) deleteVolume(ctx context.Context, pv *corev1.Persi
 		return err
 	}
 	// The asset is gone; now the PV object, which must never outlive it stuck.
-	if slices.Contains(pv.Finalizers, VolumeFinalizer) {
+	if hasOwnFinalizer(pv) {
 		if err := c.removeFinalizer(ctx, pv); err != nil {
 			return err
 		}
@@ -90,10 +90,8 @@ func (c *ProvisionController) deleteVolume(ctx context.Context, pv *corev1.Persi
 			return fmt.Errorf("deleting PersistentVolume %s: %w", pv.Name, err)
 		}
 	}
-	c.mu.Lock()
-	c.deleted.Insert(string(pv.UID))
-	c.mu.Unlock()
-	c.resetFailures(failureKey)
+	c.deleted.add(pv.UID)
+	c.failures.reset(failureKey)
 	c.metrics.deleteTotal.WithLabelValues(className).Inc()
 	c.metrics.deleteDuration.WithLabelValues(className).Observe(time.Since(start).Seconds())
 	logger.V(2).Info("Volume deleted")
@@ -115,7 +113,7 @@ func (c *ProvisionController) callDelete(ctx context.Context, pv *corev1.Persist
 
 func (c *ProvisionController) removeFinalizer(ctx context.Context, pv *corev1.PersistentVolume) error {
 	updated := pv.DeepCopy()
-	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == VolumeFinalizer })
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, isOwnFinalizer)
 	_, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -126,10 +124,10 @@ func (c *ProvisionController) removeFinalizer(ctx context.Context, pv *corev1.Pe
 	return nil
 }
 
-// wasDeleted reports whether this controller already deleted pv and only the
-// cache has not caught up: acting again would only cost writes that fail.
-func (c *ProvisionController) wasDeleted(pv *corev1.PersistentVolume) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.deleted.Has(string(pv.UID))
+// isOwnFinalizer: the controller's finalizer, or the one PVs made by
+// sig-storage-lib-external-provisioner carry, which it takes over.
+func isOwnFinalizer(f string) bool { return f == VolumeFinalizer || f == SigStorageLibFinalizer }
+
+func hasOwnFinalizer(pv *corev1.PersistentVolume) bool {
+	return slices.ContainsFunc(pv.Finalizers, isOwnFinalizer)
 }

@@ -15,16 +15,16 @@ import (
 
 // metaForLease names the one Lease of a provisioner name.
 func metaForLease(namespace, provisioner string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: namespace, Name: ObjectName(provisioner)}
+	return metav1.ObjectMeta{Namespace: namespace, Name: LeaseName(provisioner)}
 }
 
-// ObjectName turns a provisioner name into the name of its leader Lease, and
+// LeaseName turns a provisioner name into the name of its leader Lease, and
 // the stem of its journal's name. A name that is a valid object name already
 // ("example.com-dir") is kept; any other is made valid ("kubeprov.io/hostpath"
 // -> "kubeprov.io-hostpath-<digest>") and given a digest of the original, so
 // that two provisioner names never share a Lease or a journal:
 // "kubeprov.io/nfs", "kubeprov.io-nfs" and "Kubeprov.io/NFS" are three.
-func ObjectName(provisioner string) string {
+func LeaseName(provisioner string) string {
 	// A valid name that looks like a cleaned one with its digest is digested
 	// too: kept as is, it could equal another name's object name.
 	if len(provisioner) <= maxObjectStem && len(validation.IsDNS1123Subdomain(provisioner)) == 0 && !digestSuffix.MatchString(provisioner) {
@@ -48,9 +48,9 @@ func ObjectName(provisioner string) string {
 // and instance apart ("a" on node "b-c" is not "a-b" on node "c").
 func JournalName(provisioner, instance string) string {
 	if instance == "" {
-		return ObjectName(provisioner) + "-inflight"
+		return LeaseName(provisioner) + "-inflight"
 	}
-	stem := invalidNameChars.ReplaceAllString(strings.ToLower(ObjectName(provisioner)+"-"+instance), "-")
+	stem := invalidNameChars.ReplaceAllString(strings.ToLower(LeaseName(provisioner)+"-"+instance), "-")
 	if len(stem) > maxObjectStem-nameDigestLength-1 {
 		stem = stem[:maxObjectStem-nameDigestLength-1]
 	}

@@ -6,6 +6,8 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,9 +28,12 @@ const (
 	DefaultLeaseDuration            = 15 * time.Second
 	DefaultRenewDeadline            = 10 * time.Second
 	DefaultRetryPeriod              = 2 * time.Second
-	DefaultJournalNamespace         = "default"
-	DefaultVolumeNamePrefix         = "pvc"
-	DefaultAddFinalizer             = false
+	// OutOfClusterNamespace is the namespace of the journal, and of the
+	// Lease, when the controller runs outside a cluster; in a pod it is the
+	// pod's own (InClusterNamespace).
+	OutOfClusterNamespace   = "default"
+	DefaultVolumeNamePrefix = "pvc"
+	DefaultAddFinalizer     = false
 	// DefaultEventFlushInterval is how long Normal events are gathered before
 	// they are written; during a burst the gathered ones are aggregated.
 	DefaultEventFlushInterval = 1 * time.Second
@@ -37,6 +42,30 @@ const (
 // VolumeFinalizer is put on PVs when WithFinalizer(true) is set, so that
 // deleting the PV object before its claim still deletes the asset.
 const VolumeFinalizer = "kubeprov.io/volume-cleanup"
+
+// SigStorageLibFinalizer is the finalizer sig-storage-lib-external-provisioner
+// (and the CSI external-provisioner built on it) puts on its PVs. The
+// controller treats it as its own on the PVs it serves, so that volumes made
+// before a port are deleted and never left Terminating.
+const SigStorageLibFinalizer = "external-provisioner.volume.kubernetes.io/finalizer"
+
+// serviceAccountNamespaceFile is where a pod finds its namespace.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// InClusterNamespace returns the namespace of the pod this process runs in:
+// POD_NAMESPACE (set from the downward API) or else the namespace of its
+// service account; ok is false outside a cluster.
+func InClusterNamespace() (namespace string, ok bool) {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns, true
+	}
+	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns, true
+		}
+	}
+	return "", false
+}
 
 // Option configures a ProvisionController.
 type Option interface {
@@ -72,6 +101,10 @@ type config struct {
 }
 
 func defaultConfig() config {
+	namespace, inCluster := InClusterNamespace()
+	if !inCluster {
+		namespace = OutOfClusterNamespace
+	}
 	return config{
 		resyncPeriod:             DefaultResyncPeriod,
 		threadiness:              DefaultThreadiness,
@@ -83,9 +116,13 @@ func defaultConfig() config {
 		leaseDuration:            DefaultLeaseDuration,
 		renewDeadline:            DefaultRenewDeadline,
 		retryPeriod:              DefaultRetryPeriod,
-		journalNamespace:         DefaultJournalNamespace,
-		addFinalizer:             DefaultAddFinalizer,
-		eventFlushInterval:       DefaultEventFlushInterval,
+		journalNamespace:         namespace,
+		// As in sig-storage-lib-external-provisioner: a second replica of a
+		// Deployment must not provision the same claims.
+		leaderElection:     inCluster,
+		leaderNamespace:    namespace,
+		addFinalizer:       DefaultAddFinalizer,
+		eventFlushInterval: DefaultEventFlushInterval,
 		volumeName: func(claim *corev1.PersistentVolumeClaim) string {
 			return DefaultVolumeNamePrefix + "-" + string(claim.UID)
 		},
@@ -182,9 +219,18 @@ func WithOperationTimeout(d time.Duration) Option {
 }
 
 // WithLeaderElection makes replicas elect one active controller through a
-// Lease in namespace (one Lease per provisioner name). Off by default.
+// Lease in namespace (one Lease per provisioner name; LeaseName). Default:
+// on in a pod, with the Lease in the pod's namespace (InClusterNamespace);
+// off outside a cluster.
 func WithLeaderElection(namespace string) Option {
 	return optionFunc(func(c *config) error { c.leaderElection, c.leaderNamespace = true, namespace; return nil })
+}
+
+// WithoutLeaderElection makes every instance active: for one instance per
+// node (each serving only its node's claims) or a single replica that does
+// not want the Lease's API writes.
+func WithoutLeaderElection() Option {
+	return optionFunc(func(c *config) error { c.leaderElection = false; return nil })
 }
 
 // WithLeaderElectionTimings sets the Lease timings. Defaults
@@ -242,8 +288,8 @@ func WithFinalizer(add bool) Option {
 
 // WithJournal sets the ConfigMap that records in-flight operations so that a
 // controller killed mid-operation finds and finishes them after a restart.
-// Default namespace DefaultJournalNamespace; default name derived from the
-// provisioner name. Instances that run side by side (one per node) need
+// Default namespace: the pod's (InClusterNamespace), or OutOfClusterNamespace
+// outside a cluster; default name JournalName(provisioner name, ""). Instances that run side by side (one per node) need
 // distinct names.
 func WithJournal(namespace, name string) Option {
 	return optionFunc(func(c *config) error { c.journalNamespace, c.journalName = namespace, name; return nil })

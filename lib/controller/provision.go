@@ -33,7 +33,7 @@ func (c *ProvisionController) syncClaim(ctx context.Context, key string) error {
 		return err
 	}
 	var errs []error
-	for _, op := range c.operationsFor(key) {
+	for _, op := range c.operations.forClaim(key) {
 		if claim == nil || claim.UID != op.entry.Claim.UID || claim.DeletionTimestamp != nil {
 			errs = append(errs, c.finishOrphan(ctx, op))
 		}
@@ -49,8 +49,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 	if claim.Spec.VolumeName != "" || claim.DeletionTimestamp != nil || !c.claimIsOurs(claim) {
 		return nil
 	}
-	failureKey := "claim/" + string(claim.UID)
-	if c.exhausted(failureKey, claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
+	if c.failures.exhausted(claimFailures(claim), claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
 		return nil
 	}
 	ref := claimReference(claim)
@@ -76,8 +75,17 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 	if q, ok := c.provisioner.(Qualifier); ok && !q.ShouldProvision(ctx, claim) {
 		return nil
 	}
+	node, err := c.selectedNode(ctx, selectedNode)
+	if apierrors.IsNotFound(err) {
+		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+			"Selected node %s no longer exists, asking the scheduler for another node", selectedNode)
+		return c.dropSelectedNode(ctx, claim)
+	}
+	if err != nil {
+		return err
+	}
 	pvName := c.cfg.volumeName(claim)
-	if _, err := c.volumes.Get(pvName); err == nil || c.saving(pvName) {
+	if _, err := c.volumes.Get(pvName); err == nil || c.saves.get(pvName) != nil {
 		return nil
 	}
 	if claim.Spec.Selector != nil {
@@ -110,12 +118,12 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 	if err != nil {
 		return c.recordFailed(ctx, claim, className, err)
 	}
-	op := c.trackOperation(pvName, claimKey(claim), entry, false)
+	op := c.operations.track(pvName, claimKey(claim), entry, false)
 	c.events.event(ref, className, corev1.EventTypeNormal, EventProvisioning,
 		"External provisioner is provisioning volume for claim %q", claimKey(claim))
 	logger.V(2).Info("Provisioning")
 
-	options := ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNodeName: selectedNode}
+	options := ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNodeName: selectedNode, SelectedNode: node}
 	pv, state, err := c.callProvision(ctx, options)
 	if err == nil {
 		return c.saveVolume(ctx, op, options, pv)
@@ -133,7 +141,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 			"Failed to provision volume on node %s, asking the scheduler for another node: %v", selectedNode, err)
 		return c.dropSelectedNode(ctx, claim)
 	}
-	if op.inBackground {
+	if op.inBackground.Load() {
 		// The asset may still appear: retry forever, whatever the threshold.
 		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
 			"Failed to provision volume with StorageClass %q (still in progress, will retry): %v", className, err)
@@ -181,12 +189,12 @@ func (c *ProvisionController) recordFailed(ctx context.Context, claim *corev1.Pe
 func (c *ProvisionController) provisionFailed(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string, err error) error {
 	ref := claimReference(claim)
 	if IsPermanent(err) {
-		c.giveUp("claim/"+string(claim.UID), claim.ResourceVersion)
+		c.failures.giveUp(claimFailures(claim), claim.ResourceVersion)
 		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
 			"%v; not retrying: fix the cause, then change the claim (for example add an annotation) or restart the provisioner", err)
 		return nil
 	}
-	if c.recordFailure("claim/"+string(claim.UID), claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
+	if c.failures.record(claimFailures(claim), claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
 		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
 			"%v; giving up after %d attempts: fix the cause, then change the claim (for example add an annotation) or restart the provisioner to retry",
 			err, c.cfg.failedProvisionThreshold)
@@ -200,21 +208,18 @@ func (c *ProvisionController) provisionFailed(ctx context.Context, claim *corev1
 // settle applies a failed attempt's state to the operation: it stays only
 // while an asset may exist.
 func (c *ProvisionController) settle(op *operation, state ProvisioningState) {
-	c.mu.Lock()
 	switch state {
 	case ProvisioningInBackground:
-		op.inBackground = true
+		op.inBackground.Store(true)
 	case ProvisioningFinished, ProvisioningReschedule:
-		op.inBackground = false
+		op.inBackground.Store(false)
 	default:
 		// NoChange, and also an empty or unknown state: the safe reading,
 		// as in sig-storage-lib-external-provisioner. Taking it for
 		// Finished would forget an asset that an earlier attempt left in
 		// progress.
 	}
-	keep := op.inBackground
-	c.mu.Unlock()
-	if !keep {
+	if !op.inBackground.Load() {
 		c.endOperation(op.pvName)
 	}
 }
@@ -260,6 +265,9 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 		return fmt.Errorf("cannot finish provisioning %s for deleted claim %s: StorageClass %q is gone and was not recorded", op.pvName, op.claimKey, name)
 	}
 	options := ProvisionOptions{StorageClass: class, PVName: op.pvName, PVC: op.entry.Claim, SelectedNodeName: op.entry.SelectedNode}
+	if node, err := c.selectedNode(ctx, op.entry.SelectedNode); err == nil {
+		options.SelectedNode = node
+	}
 	logger.V(2).Info("Claim is gone; finishing its provisioning to delete the asset")
 	pv, state, err := c.callProvision(ctx, options)
 	if err != nil {
@@ -268,7 +276,7 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 			return nil
 		}
 		c.settle(op, state)
-		if op.inBackground {
+		if op.inBackground.Load() {
 			return fmt.Errorf("provisioning for deleted claim %s still in progress: %w", op.claimKey, err)
 		}
 		return nil
@@ -340,9 +348,7 @@ func (c *ProvisionController) saveVolume(ctx context.Context, op *operation, opt
 			fmt.Errorf("provisioner returned a PersistentVolume the API server rejects (the asset was deleted): %w", err))
 	}
 	klog.FromContext(ctx).Error(err, "Saving PersistentVolume failed; retrying in the background")
-	c.mu.Lock()
-	c.saves[pv.Name] = pv
-	c.mu.Unlock()
+	c.saves.put(pv)
 	c.saveQueue.AddRateLimited(pv.Name)
 	return nil
 }
@@ -368,7 +374,7 @@ func (c *ProvisionController) volumeSaved(ctx context.Context, op *operation, pv
 	claim := op.entry.Claim
 	c.metrics.provisionTotal.WithLabelValues(className).Inc()
 	c.metrics.provisionDuration.WithLabelValues(className, sourceLabel(claim)).Observe(time.Since(op.started).Seconds())
-	c.resetFailures("claim/" + string(claim.UID))
+	c.failures.reset(claimFailures(claim))
 	c.endOperation(op.pvName)
 	c.events.event(claimReference(claim), className, corev1.EventTypeNormal, EventProvisioningSucceeded,
 		"Successfully provisioned volume %s", pv.Name)
@@ -377,30 +383,18 @@ func (c *ProvisionController) volumeSaved(ctx context.Context, op *operation, pv
 
 // syncSave retries saving one PV.
 func (c *ProvisionController) syncSave(ctx context.Context, pvName string) error {
-	c.mu.Lock()
-	pv := c.saves[pvName]
-	op := c.operations[pvName]
-	c.mu.Unlock()
+	pv := c.saves.get(pvName)
 	if pv == nil {
 		return nil
 	}
 	if err := c.createVolume(ctx, pv); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	delete(c.saves, pvName)
-	c.mu.Unlock()
-	if op != nil {
+	c.saves.remove(pvName)
+	if op := c.operations.get(pvName); op != nil {
 		c.volumeSaved(ctx, op, pv)
 	}
 	return nil
-}
-
-func (c *ProvisionController) saving(pvName string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.saves[pvName]
-	return ok
 }
 
 // claimGone asks the cache and then the API server whether a claim was deleted.
@@ -413,6 +407,20 @@ func (c *ProvisionController) claimGone(ctx context.Context, claim *corev1.Persi
 		return true
 	}
 	return err == nil && (live.UID != claim.UID || live.DeletionTimestamp != nil)
+}
+
+// selectedNode returns the named node for a SelectedNodeReader (nil for
+// other provisioners and for no name); NotFound when it does not exist.
+func (c *ProvisionController) selectedNode(ctx context.Context, name string) (*corev1.Node, error) {
+	if c.nodes == nil || name == "" {
+		return nil, nil
+	}
+	node, err := c.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		// A node that has just joined may not be in the cache yet.
+		node, err = c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	}
+	return node, err
 }
 
 // dropSelectedNode asks the scheduler to choose another node.

@@ -47,7 +47,7 @@ func TestJournalKeepsOnlyDeclaredClaimMetadata(t *testing.T) {
 		return true, nil, errors.New("killed before the save")
 	})
 	_ = f.c.syncClaim(f.ctx, "ns/c")
-	cm, err := f.client.CoreV1().ConfigMaps(DefaultJournalNamespace).Get(f.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
+	cm, err := f.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(f.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestForeignJournalEntriesAreNeverActedOn(t *testing.T) {
 		return strings.Replace(string(b), `"uid":"x"`, `"uid":"`+uid+`"`, 1)
 	}
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: JournalName(testProvisioner, ""), Namespace: DefaultJournalNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: JournalName(testProvisioner, ""), Namespace: OutOfClusterNamespace},
 		Data: map[string]string{
 			"../../etc":     entry("a", "uid-a", testProvisioner),            // not our naming
 			"retained-dir":  entry("b", "uid-b", testProvisioner),            // not our naming either
@@ -140,7 +140,7 @@ func TestForeignJournalEntriesAreNeverActedOn(t *testing.T) {
 	}
 	store := newStore(t)
 	f := newFixture(t, store, nil, class("gold"), cm)
-	if err := f.c.recover(f.ctx); err != nil {
+	if err := f.c.resumeOperations(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"ns/a", "ns/b", "ns/c", "ns/d"} {
@@ -169,7 +169,7 @@ func TestProvisionerNamesMapToDistinctObjects(t *testing.T) {
 	names := []string{"kubeprov.io/nfs", "kubeprov.io-nfs", "Kubeprov.io/NFS", "kubeprov.io_nfs", "kubeprov.io/nfs/", "kubeprov.io//nfs"}
 	seen := map[string]string{}
 	for _, n := range names {
-		for _, obj := range []string{ObjectName(n), JournalName(n, ""), JournalName(n, "node-1")} {
+		for _, obj := range []string{LeaseName(n), JournalName(n, ""), JournalName(n, "node-1")} {
 			if errs := validation.IsDNS1123Subdomain(obj); len(errs) != 0 {
 				t.Errorf("%q -> %q: not a valid object name: %v", n, obj, errs)
 			}
@@ -179,11 +179,11 @@ func TestProvisionerNamesMapToDistinctObjects(t *testing.T) {
 			seen[obj] = n
 		}
 	}
-	if ObjectName("example.com-dir") != "example.com-dir" {
-		t.Errorf("a valid name was changed: %q", ObjectName("example.com-dir"))
+	if LeaseName("example.com-dir") != "example.com-dir" {
+		t.Errorf("a valid name was changed: %q", LeaseName("example.com-dir"))
 	}
 	// A valid name that looks like another's cleaned name is not kept as is.
-	if posing := ObjectName("kubeprov.io/nfs"); ObjectName(posing) == posing {
+	if posing := LeaseName("kubeprov.io/nfs"); LeaseName(posing) == posing {
 		t.Errorf("provisioner %q takes the Lease of kubeprov.io/nfs", posing)
 	}
 	// An instance name must not be able to pose as part of the provisioner name.
@@ -200,10 +200,10 @@ func FuzzProvisionerNamesMapToDistinctObjects(f *testing.F) {
 		if a == "" || b == "" || a == b {
 			return
 		}
-		if ObjectName(a) == ObjectName(b) || JournalName(a, "") == JournalName(b, "") {
+		if LeaseName(a) == LeaseName(b) || JournalName(a, "") == JournalName(b, "") {
 			t.Fatalf("%q and %q share a Lease or journal", a, b)
 		}
-		for _, obj := range []string{ObjectName(a), JournalName(a, ""), JournalName(a, b)} {
+		for _, obj := range []string{LeaseName(a), JournalName(a, ""), JournalName(a, b)} {
 			if errs := validation.IsDNS1123Subdomain(obj); len(errs) != 0 {
 				t.Fatalf("%q: %v", obj, errs)
 			}
@@ -358,7 +358,7 @@ func TestMissingJournalPermissionIsReportedOnTheClaimAndInReadiness(t *testing.T
 		}
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "x", errors.New("RBAC: access denied"))
 	})
-	f.c.synced.Store(true)
+	close(f.c.synced)
 	if !f.c.probeJournal(f.ctx) || f.c.Ready() {
 		t.Fatal("ready although the journal cannot be read")
 	}
@@ -381,7 +381,7 @@ func TestMissingJournalPermissionIsReportedOnTheClaimAndInReadiness(t *testing.T
 
 func TestMissingLeasePermissionMakesTheReplicaNotReady(t *testing.T) {
 	f := newFixture(t, newStore(t), nil)
-	f.c.synced.Store(true)
+	close(f.c.synced)
 	denied := apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "x", errors.New("RBAC: access denied"))
 	lock := observedLock{Interface: failingLock{err: denied}, observe: func(err error) { f.c.access.observe(f.ctx, "Lease x/y", err) }}
 	_, _, _ = lock.Get(f.ctx)

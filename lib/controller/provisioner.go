@@ -72,6 +72,11 @@ type ProvisionOptions struct {
 	// SelectedNodeName is the node chosen by the scheduler for
 	// WaitForFirstConsumer classes, empty for Immediate ones.
 	SelectedNodeName string
+	// SelectedNode is that node, from the controller's cache, for
+	// provisioners that implement SelectedNodeReader (nil for others, for
+	// Immediate classes, and when finishing the operation of a deleted claim
+	// whose node is gone too): do not modify.
+	SelectedNode *corev1.Node
 }
 
 // Qualifier is implemented by provisioners that can cheaply tell, before any
@@ -115,6 +120,18 @@ type ClaimMetadataReader interface {
 	// ClaimMetadataKeys returns the label and annotation keys Provision reads
 	// for claims of class.
 	ClaimMetadataKeys(class *storagev1.StorageClass) (labels, annotations []string)
+}
+
+// SelectedNodeReader is implemented by provisioners whose Provision reads the
+// node the scheduler selected (its labels, for topology or node affinity).
+// When ReadsSelectedNode is true the controller keeps a cache of Nodes (only
+// then: a cluster's Nodes cost memory) and fills ProvisionOptions.SelectedNode,
+// so that no provisioner needs a live GET per claim; and when the selected
+// node no longer exists it asks the scheduler for another one itself, with a
+// Warning event on the claim, without calling Provision. Its RBAC must allow
+// get, list and watch on nodes.
+type SelectedNodeReader interface {
+	ReadsSelectedNode() bool
 }
 
 // IgnoredError tells the controller to stop without an error event: from

@@ -1,0 +1,154 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// operation is one provisioning that may have created an asset.
+type operation struct {
+	pvName   string
+	claimKey string
+	entry    journalEntry
+	started  time.Time
+	// inBackground: the asset may still appear, so the operation lasts until
+	// Provision says what became of it, even after its claim is gone.
+	inBackground atomic.Bool
+}
+
+// operations are the in-flight provisionings, by PV name and by claim key
+// (a claim deleted and created again under the same name has two).
+type operations struct {
+	mu       sync.Mutex
+	byPV     map[string]*operation
+	byClaim  map[string]sets.Set[string]
+	inFlight prometheus.Gauge
+}
+
+func newOperations(inFlight prometheus.Gauge) *operations {
+	return &operations{byPV: map[string]*operation{}, byClaim: map[string]sets.Set[string]{}, inFlight: inFlight}
+}
+
+// track returns the operation of pvName, starting one if there is none.
+func (o *operations) track(pvName, claimKey string, e journalEntry, inBackground bool) *operation {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if op, ok := o.byPV[pvName]; ok {
+		return op
+	}
+	op := &operation{pvName: pvName, claimKey: claimKey, entry: e, started: time.Now()}
+	op.inBackground.Store(inBackground)
+	o.byPV[pvName] = op
+	if o.byClaim[claimKey] == nil {
+		o.byClaim[claimKey] = sets.New[string]()
+	}
+	o.byClaim[claimKey].Insert(pvName)
+	o.inFlight.Inc()
+	return op
+}
+
+// end forgets the operation of pvName, if any.
+func (o *operations) end(pvName string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	op, ok := o.byPV[pvName]
+	if !ok {
+		return
+	}
+	delete(o.byPV, pvName)
+	if s := o.byClaim[op.claimKey]; s != nil {
+		s.Delete(pvName)
+		if s.Len() == 0 {
+			delete(o.byClaim, op.claimKey)
+		}
+	}
+	o.inFlight.Dec()
+}
+
+func (o *operations) get(pvName string) *operation {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.byPV[pvName]
+}
+
+func (o *operations) hasClaim(claimKey string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.byClaim[claimKey].Len() > 0
+}
+
+// forClaim returns the operations of a claim key.
+func (o *operations) forClaim(claimKey string) []*operation {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ops := make([]*operation, 0, o.byClaim[claimKey].Len())
+	for name := range o.byClaim[claimKey] {
+		ops = append(ops, o.byPV[name])
+	}
+	return ops
+}
+
+// pendingSaves are provisioned PVs whose save failed and is retried in the
+// background; the journal keeps their operations until they are saved.
+type pendingSaves struct {
+	mu  sync.Mutex
+	pvs map[string]*corev1.PersistentVolume
+}
+
+func (s *pendingSaves) put(pv *corev1.PersistentVolume) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pvs == nil {
+		s.pvs = map[string]*corev1.PersistentVolume{}
+	}
+	s.pvs[pv.Name] = pv
+}
+
+func (s *pendingSaves) get(pvName string) *corev1.PersistentVolume {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pvs[pvName]
+}
+
+func (s *pendingSaves) remove(pvName string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pvs, pvName)
+}
+
+// deletedVolumes are the UIDs of PVs this controller deleted, until the
+// informer sees them go: acting on them again would only cost failing writes.
+type deletedVolumes struct {
+	mu   sync.Mutex
+	uids sets.Set[types.UID]
+}
+
+func (d *deletedVolumes) add(uid types.UID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.uids == nil {
+		d.uids = sets.New[types.UID]()
+	}
+	d.uids.Insert(uid)
+}
+
+func (d *deletedVolumes) remove(uid types.UID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.uids.Delete(uid)
+}
+
+func (d *deletedVolumes) has(uid types.UID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.uids.Has(uid)
+}
