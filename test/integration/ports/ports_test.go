@@ -37,6 +37,7 @@ const (
 	// journal and leave no directory behind.
 	deletedWhileDown = 2
 	caseTimeout      = 4 * time.Minute
+	annSelectedNode  = "volume.kubernetes.io/selected-node"
 )
 
 // portCase is one ported provisioner and how to drive it.
@@ -54,6 +55,8 @@ type portCase struct {
 	// assets lists the provisioner's directories under e.root, as AssetOf
 	// names the directory of a PV.
 	assets func(e *env) backend.AssetLister
+	// afterBurst checks more once the burst is Bound (nil: nothing).
+	afterBurst func(t *testing.T, e *env)
 	// checkVolume checks what the port writes on each PV.
 	checkVolume func(t *testing.T, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume)
 }
@@ -204,6 +207,9 @@ func runBurst(t *testing.T, pc portCase) {
 	if p.HasLog("Resuming in-flight operation") {
 		t.Logf("The restarted process resumed operations from its journal")
 	}
+	if pc.afterBurst != nil {
+		pc.afterBurst(t, e)
+	}
 
 	for name := range uids {
 		if err := e.client.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -341,15 +347,40 @@ func localPathCase() portCase {
 		module: "test/ports/localpath-style",
 		binary: "localpath-provisioner",
 		setup: func(t *testing.T, e *env) {
-			for _, name := range nodes {
+			// node-c is a node with no --node-path: volumes cannot go there.
+			for _, name := range append(nodes, "node-c") {
 				createNode(t, e, name)
+			}
+		},
+		afterBurst: func(t *testing.T, e *env) {
+			// The port asks for another node (ProvisioningReschedule) when
+			// the node has no path; the library does when the node is gone.
+			for claim, node := range map[string]string{"moved-nopath": "node-c", "moved-gone": "node-gone"} {
+				pvc := framework.NewPVC(e.ns, claim, e.class, "1Mi")
+				pvc.Annotations = map[string]string{annSelectedNode: node}
+				if _, err := e.client.CoreV1().PersistentVolumeClaims(e.ns).Create(e.ctx, pvc, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := framework.WaitForEvent(e.ctx, e.client, pvc, "ProvisioningFailed"); err != nil {
+					t.Fatal(err)
+				}
+				err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+					got, err := e.client.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, claim, metav1.GetOptions{})
+					return err == nil && got.Annotations[annSelectedNode] == "", nil
+				})
+				if err != nil {
+					t.Errorf("claim %s on node %s: the selected node was not given back to the scheduler: %v", claim, node, err)
+				}
+				if err := e.client.CoreV1().PersistentVolumeClaims(e.ns).Delete(e.ctx, claim, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		},
 		class: func(sc *storagev1.StorageClass) {
 			sc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
 		},
 		claim: func(i int, pvc *corev1.PersistentVolumeClaim) {
-			pvc.Annotations = map[string]string{"volume.kubernetes.io/selected-node": nodes[i%len(nodes)]}
+			pvc.Annotations = map[string]string{annSelectedNode: nodes[i%len(nodes)]}
 		},
 		start: func(t *testing.T, e *env, n int) *framework.Process {
 			var paths []string
@@ -378,12 +409,14 @@ func localPathCase() portCase {
 			}}
 		},
 		checkVolume: func(t *testing.T, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) {
-			node := pvc.Annotations["volume.kubernetes.io/selected-node"]
+			node := pvc.Annotations[annSelectedNode]
 			if pv.Spec.HostPath == nil || filepath.Base(filepath.Dir(pv.Spec.HostPath.Path)) != node {
 				t.Errorf("PV %s of claim %s on node %s: hostPath %+v is not in that node's directory", pv.Name, pvc.Name, node, pv.Spec.HostPath)
 			}
-			if got := hostnames(pv); !slices.Equal(got, []string{node}) {
-				t.Errorf("PV %s of claim %s: node affinity to hostnames %v, want [%s]", pv.Name, pvc.Name, got, node)
+			// The affinity names the node's hostname label, not its name:
+			// the port read the Node (SelectedNodeReader).
+			if got, want := hostnames(pv), []string{hostnameOf(node)}; !slices.Equal(got, want) {
+				t.Errorf("PV %s of claim %s: node affinity to hostnames %v, want %v", pv.Name, pvc.Name, got, want)
 			}
 		},
 	}
@@ -404,11 +437,15 @@ func hostnames(pv *corev1.PersistentVolume) []string {
 	return values
 }
 
+// hostnameOf is the kubernetes.io/hostname label of the test's nodes; it
+// differs from their names, as it may in a cloud.
+func hostnameOf(node string) string { return "host-" + node }
+
 // createNode creates a Node object (no kubelet runs it: the provisioner only
 // reads it) and deletes it when the test ends.
 func createNode(t *testing.T, e *env, name string) {
 	t.Helper()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: hostnameOf(name)}}}
 	if _, err := e.client.CoreV1().Nodes().Create(e.ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

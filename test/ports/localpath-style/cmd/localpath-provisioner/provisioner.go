@@ -37,7 +37,14 @@ type localPathProvisioner struct {
 	defaultPath string            // for nodes not in nodePaths; empty: none
 }
 
-var _ controller.Provisioner = (*localPathProvisioner)(nil)
+var (
+	_ controller.Provisioner        = (*localPathProvisioner)(nil)
+	_ controller.SelectedNodeReader = (*localPathProvisioner)(nil)
+)
+
+// ReadsSelectedNode asks the controller for the selected Node object: the
+// node affinity needs its hostname label, which need not be its name.
+func (p *localPathProvisioner) ReadsSelectedNode() bool { return true }
 
 // pathFor is the directory of node's volumes, "" when node has none.
 func (p *localPathProvisioner) pathFor(node string) string {
@@ -56,9 +63,13 @@ func (p *localPathProvisioner) Provision(_ context.Context, options controller.P
 			return nil, controller.ProvisioningFinished, fmt.Errorf("access mode %s is not supported: a local volume lives on one node; use ReadWriteOnce or ReadWriteOncePod", mode)
 		}
 	}
-	node := options.SelectedNodeName
-	if node == "" {
+	if options.SelectedNode == nil {
 		return nil, controller.ProvisioningFinished, fmt.Errorf("StorageClass %s: set volumeBindingMode: WaitForFirstConsumer, so that the volume is made on the node of the pod that uses it", options.StorageClass.Name)
+	}
+	node := options.SelectedNode.Name
+	hostname := options.SelectedNode.Labels[corev1.LabelHostname]
+	if hostname == "" {
+		hostname = node
 	}
 	root := p.pathFor(node)
 	if root == "" {
@@ -73,7 +84,7 @@ func (p *localPathProvisioner) Provision(_ context.Context, options controller.P
 	return options.NewVolume(controller.VolumeSpec{
 		Source: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &hostPathType}},
 		// Pods that use the volume must run where its data is.
-		NodeAffinity: controller.NodeAffinityForHostname(node),
+		NodeAffinity: controller.NodeAffinityForHostname(hostname),
 		Annotations:  map[string]string{annNode: node},
 	}), controller.ProvisioningFinished, nil
 }

@@ -178,14 +178,11 @@ func run(kubeconfig, mountRoot string) error {
 	if err != nil {
 		return err
 	}
-	// The journal (and the Lease) live in the provisioner's own namespace.
-	namespace := os.Getenv("POD_NAMESPACE")
-	if namespace == "" {
-		namespace = "default"
-	}
-	opts := []controller.Option{controller.WithJournal(namespace, "")}
-	if os.Getenv("ENABLE_LEADER_ELECTION") != "false" && kubeconfig == "" {
-		opts = append(opts, controller.WithLeaderElection(namespace))
+	// Leader election is on in a pod, as before; its Lease and the journal
+	// are in the pod's namespace.
+	var opts []controller.Option
+	if os.Getenv("ENABLE_LEADER_ELECTION") == "false" {
+		opts = append(opts, controller.WithoutLeaderElection())
 	}
 	p := &subdirProvisioner{server: server, exportPath: path, mountRoot: mountRoot}
 	pc, err := controller.NewProvisionController(client, name, p, opts...)
