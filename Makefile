@@ -8,6 +8,8 @@ SHELL := /usr/bin/env bash -o pipefail
 MODULES := $(shell hack/modules.sh)
 PROVISIONERS := $(filter-out lib,$(MODULES))
 GO_MODULES := $(MODULES) test
+# Outside go.work on purpose: third-party-style ports, built with GOWORK=off.
+STANDALONE := $(shell hack/modules.sh --standalone)
 GO_TEST_FLAGS ?= -race
 INTEGRATION_TIMEOUT ?= 40m
 
@@ -58,7 +60,7 @@ demo: ## The main job: a cluster with a real node; hostpath-provisioner installe
 bench: controlplane ## Provisioning benchmark on the real control plane (N=1000 claims; see docs/performance.md).
 	cd test && go run ./bench $(BENCH_ARGS)
 
-tidy: $(GO_MODULES:%=tidy/%) ## go mod tidy every module.
+tidy: $(GO_MODULES:%=tidy/%) $(STANDALONE:%=tidy/%) ## go mod tidy every module.
 tidy/%:
 	cd $* && GOWORK=off go mod tidy
 
@@ -67,6 +69,7 @@ verify: ## gofmt, vet (workspace and GOWORK=off), tidy-clean, go.work up to date
 
 lint: ## golangci-lint v2 (pinned in hack/tools) over every module.
 	hack/lint.sh $(GO_MODULES)
+	GOWORK=off hack/lint.sh $(STANDALONE)
 
 image: $(PROVISIONERS:%=image/%) ## OCI images of every provisioner, without a Docker engine.
 image/%:

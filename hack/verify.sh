@@ -37,6 +37,14 @@ for m in $modules; do
   (cd "$m" && GOWORK=off go mod tidy -diff >/dev/null) || fail "$m: go.mod/go.sum not tidy (run make tidy)"
 done
 
+# Not in go.work on purpose (hack/modules.sh --standalone): each builds and
+# is tidy with its own go.mod alone, as a third party's module is.
+for m in $(hack/modules.sh --standalone); do
+  step "$m (standalone): build + vet + tidy (GOWORK=off)"
+  (cd "$m" && GOWORK=off go build ./... && GOWORK=off go vet ./...) || fail "$m: GOWORK=off build/vet failed"
+  (cd "$m" && GOWORK=off go mod tidy -diff >/dev/null) || fail "$m: go.mod/go.sum not tidy (run make tidy)"
+done
+
 step "lib: API compatible with its last release, or versions.yaml bumped as semver requires"
 hack/apidiff.sh || fail "lib: API change needs a version bump in versions.yaml (docs/releasing.md)"
 

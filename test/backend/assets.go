@@ -14,16 +14,27 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
+// AssetLister is the part of a Backend the asset checks need, for
+// provisioners that are not one of the project's backends (test/ports).
+type AssetLister interface {
+	// Name names the assets' kind in messages.
+	Name() string
+	// Assets and AssetOf are as in Backend.
+	Assets(ctx context.Context) ([]string, error)
+	AssetOf(pv *corev1.PersistentVolume) string
+}
+
 // CheckAssets compares the backend's assets with the PVs of a StorageClass,
 // the only class the backend serves: every PV's asset exists, no two PVs
 // stand for one asset, and no asset is without a PV (a leak). The error
 // names every mismatch.
-func CheckAssets(ctx context.Context, b Backend, client kubernetes.Interface, className string) error {
+func CheckAssets(ctx context.Context, b AssetLister, client kubernetes.Interface, className string) error {
 	assets, err := b.Assets(ctx)
 	if err != nil {
 		return fmt.Errorf("listing the %s assets: %w", b.Name(), err)
@@ -74,10 +85,16 @@ func CheckAssets(ctx context.Context, b Backend, client kubernetes.Interface, cl
 // WaitForAssets waits until CheckAssets passes, and returns its last error
 // if ctx ends first: assets and PVs are created and removed one after the
 // other, so a single look can catch them in between.
-func WaitForAssets(ctx context.Context, b Backend, client kubernetes.Interface, className string) error {
+func WaitForAssets(ctx context.Context, b AssetLister, client kubernetes.Interface, className string) error {
 	var last error
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		last = CheckAssets(ctx, b, client, className)
+		err := CheckAssets(ctx, b, client, className)
+		if err != nil && ctx.Err() != nil {
+			// A look cut short by the deadline says nothing about the
+			// assets: keep the last complete one's answer.
+			return false, nil
+		}
+		last = err
 		return last == nil, nil
 	})
 	if err != nil && last != nil {

@@ -43,6 +43,17 @@ func RepoRoot() (string, error) { return findRepoRoot() }
 // relink each other's. Test packages run in parallel share one build
 // through a file lock.
 func BuildBinary(ctx context.Context, module, binary string, buildFlags ...string) (string, error) {
+	return buildBinary(ctx, nil, module, binary, buildFlags)
+}
+
+// BuildStandaloneBinary is BuildBinary for a module outside go.work, such as
+// a third party's provisioner (test/ports): it is built with GOWORK=off, from
+// its own go.mod alone, as its authors build it.
+func BuildStandaloneBinary(ctx context.Context, module, binary string, buildFlags ...string) (string, error) {
+	return buildBinary(ctx, []string{"GOWORK=off"}, module, binary, buildFlags)
+}
+
+func buildBinary(ctx context.Context, env []string, module, binary string, buildFlags []string) (string, error) {
 	root, err := findRepoRoot()
 	if err != nil {
 		return "", err
@@ -66,6 +77,9 @@ func BuildBinary(ctx context.Context, module, binary string, buildFlags ...strin
 	args := slices.Concat([]string{"build", "-o", bin}, buildFlags, []string{"./cmd/" + binary})
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = filepath.Join(root, module)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s in %s: %w\n%s", binary, cmd.Dir, err, out)
 	}
