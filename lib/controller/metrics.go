@@ -34,12 +34,12 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		provisionTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "controller_persistentvolumeclaim_provision_total",
-			Help: "Volumes provisioned, by storage class.",
-		}, []string{"class"}),
+			Help: "Volumes provisioned, by storage class and data source kind.",
+		}, []string{"class", "source"}),
 		provisionFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "controller_persistentvolumeclaim_provision_failed_total",
-			Help: "Failed provisioning attempts, by storage class.",
-		}, []string{"class"}),
+			Help: "Failed provisioning attempts, by storage class and data source kind.",
+		}, []string{"class", "source"}),
 		provisionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "controller_persistentvolumeclaim_provision_duration_seconds",
 			Help:    "Time from the first provisioning attempt to the saved PV, by storage class and data source kind.",

@@ -134,7 +134,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		c.endOperation(pvName)
 		return nil
 	}
-	c.metrics.provisionFailed.WithLabelValues(className).Inc()
+	c.metrics.provisionFailed.WithLabelValues(className, sourceLabel(claim)).Inc()
 	c.settle(op, state)
 	if state == ProvisioningReschedule && selectedNode != "" {
 		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
@@ -372,7 +372,7 @@ func (c *ProvisionController) createVolume(ctx context.Context, pv *corev1.Persi
 func (c *ProvisionController) volumeSaved(ctx context.Context, op *operation, pv *corev1.PersistentVolume) {
 	className := pv.Spec.StorageClassName
 	claim := op.entry.Claim
-	c.metrics.provisionTotal.WithLabelValues(className).Inc()
+	c.metrics.provisionTotal.WithLabelValues(className, sourceLabel(claim)).Inc()
 	c.metrics.provisionDuration.WithLabelValues(className, sourceLabel(claim)).Observe(time.Since(op.started).Seconds())
 	c.failures.reset(claimFailures(claim))
 	c.endOperation(op.pvName)

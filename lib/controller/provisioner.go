@@ -50,7 +50,7 @@ const (
 	// lost connection). The controller keeps calling Provision for the same PV
 	// name, even after the claim is deleted, and deletes the asset once Provision
 	// returns it for a claim that is gone.
-	ProvisioningInBackground ProvisioningState = "InBackground"
+	ProvisioningInBackground ProvisioningState = "Background" // the value sig-storage-lib-external-provisioner uses
 	// ProvisioningNoChange: nothing happened; whatever was true before this call
 	// (in particular an earlier InBackground) still holds. An empty or unknown
 	// state with an error is read as NoChange.

@@ -109,32 +109,38 @@ func (p *localPathProvisioner) Delete(_ context.Context, pv *corev1.PersistentVo
 	return err
 }
 
+// options are the flags: lib/cli's family (with --provisioner) and the node paths.
+type options struct {
+	cli.Common
+	defaultPath string
+	nodePaths   map[string]string
+}
+
+func (o *options) AddFlags(fs *pflag.FlagSet) {
+	o.Common.AddFlags(fs)
+	fs.StringToStringVar(&o.nodePaths, "node-path", nil, "Directory of each node's volumes: node=dir,node=dir.")
+	fs.StringVar(&o.defaultPath, "default-path", "", "Directory of the volumes of nodes not in --node-path; empty: those nodes get none.")
+}
+
+func (o *options) Validate() error {
+	if len(o.nodePaths) == 0 && o.defaultPath == "" {
+		return errors.New("set --node-path or --default-path: no node could host a volume")
+	}
+	return o.Common.Validate()
+}
+
+func (o *options) Run(ctx context.Context) error {
+	clients, err := o.NewClients("localpath-provisioner")
+	if err != nil {
+		return err
+	}
+	p := &localPathProvisioner{nodePaths: o.nodePaths, defaultPath: o.defaultPath}
+	return o.Common.Run(ctx, clients, o.Provisioner, p, cli.RunOptions{})
+}
+
 func main() {
-	common := cli.NewCommon()
-	var name, defaultPath string
-	var nodePaths map[string]string
-	cmd := cli.NewCommand("localpath-provisioner", "Provisions node-local volumes as directories",
-		func(fs *pflag.FlagSet) {
-			common.AddFlags(fs)
-			fs.StringVar(&name, "provisioner", "example.com/local-path", "Name StorageClasses use in their provisioner field.")
-			fs.StringToStringVar(&nodePaths, "node-path", nil, "Directory of each node's volumes: node=dir,node=dir.")
-			fs.StringVar(&defaultPath, "default-path", "", "Directory of the volumes of nodes not in --node-path; empty: those nodes get none.")
-		},
-		func() error {
-			if len(nodePaths) == 0 && defaultPath == "" {
-				return errors.New("set --node-path or --default-path: no node could host a volume")
-			}
-			return common.Validate()
-		},
-		func(ctx context.Context) error {
-			clients, err := common.NewClients("localpath-provisioner")
-			if err != nil {
-				return err
-			}
-			p := &localPathProvisioner{nodePaths: nodePaths, defaultPath: defaultPath}
-			return common.Run(ctx, clients, name, p, cli.RunOptions{})
-		})
-	if err := cmd.Execute(); err != nil {
+	o := &options{Common: cli.NewCommon("example.com/local-path")}
+	if err := cli.NewCommand("localpath-provisioner", "Provisions node-local volumes as directories", o).Execute(); err != nil {
 		os.Exit(1)
 	}
 }
