@@ -117,3 +117,25 @@ func TestGuideProgramBindsAClaim(t *testing.T) {
 		t.Fatalf("directory left after delete: %v", err)
 	}
 }
+
+// TestGuideListsEveryOption: the guide's options table names every With*
+// option of package controller, so that a reader of the guide knows them all.
+func TestGuideListsEveryOption(t *testing.T) {
+	src, err := os.ReadFile("../../../lib/controller/options.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(guide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	options := regexp.MustCompile(`(?m)^func (With[A-Za-z]+)\(`).FindAllStringSubmatch(string(src), -1)
+	if len(options) < 10 {
+		t.Fatalf("found %d options in options.go: the pattern no longer matches", len(options))
+	}
+	for _, o := range options {
+		if !strings.Contains(string(doc), "`"+o[1]+"(") {
+			t.Errorf("docs/writing-a-provisioner.md does not list controller.%s in its options table", o[1])
+		}
+	}
+}
