@@ -12,7 +12,6 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
@@ -76,8 +75,9 @@ func (o *Options) Run(ctx context.Context) error {
 	// cluster the Node cache is the provisioner's biggest.
 	var factory informers.SharedInformerFactory
 	if info.Capabilities.Topology {
-		factory = informers.NewSharedInformerFactoryWithOptions(clients.Kube, controller.DefaultResyncPeriod,
-			informers.WithTransform(stripManagedFields))
+		// Trimmed as the controller's own: of a node, labels, taints and
+		// addresses, not its image list.
+		factory = controller.NewInformerFactory(clients.Kube, controller.DefaultResyncPeriod, nil)
 	}
 	prov, err := provisioner.New(provisioner.Config{
 		DriverName:            info.Name,
@@ -125,12 +125,4 @@ func (o *Options) callTimeout() time.Duration {
 
 func (o *Options) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, o.callTimeout())
-}
-
-// stripManagedFields drops managedFields from cached objects: nothing reads them.
-func stripManagedFields(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }
