@@ -46,6 +46,13 @@ type Options struct {
 	Nodes int
 	// Log receives progress lines.
 	Log func(format string, args ...any)
+	// AuditLog makes kube-apiserver write an audit log (framework
+	// Options.AuditLog), for AuditEvents, Forbidden and ExpectNoForbidden.
+	AuditLog bool
+	// AfterTests, if set, is called by RunMain once the tests have run,
+	// before the cluster stops: an error fails the package. For checks of
+	// the whole suite, such as the audit log's.
+	AfterTests func(ctx context.Context, c *Cluster) error
 }
 
 // Cluster is a running control plane with real nodes.
@@ -56,6 +63,10 @@ type Cluster struct {
 	// Registry is host:port of the cluster's image registry, for image
 	// references and make push REGISTRY=<Registry>/<namespace>.
 	Registry string
+	// HostIP is the host's address on the cluster's bridge, where pods
+	// reach services of the host (kube-apiserver and the registry listen
+	// there): a test backend serving pods listens on it.
+	HostIP string
 	// SchedulerLog is kube-scheduler's output.
 	SchedulerLog string
 	// NodeBinDir holds kubelet, containerd and the other node binaries.
@@ -104,12 +115,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	if c.net, err = newNetwork(ctx); err != nil {
 		return nil, err
 	}
+	c.HostIP = c.net.hostIP()
 	kubeletClient, err := writeKubeletClientCerts(c.dir)
 	if err != nil {
 		return nil, err
 	}
 	c.ControlPlane, err = framework.Start(ctx, framework.Options{
 		Log:              log,
+		AuditLog:         opts.AuditLog,
 		APIServerAddress: c.net.hostIP(),
 		APIServerPort:    apiServerPort,
 		APIServerArgs: map[string][]string{
