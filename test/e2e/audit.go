@@ -5,7 +5,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -98,6 +97,6 @@ func CheckProvisionersNeverForbidden(ctx context.Context, c *cluster.Cluster) er
 	for i, e := range refused {
 		lines[i] = "  " + e.Username() + ": " + e.String()
 	}
-	return errors.New(fmt.Sprintf("the API server refused %d request(s) of provisioner ServiceAccounts (namespaces %s): their deploy/ RBAC lacks something they call:\n",
-		len(refused), strings.Join(namespaces, ", ")) + strings.Join(lines, "\n"))
+	return fmt.Errorf("the API server refused %d request(s) of provisioner ServiceAccounts (namespaces %s): their deploy/ RBAC lacks something they call:\n%s",
+		len(refused), strings.Join(namespaces, ", "), strings.Join(lines, "\n"))
 }

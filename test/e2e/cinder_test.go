@@ -213,13 +213,17 @@ func deploymentArg(objs []*unstructured.Unstructured, ns, name, prefix string) (
 		if len(containers) == 0 {
 			break
 		}
-		args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		first, ok := containers[0].(map[string]any)
+		if !ok {
+			break
+		}
+		args, _, _ := unstructured.NestedStringSlice(first, "args")
 		for _, a := range args {
 			if v, ok := strings.CutPrefix(a, prefix); ok {
 				return v, nil
 			}
 		}
-		return "", fmt.Errorf("Deployment %s/%s has no argument %s", ns, name, prefix)
+		return "", fmt.Errorf("the Deployment %s/%s has no argument %s", ns, name, prefix)
 	}
 	return "", fmt.Errorf("no Deployment %s/%s (with containers) in the rendering", ns, name)
 }
