@@ -209,17 +209,17 @@ func deploymentArg(objs []*unstructured.Unstructured, ns, name, prefix string) (
 		if obj.GetKind() != "Deployment" || obj.GetNamespace() != ns || obj.GetName() != name {
 			continue
 		}
-		containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+		// Read without copying: kustomize's maps hold plain ints, which
+		// unstructured's copying helpers refuse.
+		field, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "template", "spec", "containers")
+		containers, _ := field.([]any)
 		if len(containers) == 0 {
 			break
 		}
-		first, ok := containers[0].(map[string]any)
-		if !ok {
-			break
-		}
-		args, _, _ := unstructured.NestedStringSlice(first, "args")
+		first, _ := containers[0].(map[string]any)
+		args, _ := first["args"].([]any)
 		for _, a := range args {
-			if v, ok := strings.CutPrefix(a, prefix); ok {
+			if v, ok := strings.CutPrefix(fmt.Sprint(a), prefix); ok {
 				return v, nil
 			}
 		}
