@@ -103,17 +103,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 			retErr = errors.Join(retErr, c.Stop())
 		}
 	}()
-	// The control plane first: the node build reuses its compiled packages.
-	// Both stream their progress; warm, each takes about a second.
-	log("building etcd, kube-apiserver and kube-controller-manager if needed (cold: 10-15 min on 2 cores)...")
-	if _, err := framework.EnsureBinaries(ctx, log); err != nil {
-		return nil, err
-	}
 	var err error
-	log("building kubelet, kube-scheduler, containerd and the CNI plugins if needed (cold: about 3 min more)...")
-	if c.NodeBinDir, err = buildNode(ctx, log); err != nil {
-		return nil, err
-	}
 	if c.dir, err = os.MkdirTemp("", "kubeprov-cluster-"); err != nil {
 		return nil, err
 	}
@@ -145,6 +135,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 		ControllerManagerArgs: []string{"--controllers=*"},
 	})
 	if err != nil {
+		return nil, err
+	}
+	// After the control plane's build (framework.Start), whose compiled
+	// packages the node build reuses. Both stream their progress.
+	log("building kubelet, kube-scheduler, containerd and the CNI plugins if needed (cold: about 3 min; warm: a second)...")
+	if c.NodeBinDir, err = buildNode(ctx, log); err != nil {
 		return nil, err
 	}
 	if err := c.grantKubeletAccess(ctx); err != nil {
