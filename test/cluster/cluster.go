@@ -46,6 +46,13 @@ type Options struct {
 	Nodes int
 	// Log receives progress lines.
 	Log func(format string, args ...any)
+	// AuditLog makes kube-apiserver write an audit log (framework
+	// Options.AuditLog), for AuditEvents, Forbidden and ExpectNoForbidden.
+	AuditLog bool
+	// AfterTests, if set, is called by RunMain once the tests have run,
+	// before the cluster stops: an error fails the package. For checks of
+	// the whole suite, such as the audit log's.
+	AfterTests func(ctx context.Context, c *Cluster) error
 }
 
 // Cluster is a running control plane with real nodes.
@@ -56,6 +63,10 @@ type Cluster struct {
 	// Registry is host:port of the cluster's image registry, for image
 	// references and make push REGISTRY=<Registry>/<namespace>.
 	Registry string
+	// HostIP is the host's address on the cluster's bridge, where pods
+	// reach services of the host (kube-apiserver and the registry listen
+	// there): a test backend serving pods listens on it.
+	HostIP string
 	// SchedulerLog is kube-scheduler's output.
 	SchedulerLog string
 	// NodeBinDir holds kubelet, containerd and the other node binaries.
@@ -93,10 +104,6 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 		}
 	}()
 	var err error
-	log("building the node components if needed (cold: about 3 min once the control plane is built)...")
-	if c.NodeBinDir, err = buildNode(ctx, log); err != nil {
-		return nil, err
-	}
 	if c.dir, err = os.MkdirTemp("", "kubeprov-cluster-"); err != nil {
 		return nil, err
 	}
@@ -104,12 +111,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	if c.net, err = newNetwork(ctx); err != nil {
 		return nil, err
 	}
+	c.HostIP = c.net.hostIP()
 	kubeletClient, err := writeKubeletClientCerts(c.dir)
 	if err != nil {
 		return nil, err
 	}
 	c.ControlPlane, err = framework.Start(ctx, framework.Options{
 		Log:              log,
+		AuditLog:         opts.AuditLog,
 		APIServerAddress: c.net.hostIP(),
 		APIServerPort:    apiServerPort,
 		APIServerArgs: map[string][]string{
@@ -126,6 +135,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 		ControllerManagerArgs: []string{"--controllers=*"},
 	})
 	if err != nil {
+		return nil, err
+	}
+	// After the control plane's build (framework.Start), whose compiled
+	// packages the node build reuses. Both stream their progress.
+	log("building kubelet, kube-scheduler, containerd and the CNI plugins if needed (cold: about 3 min; warm: a second)...")
+	if c.NodeBinDir, err = buildNode(ctx, log); err != nil {
 		return nil, err
 	}
 	if err := c.grantKubeletAccess(ctx); err != nil {
@@ -169,7 +184,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	return c, nil
 }
 
-// buildNode runs hack/node.sh and returns its binary directory.
+// buildNode runs hack/node.sh, streaming its progress to log, and returns
+// its binary directory.
 func buildNode(ctx context.Context, log func(string, ...any)) (string, error) {
 	root, err := framework.RepoRoot()
 	if err != nil {
@@ -180,12 +196,9 @@ func buildNode(ctx context.Context, log func(string, ...any)) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s --print-dir: %w", script, err)
 	}
-	cmd := exec.CommandContext(ctx, "bash", script)
-	output, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("building the node components: %w\n%s", err, output)
+	if err := framework.RunStreaming(ctx, root, log, "bash", script); err != nil {
+		return "", fmt.Errorf("building the node components with %s: %w", script, err)
 	}
-	log("%s", strings.TrimSpace(string(output)))
 	return strings.TrimSpace(string(out)), nil
 }
 

@@ -28,9 +28,9 @@ import (
 const DefaultStartTimeout = 40 * time.Minute
 
 // RunMain is for TestMain: it starts a cluster, hands it to set, runs the
-// tests and stops the cluster, also on SIGINT/SIGTERM. If the cluster cannot
-// start, the package fails under CI=true and is skipped elsewhere
-// (framework.MainUnavailable). It returns the exit code.
+// tests, then opts.AfterTests, and stops the cluster, also on SIGINT/SIGTERM.
+// If the cluster cannot start, the package fails under CI=true and is
+// skipped elsewhere (framework.MainUnavailable). It returns the exit code.
 func RunMain(m *testing.M, opts Options, set func(*Cluster)) int {
 	if opts.Log == nil {
 		opts.Log = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "cluster: "+format+"\n", args...) }
@@ -54,6 +54,14 @@ func RunMain(m *testing.M, opts Options, set func(*Cluster)) int {
 	}()
 	set(c)
 	code := m.Run()
+	if opts.AfterTests != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
+		if err := opts.AfterTests(ctx, c); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+			code = max(code, 1)
+		}
+		cancel()
+	}
 	signal.Stop(signals)
 	if err := c.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: stopping the cluster: %v\n", err)

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -106,12 +107,20 @@ func install(t *testing.T, dir string, images ...ImageOverride) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	installObjects(t, dir, objs)
+}
+
+// installObjects applies objs, rendered from the kustomization at dir, and
+// uninstalls them when the test ends.
+func installObjects(t *testing.T, dir string, objs []*unstructured.Unstructured) {
+	t.Helper()
 	mc := newManifestsClient(t)
 	if err := Apply(t.Context(), mc, objs); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
+		// Remove waits for the workloads' pods to stop.
+		ctx, cancel := context.WithTimeout(context.Background(), removeTimeout+framework.DefaultCleanupTimeout)
 		defer cancel()
 		if err := Remove(ctx, mc, objs); err != nil {
 			t.Errorf("uninstalling %s: %v", dir, err)

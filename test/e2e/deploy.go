@@ -16,9 +16,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeprov/external-storage/test/cluster"
 	"github.com/kubeprov/external-storage/test/framework"
@@ -95,12 +99,49 @@ func Apply(ctx context.Context, mc *manifests.Client, objs []*unstructured.Unstr
 	return nil
 }
 
-// Remove deletes objs in reverse order.
+// Remove deletes objs in reverse order, as kubectl delete does, except
+// that it waits until each workload's pods are gone (foreground deletion)
+// before it deletes anything else: a provisioner's last requests, those of
+// its graceful stop, are made with its RBAC still in place.
 func Remove(ctx context.Context, mc *manifests.Client, objs []*unstructured.Unstructured) error {
 	for _, obj := range slices.Backward(objs) {
-		if err := mc.Delete(ctx, obj); err != nil {
+		var err error
+		if slices.Contains(workloadKinds, obj.GetKind()) {
+			err = deleteAndWait(ctx, mc, obj)
+		} else {
+			err = mc.Delete(ctx, obj)
+		}
+		if err != nil {
 			return fmt.Errorf("deleting %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 		}
 	}
 	return nil
 }
+
+// workloadKinds are the kinds whose pods Remove waits for.
+var workloadKinds = []string{"Deployment", "DaemonSet", "StatefulSet", "ReplicaSet", "Job", "Pod"}
+
+// deleteAndWait deletes obj with foreground propagation and waits until it
+// is gone: the garbage collector removes it only after its dependents, so a
+// workload is gone once its pods have stopped.
+func deleteAndWait(ctx context.Context, mc *manifests.Client, obj *unstructured.Unstructured) error {
+	r, err := mc.Resource(obj)
+	if err != nil {
+		return err
+	}
+	err = r.Delete(ctx, obj.GetName(), metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, removeTimeout, true, func(ctx context.Context) (bool, error) {
+		_, err := r.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// removeTimeout bounds the wait for a workload's pods: their grace period
+// (30 s by default) and a little more.
+const removeTimeout = 2 * time.Minute

@@ -13,6 +13,11 @@ import (
 // c is the cluster every test of the package shares.
 var c *cluster.Cluster
 
+// TestMain runs the suite on a two-node cluster with an audit log. After
+// the tests, whatever they installed, the suite fails if the API server
+// refused any request of a provisioner's ServiceAccount
+// (CheckProvisionersNeverForbidden): every case is checked without asking.
 func TestMain(m *testing.M) {
-	os.Exit(cluster.RunMain(m, cluster.Options{Nodes: 2}, func(started *cluster.Cluster) { c = started }))
+	os.Exit(cluster.RunMain(m, cluster.Options{Nodes: 2, AuditLog: true, AfterTests: CheckProvisionersNeverForbidden},
+		func(started *cluster.Cluster) { c = started }))
 }

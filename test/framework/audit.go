@@ -97,6 +97,12 @@ func (cp *ControlPlane) configureAudit() error {
 // its own and waits until the log shows it, so that every request that
 // finished before the call is counted.
 func (cp *ControlPlane) AuditEvents(ctx context.Context, user string) ([]AuditEvent, error) {
+	return cp.AuditEventsOf(ctx, func(username string) bool { return username == user })
+}
+
+// AuditEventsOf is AuditEvents for every user that match accepts (called
+// with AuditEvent.Username).
+func (cp *ControlPlane) AuditEventsOf(ctx context.Context, match func(username string) bool) ([]AuditEvent, error) {
 	if cp.AuditLog == "" {
 		return nil, errors.New("the control plane has no audit log: start it with Options.AuditLog")
 	}
@@ -108,7 +114,7 @@ func (cp *ControlPlane) AuditEvents(ctx context.Context, user string) ([]AuditEv
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, DefaultProcessTimeout, true, func(context.Context) (bool, error) {
 		var seen bool
 		var err error
-		events, seen, err = readAudit(cp.AuditLog, user, marker)
+		events, seen, err = readAudit(cp.AuditLog, match, marker)
 		return seen, err
 	})
 	if err != nil {
@@ -117,9 +123,19 @@ func (cp *ControlPlane) AuditEvents(ctx context.Context, user string) ([]AuditEv
 	return events, nil
 }
 
-// readAudit reads the audit log: the requests of user, and whether a request
-// for marker is there yet.
-func readAudit(path, user, marker string) (events []AuditEvent, seen bool, err error) {
+// Forbidden are the requests the API server refused (403) to the users
+// match accepts, from the audit log (see AuditEventsOf).
+func (cp *ControlPlane) Forbidden(ctx context.Context, match func(username string) bool) ([]AuditEvent, error) {
+	events, err := cp.AuditEventsOf(ctx, match)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(events, func(e AuditEvent) bool { return e.Code() != http.StatusForbidden }), nil
+}
+
+// readAudit reads the audit log: the requests of the users match accepts,
+// and whether a request for marker is there yet.
+func readAudit(path string, match func(string) bool, marker string) (events []AuditEvent, seen bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, false, err
@@ -136,7 +152,7 @@ func readAudit(path, user, marker string) (events []AuditEvent, seen bool, err e
 		if strings.HasSuffix(e.RequestURI, "/"+marker) {
 			seen = true
 		}
-		if e.Username() == user {
+		if match(e.Username()) {
 			events = append(events, e)
 		}
 	}
@@ -149,14 +165,12 @@ func readAudit(path, user, marker string) (events []AuditEvent, seen bool, err e
 // requests (a graceful stop's) are counted.
 func (cp *ControlPlane) ExpectNoForbidden(t testing.TB, user string) {
 	t.Helper()
-	events, err := cp.AuditEvents(t.Context(), user)
+	refused, err := cp.Forbidden(t.Context(), func(username string) bool { return username == user })
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range events {
-		if e.Code() == http.StatusForbidden {
-			t.Errorf("the API server refused %s: %s", user, e)
-		}
+	for _, e := range refused {
+		t.Errorf("the API server refused %s: %s", user, e)
 	}
 }
 

@@ -128,8 +128,14 @@ func LockFile(ctx context.Context, dir, name string) (unlock func(), err error) 
 	}
 }
 
-// runStreaming runs a command in dir and hands each line of its combined output to
-// log. On failure the error carries the last lines of output.
+// RunStreaming runs a command (such as a build script) in dir and hands each
+// line of its combined output to log as it comes, so that a long build shows
+// progress. On failure the error carries the last lines of output. Canceling
+// ctx stops the command's whole process group.
+func RunStreaming(ctx context.Context, dir string, log func(string, ...any), name string, args ...string) error {
+	return runStreaming(ctx, dir, log, name, args...)
+}
+
 func runStreaming(ctx context.Context, dir string, log func(string, ...any), name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir

@@ -63,7 +63,7 @@ type Options struct {
 	// value of the same flag (e.g. "authorization-mode": {"Node,RBAC"}), and
 	// a nil value removes envtest's flag.
 	APIServerArgs map[string][]string
-	// Log, if non-nil, receives progress lines ("building control plane...",
+	// Log, if non-nil, receives progress lines ("building etcd, kube-apiserver...",
 	// "apiserver ready at ...").
 	Log func(format string, args ...any)
 }
@@ -118,7 +118,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 		log = func(string, ...any) {}
 	}
 
-	log("building control plane (a cold build takes 10-15 min, a warm one about a second)...")
+	log("building etcd, kube-apiserver and kube-controller-manager if needed (cold: 10-15 min on 2 cores; warm: a second)...")
 	binDir, err := EnsureBinaries(ctx, log)
 	if err != nil {
 		return nil, err

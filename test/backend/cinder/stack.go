@@ -4,7 +4,8 @@
 // Package cinder runs cinder-provisioner against a real Cinder as a
 // backend.Backend, and holds the Cinder stack it shares with the cinder
 // integration tests: Debian's cinder-api, cinder-scheduler and
-// cinder-volume, sqlite and RabbitMQ on 127.0.0.1, with the test volume
+// cinder-volume, sqlite and RabbitMQ on 127.0.0.1 (cinder-api and tgtd on
+// StackOptions.ListenAddress), with the test volume
 // driver kept in test/testdata/cinder (installed by hack/deps/cinder.sh).
 package cinder
 
@@ -47,6 +48,9 @@ const (
 	apiStartTimeout = 2 * time.Minute
 )
 
+// DefaultListenAddress is StackOptions.ListenAddress's default.
+const DefaultListenAddress = "127.0.0.1"
+
 // VolumeTypes are the types the test driver serves (see its docstring).
 var VolumeTypes = []string{"iscsi", "rbd", "fibre_channel", "nvme", "broken"}
 
@@ -55,6 +59,10 @@ type StackOptions struct {
 	// ISCSITarget runs a tgtd of the stack's own, where tgt is installed,
 	// on which the driver exports iscsi volumes as real LUNs.
 	ISCSITarget bool
+	// ListenAddress is where cinder-api and tgtd listen (default
+	// DefaultListenAddress): the host's address on a cluster's bridge
+	// serves pods and nodes too. RabbitMQ stays on 127.0.0.1.
+	ListenAddress string
 	// Log reports progress; nil is quiet.
 	Log func(format string, args ...any)
 }
@@ -135,6 +143,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, retErr error)
 	if err != nil {
 		return nil, err
 	}
+	listen := cmp.Or(opts.ListenAddress, DefaultListenAddress)
 	s := &Stack{dir: dir, log: opts.Log, starts: map[string]int{}}
 	if s.log == nil {
 		s.log = func(string, ...any) {}
@@ -158,7 +167,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, retErr error)
 	// tgtd's management "port" names its unix socket and must be below
 	// 32768; one derived from a free TCP port keeps stacks apart.
 	tgtControl := tgtPort%32000 + 1
-	s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d/v3", apiPort)
+	s.Endpoint = fmt.Sprintf("http://%s/v3", net.JoinHostPort(listen, strconv.Itoa(apiPort)))
 	if s.client, err = s.Client(); err != nil {
 		return nil, err
 	}
@@ -166,7 +175,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, retErr error)
 	if err := s.startRabbit(ctx, epmdPort, amqpPort, distPort); err != nil {
 		return nil, err
 	}
-	conf, err := s.writeCinderConf(amqpPort, apiPort)
+	conf, err := s.writeCinderConf(listen, amqpPort, apiPort)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +196,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, retErr error)
 
 	env := []string{"PYTHONPATH=" + driverDir}
 	if opts.ISCSITarget && tgtInstalled() {
-		if err := s.startTgt(ctx, tgtPort, tgtControl); err != nil {
+		if err := s.startTgt(ctx, listen, tgtPort, tgtControl); err != nil {
 			return nil, err
 		}
 		env = append(env, "KUBEPROV_TGT_PORTAL="+s.TGTPortal, "KUBEPROV_TGT_CONTROL_PORT="+strconv.Itoa(tgtControl),
@@ -307,13 +316,13 @@ func tgtInstalled() bool {
 	return true
 }
 
-// startTgt starts a userspace iSCSI target on 127.0.0.1 with a management
+// startTgt starts a userspace iSCSI target on address with a management
 // port of its own, so that it never meets another tgtd on the machine.
-func (s *Stack) startTgt(ctx context.Context, port, control int) error {
+func (s *Stack) startTgt(ctx context.Context, address string, port, control int) error {
 	if err := os.MkdirAll(filepath.Join(s.dir, "luns"), 0o755); err != nil {
 		return err
 	}
-	s.TGTPortal = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	s.TGTPortal = net.JoinHostPort(address, strconv.Itoa(port))
 	removeSockets := func() {
 		sock := fmt.Sprintf("/var/run/tgtd/socket.%d", control)
 		_ = os.Remove(sock)
@@ -338,7 +347,7 @@ func (s *Stack) startTgt(ctx context.Context, port, control int) error {
 	return nil
 }
 
-func (s *Stack) writeCinderConf(amqpPort, apiPort int) (string, error) {
+func (s *Stack) writeCinderConf(listen string, amqpPort, apiPort int) (string, error) {
 	for _, d := range []string{"state", "lock"} {
 		if err := os.MkdirAll(filepath.Join(s.dir, d), 0o755); err != nil {
 			return "", err
@@ -347,7 +356,7 @@ func (s *Stack) writeCinderConf(amqpPort, apiPort int) (string, error) {
 	conf := fmt.Sprintf(`[DEFAULT]
 auth_strategy = noauth_include_project_id
 transport_url = rabbit://guest:guest@127.0.0.1:%d/
-osapi_volume_listen = 127.0.0.1
+osapi_volume_listen = %s
 osapi_volume_listen_port = %d
 osapi_volume_workers = 1
 api_paste_config = /etc/cinder/api-paste.ini
@@ -373,7 +382,7 @@ rabbit_retry_backoff = 1
 [%s]
 volume_driver = kubeprov_test_driver.KubeprovTestDriver
 volume_backend_name = %s
-`, amqpPort, apiPort, filepath.Join(s.dir, "state"), backendName, filepath.Join(s.dir, "cinder.sqlite"),
+`, amqpPort, listen, apiPort, filepath.Join(s.dir, "state"), backendName, filepath.Join(s.dir, "cinder.sqlite"),
 		filepath.Join(s.dir, "lock"), backendName, backendName)
 	path := filepath.Join(s.dir, "cinder.conf")
 	return path, os.WriteFile(path, []byte(conf), 0o644)

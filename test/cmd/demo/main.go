@@ -93,7 +93,7 @@ func (d *demo) say(format string, args ...any) {
 func (d *demo) run(ctx context.Context) (err error) {
 	d.say("Starting a cluster with one real node: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,")
 	d.say("  and a kubelet with containerd, runc and the CNI bridge in namespaces of their own (needs root).")
-	d.say("  The first run builds them from source: about 15 min for the control plane, 3 more for the node.")
+	d.say("  The first run builds them from source (about 15 min for the control plane, 3 more for the node); then seconds.")
 	c, err := cluster.Start(ctx, cluster.Options{Nodes: 1, Log: func(format string, args ...any) { d.say("  "+format, args...) }})
 	if err != nil {
 		return fmt.Errorf("%w: %w", errControlPlane, err)

@@ -5,12 +5,24 @@ package main
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/kubeprov/external-storage/test/framework"
 )
+
+// TestMain does what main does before the demo runs: without a logger,
+// controller-runtime prints a stack trace when envtest first logs after a
+// cold build.
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
 
 // TestDemo runs `make demo` as a newcomer would and checks that it told the
 // whole story.
