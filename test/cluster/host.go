@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,6 +62,14 @@ func newNetwork(ctx context.Context) (*network, error) {
 		if err := n.setUp(ctx); err != nil {
 			return nil, errors.Join(err, n.remove(ctx))
 		}
+		// A dead run's kube-apiserver (its test binary panicked, so nothing
+		// stopped it) may still hold this address's port: take another index.
+		if l, err := net.Listen("tcp", net.JoinHostPort(n.hostIP(), strconv.Itoa(apiServerPort))); err != nil {
+			lastErr = errors.Join(fmt.Errorf("%s: a process of an earlier run still listens there: %w", n.bridge, err), n.remove(ctx))
+			continue
+		} else {
+			_ = l.Close()
+		}
 		return n, nil
 	}
 	return nil, fmt.Errorf("no free cluster bridge kpbr1..kpbr%d: %w", maxClusters, lastErr)
@@ -76,6 +85,25 @@ func (n *network) removeIfOrphaned(ctx context.Context) {
 	pid, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(string(alias)), ownerAlias))
 	if err != nil || syscall.Kill(pid, 0) == nil {
 		return // not ours, or its cluster still runs
+	}
+	// Its nodes' processes (containerd, kubelet, pods) are in cgroups named
+	// after the bridge: end them, or they run on with the veths they hold.
+	if mounts, err := cgroupMounts(); err == nil {
+		nodes := map[string]bool{}
+		for _, m := range mounts {
+			found, _ := filepath.Glob(filepath.Join(m, "kubeprov-"+n.bridge+"-*"))
+			for _, dir := range found {
+				nodes[filepath.Base(dir)] = true
+			}
+		}
+		for name := range nodes {
+			if cg, err := newCgroups(name); err == nil {
+				kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_ = cg.killAll(kctx)
+				cancel()
+				_ = cg.remove()
+			}
+		}
 	}
 	_ = n.remove(ctx)
 }

@@ -175,7 +175,9 @@ func StartProcess(ctx context.Context, opts ProcessOptions) (*Process, error) {
 		p.cmd.Env = append(os.Environ(), opts.Env...)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: opts.ProcessGroup, Credential: opts.Credential}
+	// If the test binary dies (a panic, go test's timeout), its children go
+	// with it instead of running on and holding ports and storage.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: opts.ProcessGroup, Credential: opts.Credential, Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
