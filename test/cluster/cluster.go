@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +47,12 @@ type Options struct {
 	Nodes int
 	// Log receives progress lines.
 	Log func(format string, args ...any)
+	// SharedDirs are absolute node paths that every node mounts from one
+	// directory of the cluster, as nodes mount a network share: what a pod
+	// writes there on one node, pods on every node see. Their top-level
+	// directory (/srv for /srv/flex-volumes) must exist on this host; the
+	// host's stays unchanged (see holderScript).
+	SharedDirs []string
 }
 
 // Cluster is a running control plane with real nodes.
@@ -141,6 +148,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	if err := c.registry.pushBaseImages(ctx); err != nil {
 		return nil, err
 	}
+	shared, err := c.makeSharedDirs(opts.SharedDirs)
+	if err != nil {
+		return nil, err
+	}
 	started := time.Now()
 	for i := range max(opts.Nodes, 1) {
 		name := nodeName(i)
@@ -151,7 +162,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 		node, err := startNode(ctx, nodeConfig{
 			index: i, binDir: c.NodeBinDir, net: c.net, registry: c.registry,
 			kubeconfig: kubeconfig, clientCA: kubeletClient.CAFile,
-			clusterName: c.net.bridge,
+			clusterName: c.net.bridge, shared: shared,
 		}, filepath.Join(c.dir, name))
 		if node != nil && node.cg != nil {
 			c.Nodes = append(c.Nodes, node) // so that Stop cleans up after a failed start
@@ -167,6 +178,27 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	}
 	log("%d node(s) Ready in %s (logs in %s)", len(c.Nodes), time.Since(started).Round(time.Millisecond), c.dir)
 	return c, nil
+}
+
+// makeSharedDirs makes a directory in the cluster's for each of the node
+// paths and returns them by node path.
+func (c *Cluster) makeSharedDirs(nodePaths []string) (map[string]string, error) {
+	shared := map[string]string{}
+	for i, p := range nodePaths {
+		top, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || top == "" || top == p[1:] {
+			return nil, fmt.Errorf("shared directory %q: want a clean absolute path below a top-level directory", p)
+		}
+		if fi, err := os.Stat("/" + top); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("shared directory %q: its top-level directory /%s must exist on this host (nodes overlay it): %v", p, top, err)
+		}
+		dir := filepath.Join(c.dir, "shared", strconv.Itoa(i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		shared[p] = dir
+	}
+	return shared, nil
 }
 
 // buildNode runs hack/node.sh and returns its binary directory.
@@ -233,6 +265,16 @@ func (c *Cluster) waitNodeReady(ctx context.Context, n *Node) error {
 	})
 	if err != nil {
 		return fmt.Errorf("node %s is not Ready: %w\nkubelet log tail (%s):\n%s", n.Name, err, n.KubeletLog, framework.LogTail(n.KubeletLog, 20))
+	}
+	return nil
+}
+
+// Node is the node of that name, or nil.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
 	}
 	return nil
 }

@@ -14,5 +14,5 @@ import (
 var c *cluster.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(cluster.RunMain(m, cluster.Options{Nodes: 2}, func(started *cluster.Cluster) { c = started }))
+	os.Exit(cluster.RunMain(m, cluster.Options{Nodes: 2, SharedDirs: []string{flexShare}}, func(started *cluster.Cluster) { c = started }))
 }
