@@ -44,7 +44,7 @@ const (
 )
 
 // busyboxApplets are the commands the busybox image links to /bin/busybox.
-var busyboxApplets = []string{"sh", "cat", "date", "echo", "ls", "sleep", "touch", "id", "test", "mkdir", "rm"}
+var busyboxApplets = []string{"sh", "cat", "date", "echo", "ls", "sleep", "touch", "id", "test", "mkdir", "rm", "chmod"}
 
 // localRegistry is an OCI registry in memory. It listens on 127.0.0.1 (for
 // pushes from this machine, which go-containerregistry and make push do over
