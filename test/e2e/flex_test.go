@@ -57,12 +57,7 @@ func TestFlexContainerLauncherExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The Dockerfile's RUN installs jq on Debian; this host's jq stands in.
-	driverRef, err := c.PushDockerfileImage(ctx, filepath.Join(root, "flex/examples/image/Dockerfile"), filepath.Join(root, "flex/examples"), "flex-hostdir:e2e", "jq")
+	driverRef, err := pushFlexExampleImage(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +138,119 @@ func TestFlexContainerLauncherExample(t *testing.T) {
 	expectNoPods(t, ctx, flexDriverNS)
 }
 
+// TestFlexContainerLauncherFailures: what only real nodes show about the
+// container launcher's pods, each as the claim's ProvisioningFailed event:
+// a driver's Failure answer read from a real container's termination
+// message; the default (restricted) securityContext enforced by the kubelet
+// on an image that runs as root; an image that cannot be pulled. The pods
+// run in the provisioner's namespace, which enforces restricted.
+func TestFlexContainerLauncherFailures(t *testing.T) {
+	ctx := framework.TestContext(t, 10*time.Minute)
+	ref, err := PushImage(ctx, c, "flex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := pushFlexExampleImage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install(t, "flex/deploy", ImageOverride{flexImage, ref})
+	if err := c.WaitDeploymentAvailable(ctx, flexNS, flexDeployment); err != nil {
+		t.Fatal(err)
+	}
+	ns := c.CreateTestNamespace(t, "flex-failures")
+	for _, tc := range []struct {
+		name   string
+		config map[string]string
+		params map[string]string
+		want   []string
+	}{{
+		name: "driver-failure",
+		config: map[string]string{flex.ConfigImage: example,
+			flex.ConfigSecurityContext: `{"runAsUser": 65532, "runAsNonRoot": true, "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}`},
+		params: map[string]string{"root": "relative"},
+		want:   []string{"failed with exit code 1: Failure: parameter root must be an absolute path, got 'relative'"},
+	}, {
+		// The example image has no USER: it runs as root.
+		name:   "root-image-restricted",
+		config: map[string]string{flex.ConfigImage: example, flex.ConfigActiveDeadline: "5"},
+		want:   []string{"did not start within its deadline of 5s", "runAsNonRoot"},
+	}, {
+		name:   "image-not-pullable",
+		config: map[string]string{flex.ConfigImage: c.Image("flex-missing:e2e"), flex.ConfigActiveDeadline: "5"},
+		want:   []string{"did not start within its deadline of 5s", "flex-missing:e2e"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := framework.TestContext(t, 5*time.Minute)
+			name := "flex-e2e-" + tc.name
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: flexNS, Name: name}, Data: tc.config}
+			if _, err := c.Client.CoreV1().ConfigMaps(flexNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = c.Client.CoreV1().ConfigMaps(flexNS).Delete(context.Background(), name, metav1.DeleteOptions{})
+			})
+			params := map[string]string{flex.ParamProvisionerConfig: name}
+			for k, v := range tc.params {
+				params[k] = v
+			}
+			c.CreateTestStorageClass(t, framework.NewStorageClass(name, "kubeprov.io/flex", params))
+			pvc, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, framework.NewPVC(ns, tc.name, name, "1Gi"), metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := waitForClaimEvent(t, ctx, pvc, "ProvisioningFailed", tc.want...)
+			t.Logf("event: %s", msg)
+			if err := c.Client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, pvc.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			expectNoPods(t, ctx, flexNS)
+		})
+	}
+}
+
+// pushFlexExampleImage builds flex/examples/image/Dockerfile and pushes it;
+// it returns the reference. The Dockerfile's RUN installs jq on Debian:
+// this host's jq stands in.
+func pushFlexExampleImage(ctx context.Context) (string, error) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return c.PushDockerfileImage(ctx, filepath.Join(root, "flex/examples/image/Dockerfile"), filepath.Join(root, "flex/examples"), "flex-hostdir:e2e", "jq")
+}
+
+// waitForClaimEvent waits for an event with reason about the claim whose
+// message contains every one of want, and returns its message.
+func waitForClaimEvent(t *testing.T, ctx context.Context, pvc *corev1.PersistentVolumeClaim, reason string, want ...string) string {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		events, err := framework.ListEvents(ctx, c.Client, pvc)
+		if err != nil {
+			return false, nil
+		}
+		for _, ev := range events {
+			if ev.Reason != reason {
+				continue
+			}
+			last = ev.Message
+			found := true
+			for _, w := range want {
+				found = found && strings.Contains(ev.Message, w)
+			}
+			if found {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no %s event about claim %s/%s containing %q; last one: %q", reason, pvc.Namespace, pvc.Name, want, last)
+	}
+	return last
+}
+
 // namespaceEvents lists the events in ns, for error messages: those of
 // the driver pods, which are gone by then.
 func namespaceEvents(ns string) string {
@@ -198,13 +306,14 @@ func podRanOn(t *testing.T, ctx context.Context, ns, name string) string {
 	return node
 }
 
-// expectNoPods waits until ns has no pods left: the provisioner deletes
-// each of its pods once it has read the answer.
+// expectNoPods waits until ns has no flex driver pods left: the
+// provisioner deletes each once it has read the answer.
 func expectNoPods(t *testing.T, ctx context.Context, ns string) {
 	t.Helper()
 	var left []string
+	sel := flex.LabelManagedBy + "=" + flex.ManagedBy
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			return false, nil
 		}
