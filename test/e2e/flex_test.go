@@ -45,14 +45,15 @@ const (
 // make push of flex-provisioner, flex/deploy with its image, and
 // flex/deploy/example, whose ConfigMap names the example image built from
 // flex/examples/image/Dockerfile (the hostdir driver behind the entrypoint).
-// The provisioning pod runs on a node of the share; a non-root pod writes
-// into the claim, and its file is in the volume's directory on the node;
-// deleting pod and claim runs the delete pod, and the PV and the directory go.
+// Every node mounts the share, one is labelled for it: the provisioning
+// and delete pods run there (the ConfigMap's node-selector). A non-root pod
+// writes into the claim, and its file is in the volume's directory on the
+// node it ran on; deleting pod and claim runs the delete pod, and the PV and
+// the directory go.
 func TestFlexContainerLauncherExample(t *testing.T) {
 	ctx := framework.TestContext(t, 10*time.Minute)
-	for _, n := range c.Nodes {
-		labelNode(t, n.Name, flexShareLabel, "true")
-	}
+	shareNode := c.Nodes[len(c.Nodes)-1].Name
+	labelNode(t, shareNode, flexShareLabel, "true")
 	ref, err := PushImage(ctx, c, "flex")
 	if err != nil {
 		t.Fatal(err)
@@ -92,8 +93,9 @@ func TestFlexContainerLauncherExample(t *testing.T) {
 	if pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != dir {
 		t.Fatalf("PV %s has source %+v, want the hostPath %s the example driver makes", pv.Name, pv.Spec.PersistentVolumeSource, dir)
 	}
-	provisionNode := podRanOn(t, ctx, flexDriverNS, flex.PodName(flex.ActionProvision, pv.Name))
-	t.Logf("claim %s bound to %s, provisioned by a pod on %s", flexExampleClaim, pv.Name, provisionNode)
+	if on := podRanOn(t, ctx, flexDriverNS, flex.PodName(flex.ActionProvision, pv.Name)); on != shareNode {
+		t.Errorf("the provisioning pod ran on %s, want %s, the node labelled %s", on, shareNode, flexShareLabel)
+	}
 
 	writer := consumerPod(flexExampleClaim+"-writer", flexExampleClaim, c.Image(cluster.BusyboxImage))
 	if err := c.RunPod(ctx, exampleNS, writer); err != nil {
@@ -111,6 +113,7 @@ func TestFlexContainerLauncherExample(t *testing.T) {
 	if node == nil {
 		t.Fatalf("the writer ran on %q, not a node of the cluster", ran.Spec.NodeName)
 	}
+	t.Logf("claim %s bound to %s, written by a pod on %s", flexExampleClaim, pv.Name, node.Name)
 	onNode, err := node.Exec(ctx, "cat", path.Join(dir, "SUCCESS"))
 	if err != nil {
 		t.Fatalf("the pod's file is not in the volume's directory on %s: %v", node.Name, err)
@@ -128,8 +131,9 @@ func TestFlexContainerLauncherExample(t *testing.T) {
 	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
 		t.Fatal(err)
 	}
-	deleteNode := podRanOn(t, ctx, flexDriverNS, flex.PodName(flex.ActionDelete, pv.Name))
-	t.Logf("PV %s deleted by a pod on %s", pv.Name, deleteNode)
+	if on := podRanOn(t, ctx, flexDriverNS, flex.PodName(flex.ActionDelete, pv.Name)); on != shareNode {
+		t.Errorf("the delete pod ran on %s, want %s, the node labelled %s", on, shareNode, flexShareLabel)
+	}
 	for _, n := range c.Nodes {
 		if out, err := n.Exec(ctx, "ls", "-A", flexShare); err != nil || strings.Contains(string(out), pv.Name) {
 			t.Errorf("after PV %s was deleted, %s on %s holds %q (%v)", pv.Name, flexShare, n.Name, out, err)
