@@ -189,8 +189,10 @@ func (c *Cluster) makeSharedDirs(nodePaths []string) (map[string]string, error) 
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p || top == "" || top == p[1:] {
 			return nil, fmt.Errorf("shared directory %q: want a clean absolute path below a top-level directory", p)
 		}
-		if fi, err := os.Stat("/" + top); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("shared directory %q: its top-level directory /%s must exist on this host (nodes overlay it): %v", p, top, err)
+		if fi, err := os.Stat("/" + top); err != nil {
+			return nil, fmt.Errorf("shared directory %q: its top-level directory must exist on this host (nodes overlay it): %w", p, err)
+		} else if !fi.IsDir() {
+			return nil, fmt.Errorf("shared directory %q: /%s is not a directory", p, top)
 		}
 		dir := filepath.Join(c.dir, "shared", strconv.Itoa(i))
 		if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -45,7 +45,7 @@ const (
 // make push of flex-provisioner, flex/deploy with its image, and
 // flex/deploy/example, whose ConfigMap names the example image built from
 // flex/examples/image/Dockerfile (the hostdir driver behind the entrypoint).
-// Every node mounts the share, one is labelled for it: the provisioning
+// Every node mounts the share, one is labeled for it: the provisioning
 // and delete pods run there (the ConfigMap's node-selector). A non-root pod
 // writes into the claim, and its file is in the volume's directory on the
 // node it ran on; deleting pod and claim runs the delete pod, and the PV and
@@ -94,7 +94,7 @@ func TestFlexContainerLauncherExample(t *testing.T) {
 		t.Fatalf("PV %s has source %+v, want the hostPath %s the example driver makes", pv.Name, pv.Spec.PersistentVolumeSource, dir)
 	}
 	if on := podRanOn(t, ctx, flexDriverNS, flex.PodName(flex.ActionProvision, pv.Name)); on != shareNode {
-		t.Errorf("the provisioning pod ran on %s, want %s, the node labelled %s", on, shareNode, flexShareLabel)
+		t.Errorf("the provisioning pod ran on %s, want %s, the node labeled %s", on, shareNode, flexShareLabel)
 	}
 
 	writer := consumerPod(flexExampleClaim+"-writer", flexExampleClaim, c.Image(cluster.BusyboxImage))
@@ -132,7 +132,7 @@ func TestFlexContainerLauncherExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	if on := podRanOn(t, ctx, flexDriverNS, flex.PodName(flex.ActionDelete, pv.Name)); on != shareNode {
-		t.Errorf("the delete pod ran on %s, want %s, the node labelled %s", on, shareNode, flexShareLabel)
+		t.Errorf("the delete pod ran on %s, want %s, the node labeled %s", on, shareNode, flexShareLabel)
 	}
 	for _, n := range c.Nodes {
 		if out, err := n.Exec(ctx, "ls", "-A", flexShare); err != nil || strings.Contains(string(out), pv.Name) {
