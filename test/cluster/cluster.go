@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +47,7 @@ type Options struct {
 	Nodes int
 	// Log receives progress lines.
 	Log func(format string, args ...any)
+<<<<<<< HEAD
 	// AuditLog makes kube-apiserver write an audit log (framework
 	// Options.AuditLog), for AuditEvents, Forbidden and ExpectNoForbidden.
 	AuditLog bool
@@ -53,6 +55,14 @@ type Options struct {
 	// before the cluster stops: an error fails the package. For checks of
 	// the whole suite, such as the audit log's.
 	AfterTests func(ctx context.Context, c *Cluster) error
+=======
+	// SharedDirs are absolute node paths that every node mounts from one
+	// directory of the cluster, as nodes mount a network share: what a pod
+	// writes there on one node, pods on every node see. Their top-level
+	// directory (/srv for /srv/flex-volumes) must exist on this host; the
+	// host's stays unchanged (see holderScript).
+	SharedDirs []string
+>>>>>>> flex-e2e
 }
 
 // Cluster is a running control plane with real nodes.
@@ -156,6 +166,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	if err := c.registry.pushBaseImages(ctx); err != nil {
 		return nil, err
 	}
+	shared, err := c.makeSharedDirs(opts.SharedDirs)
+	if err != nil {
+		return nil, err
+	}
 	started := time.Now()
 	for i := range max(opts.Nodes, 1) {
 		name := nodeName(i)
@@ -166,7 +180,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 		node, err := startNode(ctx, nodeConfig{
 			index: i, binDir: c.NodeBinDir, net: c.net, registry: c.registry,
 			kubeconfig: kubeconfig, clientCA: kubeletClient.CAFile,
-			clusterName: c.net.bridge,
+			clusterName: c.net.bridge, shared: shared,
 		}, filepath.Join(c.dir, name))
 		if node != nil && node.cg != nil {
 			c.Nodes = append(c.Nodes, node) // so that Stop cleans up after a failed start
@@ -184,8 +198,35 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	return c, nil
 }
 
+<<<<<<< HEAD
 // buildNode runs hack/node.sh, streaming its progress to log, and returns
 // its binary directory.
+=======
+// makeSharedDirs makes a directory in the cluster's for each of the node
+// paths and returns them by node path.
+func (c *Cluster) makeSharedDirs(nodePaths []string) (map[string]string, error) {
+	shared := map[string]string{}
+	for i, p := range nodePaths {
+		top, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || top == "" || top == p[1:] {
+			return nil, fmt.Errorf("shared directory %q: want a clean absolute path below a top-level directory", p)
+		}
+		if fi, err := os.Stat("/" + top); err != nil {
+			return nil, fmt.Errorf("shared directory %q: its top-level directory must exist on this host (nodes overlay it): %w", p, err)
+		} else if !fi.IsDir() {
+			return nil, fmt.Errorf("shared directory %q: /%s is not a directory", p, top)
+		}
+		dir := filepath.Join(c.dir, "shared", strconv.Itoa(i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		shared[p] = dir
+	}
+	return shared, nil
+}
+
+// buildNode runs hack/node.sh and returns its binary directory.
+>>>>>>> flex-e2e
 func buildNode(ctx context.Context, log func(string, ...any)) (string, error) {
 	root, err := framework.RepoRoot()
 	if err != nil {
@@ -246,6 +287,16 @@ func (c *Cluster) waitNodeReady(ctx context.Context, n *Node) error {
 	})
 	if err != nil {
 		return fmt.Errorf("node %s is not Ready: %w\nkubelet log tail (%s):\n%s", n.Name, err, n.KubeletLog, framework.LogTail(n.KubeletLog, 20))
+	}
+	return nil
+}
+
+// Node is the node of that name, or nil.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"slices"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -43,7 +44,7 @@ const (
 )
 
 // busyboxApplets are the commands the busybox image links to /bin/busybox.
-var busyboxApplets = []string{"sh", "cat", "date", "echo", "ls", "sleep", "touch", "id", "test"}
+var busyboxApplets = []string{"sh", "cat", "date", "echo", "ls", "sleep", "touch", "id", "test", "mkdir", "rm", "chmod"}
 
 // localRegistry is an OCI registry in memory. It listens on 127.0.0.1 (for
 // pushes from this machine, which go-containerregistry and make push do over
@@ -111,13 +112,39 @@ type imageFile struct {
 // fileImage is a linux/amd64 image of one layer holding files, with an
 // entrypoint and user, like an image built FROM scratch.
 func fileImage(files []imageFile, entrypoint []string, user string) (v1.Image, error) {
+	layer, err := fileLayer(files)
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", "amd64"
+	cfg.Config.Entrypoint = entrypoint
+	cfg.Config.User = user
+	cfg.Config.Env = []string{"PATH=/bin:/usr/bin"}
+	return mutate.ConfigFile(img, cfg)
+}
+
+// fileLayer is a layer holding files, with their parent directories.
+func fileLayer(files []imageFile) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dirs := map[string]bool{}
 	for _, f := range files {
 		// Parent directories first: some runtimes need them in the layer.
+		var parents []string
 		for d := path.Dir(f.path); d != "/" && !dirs[d]; d = path.Dir(d) {
 			dirs[d] = true
+			parents = append(parents, d)
+		}
+		for _, d := range slices.Backward(parents) {
 			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d[1:] + "/", Mode: 0o755}); err != nil {
 				return nil, err
 			}
@@ -136,26 +163,9 @@ func fileImage(files []imageFile, entrypoint []string, user string) (v1.Image, e
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", "amd64"
-	cfg.Config.Entrypoint = entrypoint
-	cfg.Config.User = user
-	cfg.Config.Env = []string{"PATH=/bin:/usr/bin"}
-	return mutate.ConfigFile(img, cfg)
 }
 
 // binaryImage is an image of one static binary of test/cmd, run as user.

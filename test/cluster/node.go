@@ -7,10 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -23,13 +25,29 @@ import (
 // alive. Kubelet and containerd write fixed paths under /var and /run: an
 // overlay over each keeps their writes in the node's directory. Kubelet sets
 // sysctls it wants: files with those values, bound over the /proc/sys
-// entries, take its writes instead of the host.
+// entries, take its writes instead of the host. Each shared directory (the
+// arguments after dir, pairs of a host directory and a node path) is bound
+// at its node path, whose top-level directory is an overlay too, so that
+// making the mount point leaves the host unchanged.
 const holderScript = `set -eu
 dir=$1
+shift
 mount --make-rshared /
-for d in var run; do
+tops="var run"
+i=2
+while [ $i -le $# ]; do
+	top=$(echo "${!i}" | cut -d/ -f2)
+	case " $tops " in *" $top "*) ;; *) tops="$tops $top" ;; esac
+	i=$((i + 2))
+done
+for d in $tops; do
 	mkdir -p "$dir/overlay/$d/upper" "$dir/overlay/$d/work"
 	mount -t overlay overlay -o "lowerdir=/$d,upperdir=$dir/overlay/$d/upper,workdir=$dir/overlay/$d/work" "/$d"
+done
+while [ $# -ge 2 ]; do
+	mkdir -p "$2"
+	mount --bind "$1" "$2"
+	shift 2
 done
 mkdir -p "$dir/sysctl"
 while read -r key value; do
@@ -78,6 +96,8 @@ type nodeConfig struct {
 	kubeconfig  string // the node's own (system:node:<name>)
 	clientCA    string // kubelet's x509 client CA (kube-apiserver's certificate)
 	clusterName string // for unique cgroup names
+	// shared maps node paths to the host directories bound there.
+	shared map[string]string
 }
 
 func nodeName(index int) string { return fmt.Sprintf("node-%d", index+1) }
@@ -103,7 +123,7 @@ func startNode(ctx context.Context, cfg nodeConfig, dir string) (_ *Node, retErr
 	if n.cg, err = newCgroups(cfg.clusterName + "-" + n.Name); err != nil {
 		return n, err
 	}
-	if err := n.startHolder(ctx); err != nil {
+	if err := n.startHolder(ctx, cfg.shared); err != nil {
 		return n, err
 	}
 	if err := cfg.net.attach(ctx, cfg.index, n.holder.Process.Pid); err != nil {
@@ -119,9 +139,13 @@ func startNode(ctx context.Context, cfg nodeConfig, dir string) (_ *Node, retErr
 }
 
 // startHolder starts the process that owns the node's namespaces and waits
-// for its mounts.
-func (n *Node) startHolder(ctx context.Context) error {
-	n.holder = exec.Command("unshare", "--mount", "--net", "--propagation", "private", "--", "bash", "-c", holderScript, "holder", n.Dir)
+// for its mounts (shared: node path -> host directory).
+func (n *Node) startHolder(ctx context.Context, shared map[string]string) error {
+	args := []string{"--mount", "--net", "--propagation", "private", "--", "bash", "-c", holderScript, "holder", n.Dir}
+	for _, nodePath := range slices.Sorted(maps.Keys(shared)) {
+		args = append(args, shared[nodePath], nodePath)
+	}
+	n.holder = exec.Command("unshare", args...)
 	out, err := os.Create(filepath.Join(n.Dir, "holder.log"))
 	if err != nil {
 		return err

@@ -18,6 +18,6 @@ var c *cluster.Cluster
 // refused any request of a provisioner's ServiceAccount
 // (CheckProvisionersNeverForbidden): every case is checked without asking.
 func TestMain(m *testing.M) {
-	os.Exit(cluster.RunMain(m, cluster.Options{Nodes: 2, AuditLog: true, AfterTests: CheckProvisionersNeverForbidden},
+	os.Exit(cluster.RunMain(m, cluster.Options{Nodes: 2, AuditLog: true, AfterTests: CheckProvisionersNeverForbidden, SharedDirs: []string{flexShare}},
 		func(started *cluster.Cluster) { c = started }))
 }

@@ -7,8 +7,14 @@
 // environment, secret and hostPath volumes, service account token and
 // termination message file, enforces activeDeadlineSeconds, and reports the
 // outcome through the pod's status, as a kubelet does. Everything the code
-// under test does with pods goes through the real API server; only container
-// isolation is missing.
+// under test does with pods goes through the real API server.
+//
+// It is a fake, for tests of what code does with pods through the API (which
+// spec it creates, how it reads statuses), not evidence that pods run: there
+// is no container isolation, no securityContext or Pod Security enforcement,
+// no image pull (an unknown image waits as ErrImagePull forever, while a
+// real kubelet fails the pod at its activeDeadlineSeconds). What only a real
+// node shows is tested on real nodes (package cluster, test/e2e).
 //
 // Images are programs: a test maps each image name to the command (and ENV)
 // the image would have. Paths inside the "container" (mount paths, the

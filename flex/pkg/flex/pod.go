@@ -592,9 +592,10 @@ func terminationMessage(pod *corev1.Pod) string {
 	return ""
 }
 
-// failedState: a pod killed at its deadline may have created something.
+// failedState: a pod killed at its deadline may have created something,
+// unless its container never started.
 func failedState(pod *corev1.Pod) controller.ProvisioningState {
-	if pod.Status.Reason == reasonDeadlineExceeded {
+	if pod.Status.Reason == reasonDeadlineExceeded && !neverStarted(pod) {
 		return controller.ProvisioningInBackground
 	}
 	return controller.ProvisioningFinished
@@ -604,6 +605,13 @@ func failedState(pod *corev1.Pod) controller.ProvisioningState {
 // message (the log tail when the container wrote none).
 func podFailure(desc string, pod *corev1.Pod) error {
 	t := terminated(pod)
+	if pod.Status.Reason == reasonDeadlineExceeded && neverStarted(pod) {
+		// The deadline counts from the pod's start on its node, image
+		// pull included: a kubelet fails a pod whose image cannot be
+		// pulled at its deadline, with the container still waiting.
+		return fmt.Errorf("%s did not start within its deadline of %ds (active-deadline-seconds, which includes pulling the image): %s",
+			desc, ptr.Deref(pod.Spec.ActiveDeadlineSeconds, 0), whyNotStarted(pod))
+	}
 	if pod.Status.Reason == reasonDeadlineExceeded {
 		msg := ""
 		if t != nil && strings.TrimSpace(t.Message) != "" {
@@ -627,12 +635,18 @@ func podFailure(desc string, pod *corev1.Pod) error {
 	return fmt.Errorf("%s failed with exit code %d: %s", desc, t.ExitCode, msg)
 }
 
-// neverRan reports whether no container of pod ever started.
+// neverRan reports whether pod is pending and no container of it ever started.
 func neverRan(pod *corev1.Pod) bool {
 	// A pod nobody has reported on yet has no phase: it is pending too.
 	if pod.Status.Phase != corev1.PodPending && pod.Status.Phase != "" {
 		return false
 	}
+	return neverStarted(pod)
+}
+
+// neverStarted reports whether no container of pod ever started, whatever
+// its phase.
+func neverStarted(pod *corev1.Pod) bool {
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
 			return false

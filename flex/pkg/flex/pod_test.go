@@ -163,6 +163,14 @@ func TestPodLauncherOutcomes(t *testing.T) {
 			s.Reason = "DeadlineExceeded"
 			return s
 		}(), state: controller.ProvisioningInBackground, want: "exceeded its deadline of 120s"},
+		// What a real kubelet reports for an image it cannot pull: the pod
+		// fails at its deadline, image pull included, with the container
+		// still waiting. Nothing ran, so nothing is left to wait for.
+		{name: "deadline before the container started", status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded",
+			ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerName, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+				Reason: "ImagePullBackOff", Message: `Back-off pulling image "img": ErrImagePull: not found`}}}}},
+			state: controller.ProvisioningFinished,
+			want:  `did not start within its deadline of 120s (active-deadline-seconds, which includes pulling the image): on node node-1, container is waiting: ImagePullBackOff Back-off pulling image "img"`},
 		{name: "no terminated state", status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on disk"}, state: controller.ProvisioningFinished,
 			want: "failed: Evicted low on disk"},
 		{name: "garbage", status: terminatedStatus(corev1.PodSucceeded, 0, "done!"), state: controller.ProvisioningFinished, want: "invalid JSON", unknown: true},
@@ -171,7 +179,10 @@ func TestPodLauncherOutcomes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}))
-			kubelet(t, t.Context(), c, provNS, func(*corev1.Pod) corev1.PodStatus { return tc.status })
+			kubelet(t, t.Context(), c, provNS, func(p *corev1.Pod) corev1.PodStatus {
+				p.Spec.NodeName = "node-1" // as scheduled
+				return tc.status
+			})
 			_, state, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Provision(t.Context(), provisionCall(t, nil))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)

@@ -30,7 +30,7 @@ var psaLabels = []string{"pod-security.kubernetes.io/enforce", "pod-security.kub
 var laxNamespaces = map[string]struct{ level, why string }{
 	"kubeprov-hostpath": {"privileged", "the provisioner mounts a hostPath volume"},
 	"kubeprov-nfs":      {"privileged", "server mode: Ganesha adds DAC_READ_SEARCH and SYS_RESOURCE; subdir mode alone is baseline (nfs volume, root)"},
-	"flex-provisioner":  {"baseline", "the container launcher runs the admin's driver pods, whose needs are unknown"},
+	"flex-hostdir":      {"privileged", "the example driver's pods mount the share (hostPath) as root"},
 }
 
 // rootWorkloads' containers may run as root, with these capabilities added,

@@ -29,10 +29,18 @@ func binary(t *testing.T) string {
 // deployServiceAccount is the ServiceAccount flex/deploy binds its RBAC to.
 const deployServiceAccount = "flex-provisioner"
 
-// applyDeployRBAC creates the RBAC objects of flex/deploy for a
-// provisioner in namespace ns and returns a kubeconfig of its service
+// The kustomizations users install each launcher with: flex/deploy
+// (container launcher) and flex/examples/exec-image, which drops the
+// container launcher's rules.
+var (
+	deployContainer = mustAbs("../../../flex/deploy")
+	deployExec      = mustAbs("../../../flex/examples/exec-image")
+)
+
+// applyDeployRBAC creates the RBAC objects of the kustomization in dir for
+// a provisioner in namespace ns and returns a kubeconfig of its service
 // account's user name, which those objects bind.
-func applyDeployRBAC(t *testing.T, ns string) string {
+func applyDeployRBAC(t *testing.T, dir, ns string) string {
 	t.Helper()
 	const sa = deployServiceAccount
 	subjects := func(s []rbacv1.Subject) {
@@ -40,7 +48,7 @@ func applyDeployRBAC(t *testing.T, ns string) string {
 			s[i].Namespace = ns
 		}
 	}
-	manifests.CreateTestRBAC(t, cp, mustAbs("../../../flex/deploy"), func(obj runtime.Object) {
+	manifests.CreateTestRBAC(t, cp, dir, func(obj runtime.Object) {
 		switch o := obj.(type) {
 		case *rbacv1.ClusterRole:
 			o.Name = ns + "-" + o.Name
@@ -81,8 +89,10 @@ func runBinary(t *testing.T, kubeconfig, ns string, env []string, args ...string
 	return p
 }
 
-// The binary with the exec launcher and the permissions of flex/deploy:
-// flags and environment overrides, the default identity, provision and delete.
+// The binary with the exec launcher and the permissions of
+// flex/examples/exec-image (flex/deploy without the pods and record key
+// rules): flags and environment overrides, the default identity, provision
+// and delete.
 func TestBinaryExecLauncherWithDeployRBAC(t *testing.T) {
 	requireTools(t, "sh", "jq", "go")
 	ctx := framework.TestContext(t, 3*time.Minute)
@@ -90,7 +100,7 @@ func TestBinaryExecLauncherWithDeployRBAC(t *testing.T) {
 	claims := cp.CreateTestNamespace(t, "flex")
 	root := t.TempDir()
 	name := "test.kubeprov.io/" + uniqueName(t, "flex")
-	kubeconfig := applyDeployRBAC(t, ns)
+	kubeconfig := applyDeployRBAC(t, deployExec, ns)
 
 	out, err := exec.Command(binary(t), "--version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "flex-provisioner ") {
@@ -147,7 +157,7 @@ func TestBinaryContainerLauncherWithDeployRBAC(t *testing.T) {
 	ctx := framework.TestContext(t, 3*time.Minute)
 	e := &podEnv{ns: cp.CreateTestNamespace(t, "flex"), work: cp.CreateTestNamespace(t, "flex-sys"), root: t.TempDir()}
 	e.name = "test.kubeprov.io/" + uniqueName(t, "flex")
-	kubeconfig := applyDeployRBAC(t, e.work)
+	kubeconfig := applyDeployRBAC(t, deployContainer, e.work)
 	sim := startSim(t, ctx, map[string]map[string]string{e.work + "-node": nil})
 	e.sim = sim
 

@@ -5,9 +5,12 @@ package flex
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -62,13 +65,40 @@ func TestExecHostdirExample(t *testing.T) {
 	if in["root"] != root || in[flex.KeyPVCName] != "data" || in[flex.KeyPVCNamespace] != ns || in[flex.KeyRequestGiB] != "2" || in[flex.KeyRequestMiB] != "1500" {
 		t.Errorf("recorded input = %v", in)
 	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		t.Fatalf("volume directory %s: %v", dir, err)
+	// Writable by pods of any user (the e2e suite's non-root pod writes
+	// into it), whatever the driver's umask.
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o777 {
+		t.Fatalf("volume directory %s: %v, %v; want a directory of mode 0777", dir, fi.Mode(), err)
 	}
 
 	deleteAndWaitGone(t, ctx, pvc, pv.Name)
 	if dirs := volumeDirs(t, root); len(dirs) != 0 {
 		t.Errorf("directories left after delete: %v", dirs)
+	}
+}
+
+// hostdir's mode parameter sets the directory's permission bits; anything
+// but octal bits is refused before anything is made.
+func TestExecHostdirMode(t *testing.T) {
+	requireTools(t, "sh", "jq")
+	root := t.TempDir()
+	run := func(pv, mode string) (string, error) {
+		in := fmt.Sprintf(`{"root": %q, "kubernetes.io/pvOrVolumeName": %q, "mode": %q}`, root, pv, mode)
+		out, err := exec.Command(hostdirDriver, flex.ActionProvision, in).Output()
+		return string(out), err
+	}
+	if out, err := run("pvc-0750", "0750"); err != nil {
+		t.Fatalf("mode 0750: %v: %s", err, out)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "pvc-0750")); err != nil || fi.Mode().Perm() != 0o750 {
+		t.Errorf("mode 0750 made %v (%v)", fi.Mode(), err)
+	}
+	out, err := run("pvc-symbolic", "u+rwx")
+	if err == nil || !strings.Contains(out, `"status":"Failure"`) || !strings.Contains(out, "parameter mode must be octal") {
+		t.Errorf("mode u+rwx: %v: %s, want a Failure naming the parameter", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "pvc-symbolic")); !os.IsNotExist(err) {
+		t.Errorf("mode u+rwx made a directory: %v", err)
 	}
 }
 
