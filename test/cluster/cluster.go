@@ -47,7 +47,6 @@ type Options struct {
 	Nodes int
 	// Log receives progress lines.
 	Log func(format string, args ...any)
-<<<<<<< HEAD
 	// AuditLog makes kube-apiserver write an audit log (framework
 	// Options.AuditLog), for AuditEvents, Forbidden and ExpectNoForbidden.
 	AuditLog bool
@@ -55,14 +54,12 @@ type Options struct {
 	// before the cluster stops: an error fails the package. For checks of
 	// the whole suite, such as the audit log's.
 	AfterTests func(ctx context.Context, c *Cluster) error
-=======
 	// SharedDirs are absolute node paths that every node mounts from one
 	// directory of the cluster, as nodes mount a network share: what a pod
 	// writes there on one node, pods on every node see. Their top-level
 	// directory (/srv for /srv/flex-volumes) must exist on this host; the
 	// host's stays unchanged (see holderScript).
 	SharedDirs []string
->>>>>>> flex-e2e
 }
 
 // Cluster is a running control plane with real nodes.
@@ -198,10 +195,6 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	return c, nil
 }
 
-<<<<<<< HEAD
-// buildNode runs hack/node.sh, streaming its progress to log, and returns
-// its binary directory.
-=======
 // makeSharedDirs makes a directory in the cluster's for each of the node
 // paths and returns them by node path.
 func (c *Cluster) makeSharedDirs(nodePaths []string) (map[string]string, error) {
@@ -225,8 +218,8 @@ func (c *Cluster) makeSharedDirs(nodePaths []string) (map[string]string, error) 
 	return shared, nil
 }
 
-// buildNode runs hack/node.sh and returns its binary directory.
->>>>>>> flex-e2e
+// buildNode runs hack/node.sh, streaming its progress to log, and returns
+// its binary directory.
 func buildNode(ctx context.Context, log func(string, ...any)) (string, error) {
 	root, err := framework.RepoRoot()
 	if err != nil {
