@@ -23,8 +23,9 @@ import (
 // nfs server mode runs NFS-Ganesha, rpcbind and D-Bus). hack/debian-rootfs.sh
 // resolves and downloads the packages with apt; rootfs unpacks them into one
 // layer as dpkg would, without running their maintainer scripts, and writes
-// what those scripts would have left that the image needs: the system users,
-// dpkg's status (so that image scanners see the packages), /run, /tmp.
+// what those scripts and a base system would have left that the image
+// needs: the system users, dpkg's status (so that image scanners see the
+// packages), /run, /tmp, /etc/mtab.
 
 // systemUser is a user (and its group of the same name, unless GID names an
 // existing group) that a package's maintainer script would create.
@@ -267,6 +268,9 @@ func generatedFiles(tree map[string]*entry, users []systemUser, status []byte) [
 		reg("var/lib/dpkg/status", 0o644, string(status)),
 		dir("var/tmp", 0o1777),
 		{hdr: &tar.Header{Typeflag: tar.TypeSymlink, Name: "var/run", Linkname: "/run", Mode: 0o777}},
+		// What a Debian system has and programs read to list mounts
+		// (Ganesha's VFS backend, to find an export's file system).
+		{hdr: &tar.Header{Typeflag: tar.TypeSymlink, Name: "etc/mtab", Linkname: "../proc/self/mounts", Mode: 0o777}},
 	}
 	if _, ok := tree["etc/nsswitch.conf"]; !ok {
 		files = append(files, reg("etc/nsswitch.conf", 0o644, "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n"))

@@ -137,6 +137,11 @@ func TestRootfs(t *testing.T) {
 	if h := hdrs["var/run"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "/run" {
 		t.Errorf("var/run is not a link to /run: %+v", h)
 	}
+	// Without it Ganesha cannot export anything ("setmntent(/etc/mtab): No
+	// such file or directory").
+	if h := hdrs["etc/mtab"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "../proc/self/mounts" {
+		t.Errorf("etc/mtab is not a link to ../proc/self/mounts: %+v", h)
+	}
 	if h := hdrs["tmp/"]; h == nil || h.Mode != 0o1777 {
 		t.Errorf("tmp is not a sticky world-writable directory: %+v", h)
 	}
