@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -65,10 +66,13 @@ func TestNFSServer(t *testing.T) {
 	node := c.Nodes[0]
 	// The StatefulSet asks for its export volume of the default class;
 	// this cluster has none, so the admin's volume is a directory on the
-	// first node, bound to the StatefulSet's claim in advance.
-	exportDir := "/var/lib/kubeprov-e2e/nfs-export"
+	// first node, bound to the StatefulSet's claim in advance. Not under
+	// the node's /var: that is an overlay here, and Ganesha's VFS backend
+	// needs a file system that hands out file handles (ext4 does).
+	exportDir := path.Join(node.Dir, "nfs-export")
 	nodeDirPV(t, "e2e-nfs-export", node.Name, exportDir, &corev1.ObjectReference{Namespace: nfsNS, Name: nfsExportClaim})
 	install(t, "nfs/deploy", ImageOverride{nfsImage, ref})
+	t.Cleanup(func() { uninstallWorkload(t, "StatefulSet", nfsStatefulSet, nfsExportClaim) })
 	if err := c.WaitStatefulSetReady(ctx, nfsNS, nfsStatefulSet); err != nil {
 		t.Fatalf("%v\nserver log:\n%s", err, serverLog(ctx, nfsNS, nfsStatefulSet+"-0"))
 	}
@@ -185,6 +189,7 @@ spec:
 			t.Errorf("uninstalling nfs/deploy/subdir: %v", err)
 		}
 	})
+	t.Cleanup(func() { uninstallWorkload(t, "Deployment", nfsSubdir, shareClaim) })
 	share := framework.NewPVC(nfsNS, shareClaim, "", "1Gi")
 	share.Spec.StorageClassName = ptr.To("")
 	share.Spec.VolumeName = "e2e-nfs-share"
@@ -257,6 +262,44 @@ func nfsWriteThroughGrace(ctx context.Context, client nfs.Client, file, content 
 	return err
 }
 
+// uninstallWorkload deletes, as a user uninstalling does, the workload of
+// nfsNS, waits until its pods are gone, then deletes the claims it used
+// (a StatefulSet's claims outlive it) and waits until they are gone too:
+// Remove finalizes the namespace at once, which would leave them behind.
+func uninstallWorkload(t *testing.T, kind, name string, claims ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var err error
+	switch kind {
+	case "StatefulSet":
+		err = c.Client.AppsV1().StatefulSets(nfsNS).Delete(ctx, name, metav1.DeleteOptions{})
+	case "Deployment":
+		err = c.Client.AppsV1().Deployments(nfsNS).Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting %s %s: %v", kind, name, err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(nfsNS).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("the pods of %s %s are not gone: %v", kind, name, err)
+	}
+	for _, claim := range claims {
+		if err := c.Client.CoreV1().PersistentVolumeClaims(nfsNS).Delete(ctx, claim, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting claim %s: %v", claim, err)
+		}
+		err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			_, err := c.Client.CoreV1().PersistentVolumeClaims(nfsNS).Get(ctx, claim, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Errorf("claim %s is not gone: %v", claim, err)
+		}
+	}
+}
+
 // nodeDirPV creates, as an admin would, a PersistentVolume of a directory of
 // a node, bound in advance to claim; it and the directory go when the test
 // ends.
@@ -282,7 +325,9 @@ func nodeDirPV(t *testing.T, name, node, dir string, claim *corev1.ObjectReferen
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
+		// The claim goes with its namespace, after the pods using it
+		// (Ganesha's grace period to stop): the PV waits for it.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		if err := c.Client.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Errorf("deleting PV %s: %v", name, err)
@@ -292,7 +337,7 @@ func nodeDirPV(t *testing.T, name, node, dir string, claim *corev1.ObjectReferen
 		}
 		for _, n := range c.Nodes {
 			if n.Name == node {
-				if _, err := n.Exec(ctx, "rm", "-rf", dir); err != nil {
+				if _, err := n.Exec(context.Background(), "rm", "-rf", dir); err != nil {
 					t.Error(err)
 				}
 			}

@@ -57,6 +57,8 @@ var osImages = map[string]struct {
 	"nfs-provisioner": {user: "0:0", files: []string{
 		"usr/bin/ganesha.nfsd", "sbin/rpcbind", "usr/bin/dbus-daemon",
 		"etc/dbus-1/system.d/org.ganesha.nfsd.conf", "var/lib/dpkg/status",
+		// netbase: without them Ganesha cannot register with rpcbind.
+		"etc/services", "etc/protocols", "etc/rpc", "etc/mtab",
 	}},
 }
 
