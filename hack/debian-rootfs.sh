@@ -121,14 +121,21 @@ fi
 # status_of prints installed-status stanzas of the excluded packages'
 # candidates (only what the resolver needs: no dependencies of their own).
 status_of() {
-  : >"$base/state/status"
-  ((${#excl[@]} > 0)) || return 0
+  if ((${#excl[@]} == 0)); then
+    : >"$base/state/status"
+    return 0
+  fi
   # Without the pins, which leave them no candidate.
   apt-cache "${apt_opts[@]}" -o Dir::Etc::Preferences=/dev/null show --no-all-versions "${excl[@]}" |
     awk '/^Package:/ {print; print "Status: install ok installed"; next}
          /^(Version|Architecture|Multi-Arch|Provides|Essential):/ {print}
          /^$/ {print}' >"$base/state/status.new"
-  mv "$base/state/status.new" "$base/state/status"
+  # Unchanged, it keeps apt's binary cache valid (rebuilding it costs seconds).
+  if cmp -s "$base/state/status.new" "$base/state/status"; then
+    rm "$base/state/status.new"
+  else
+    mv "$base/state/status.new" "$base/state/status"
+  fi
 }
 
 # resolve prints "package version" of what apt would install, in its order.
@@ -151,12 +158,15 @@ debs() {
     compgen -G "$base/cache/archives/${file}*.deb" | head -n1
   done <<<"$plan"
 }
-if ! apt install --download-only -y "$@" >&2; then
-  refresh
-  plan=$(resolve "$@")
-  apt install --download-only -y "$@" >&2
-fi
 mapfile -t files < <(debs)
+if ((${#files[@]} != $(wc -l <<<"$plan"))); then
+  if ! apt install --download-only -y "$@" >&2; then
+    refresh
+    plan=$(resolve "$@")
+    apt install --download-only -y "$@" >&2
+  fi
+  mapfile -t files < <(debs)
+fi
 if ((${#files[@]} != $(wc -l <<<"$plan"))); then
   log "some packages of the plan were not downloaded:"
   printf '%s\n' "$plan" >&2

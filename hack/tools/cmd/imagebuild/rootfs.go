@@ -311,7 +311,7 @@ func writeTree(out string, tree map[string]*entry) (retErr error) {
 			}
 		}
 	}
-	if err := errors.Join(tw.Close(), zw.Close(), tmp.Close()); err != nil {
+	if err := errors.Join(tw.Close(), zw.Close(), tmp.Chmod(0o644), tmp.Close()); err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), out)
