@@ -40,7 +40,7 @@ usage() {
   exit 2
 }
 
-arch= out= imagebuild= excluded=
+arch='' out='' imagebuild='' excluded=''
 users=()
 while getopts "a:o:i:x:u:" opt; do
   case $opt in

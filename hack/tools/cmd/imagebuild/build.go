@@ -263,7 +263,7 @@ func dir(name string, mode int64, id int) file {
 // passwd, group and nsswitch.conf (osFiles) are kept, with the nonroot user
 // added.
 func baseFiles(caBundle []byte, osFiles map[string][]byte) []file {
-	passwd := "root:x:0:0:root:/root:/sbin/nologin\n"
+	passwd := "root:x:0:0:root:/root:/sbin/nologin\n" //nolint:gosec // G101: the format of /etc/passwd, no credential
 	group := "root:x:0:\n"
 	nsswitch := "hosts: files dns\n"
 	if f, ok := osFiles["etc/passwd"]; ok {
