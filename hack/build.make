@@ -93,20 +93,22 @@ platform_rootfs = $(OUTPUT)/rootfs/$(BINARY)/$(subst /,_,$(1)).tar.gz
 # Debian's name of a platform's architecture.
 debian_arch = $(or $(filter amd64 arm64 riscv64 s390x ppc64el,$(subst ppc64le,ppc64el,$(word 2,$(subst /, ,$(1))))),$(error no Debian architecture for $(1)))
 
-ifeq ($(DOCKER),)
 ifneq ($(DEBIAN_PACKAGES),)
 .PHONY: rootfs
-IMAGE_FLAGS += $(foreach p,$(PLATFORMS),-rootfs $(p)=$(call platform_rootfs,$(p)))
-image: rootfs
-endif
+rootfs: $(foreach p,$(PLATFORMS),rootfs/$(p)) ## Only for images that set DEBIAN_PACKAGES: their Debian root filesystems (cached; DEBIAN_REFRESH=1 re-reads the indexes).
 
-rootfs: $(foreach p,$(PLATFORMS),rootfs/$(p)) ## Debian root filesystems of DEBIAN_PACKAGES (cached; DEBIAN_REFRESH=1 re-reads the indexes).
-
-# Always run: the script resolves the packages (a second) and reuses the
+# Always run: the script resolves the packages (seconds) and reuses the
 # root filesystem cached for exactly those versions.
 rootfs/%: $(IMAGEBUILD)
 	$(ROOT)/hack/debian-rootfs.sh -a $(call debian_arch,$*) -o $(call platform_rootfs,$*) -i $(IMAGEBUILD) \
 	  -x '$(subst $(space),$(comma),$(strip $(DEBIAN_EXCLUDE)))' $(foreach u,$(DEBIAN_USERS),-u $(u)) $(DEBIAN_PACKAGES)
+endif
+
+ifeq ($(DOCKER),)
+ifneq ($(DEBIAN_PACKAGES),)
+IMAGE_FLAGS += $(foreach p,$(PLATFORMS),-rootfs $(p)=$(call platform_rootfs,$(p)))
+image: rootfs
+endif
 
 image: binaries $(IMAGEBUILD) ## OCI image index (all PLATFORMS) into _output/images/$(BINARY); DOCKER=1 uses the Dockerfile.
 	$(IMAGEBUILD) build -name $(BINARY) -o $(LAYOUT) \
