@@ -9,6 +9,17 @@
 #
 # with its main package in cmd/$(BINARY). `make help` in that directory lists
 # the targets; docs/releasing.md explains versions, images and pushes.
+#
+# An image that needs OS tools (nfs: NFS-Ganesha) also sets, before the
+# include, the Debian packages to lay under the binary (hack/debian-rootfs.sh
+# builds that root filesystem without a container engine):
+#
+#   DEBIAN_PACKAGES := <packages>      # with their dependencies
+#   DEBIAN_EXCLUDE  := <packages>      # dependencies never taken
+#   DEBIAN_USERS    := NAME:UID:GID[:HOME] ...  # made by maintainer scripts
+#   IMAGE_USER      := UID:GID         # default 65532:65532
+#   IMAGE_EXPOSE    := PORT/PROTO ...  # as EXPOSE
+#   IMAGE_VOLUMES   := DIR ...         # as VOLUME
 # Variables are overridden on the command line: make push REGISTRY=... TAG=...
 
 ifndef BINARY
@@ -75,11 +86,34 @@ binary/%:
 $(IMAGEBUILD): $(IMAGEBUILD_SRC)
 	cd $(ROOT)/hack/tools && GOWORK=off go build -trimpath -o $@ ./cmd/imagebuild
 
+# The image's configuration beyond the binary (see the top of this file).
+IMAGE_FLAGS := $(if $(IMAGE_USER),-user $(IMAGE_USER)) $(foreach p,$(IMAGE_EXPOSE),-expose $(p)) $(foreach v,$(IMAGE_VOLUMES),-volume $(v))
+# linux/arm64 -> $(OUTPUT)/rootfs/$(BINARY)/linux_arm64.tar.gz
+platform_rootfs = $(OUTPUT)/rootfs/$(BINARY)/$(subst /,_,$(1)).tar.gz
+# Debian's name of a platform's architecture.
+debian_arch = $(or $(filter amd64 arm64 riscv64 s390x ppc64el,$(subst ppc64le,ppc64el,$(word 2,$(subst /, ,$(1))))),$(error no Debian architecture for $(1)))
+
+ifneq ($(DEBIAN_PACKAGES),)
+.PHONY: rootfs
+rootfs: $(foreach p,$(PLATFORMS),rootfs/$(p)) ## Only for images that set DEBIAN_PACKAGES: their Debian root filesystems (cached; DEBIAN_REFRESH=1 re-reads the indexes).
+
+# Always run: the script resolves the packages (seconds) and reuses the
+# root filesystem cached for exactly those versions.
+rootfs/%: $(IMAGEBUILD)
+	$(ROOT)/hack/debian-rootfs.sh -a $(call debian_arch,$*) -o $(call platform_rootfs,$*) -i $(IMAGEBUILD) \
+	  -x '$(subst $(space),$(comma),$(strip $(DEBIAN_EXCLUDE)))' $(foreach u,$(DEBIAN_USERS),-u $(u)) $(DEBIAN_PACKAGES)
+endif
+
 ifeq ($(DOCKER),)
+ifneq ($(DEBIAN_PACKAGES),)
+IMAGE_FLAGS += $(foreach p,$(PLATFORMS),-rootfs $(p)=$(call platform_rootfs,$(p)))
+image: rootfs
+endif
+
 image: binaries $(IMAGEBUILD) ## OCI image index (all PLATFORMS) into _output/images/$(BINARY); DOCKER=1 uses the Dockerfile.
 	$(IMAGEBUILD) build -name $(BINARY) -o $(LAYOUT) \
 	  -version $(VERSION) -revision $(REVISION) -source $(SOURCE_URL) -tag $(TAG) -created $(SOURCE_DATE_EPOCH) \
-	  $(foreach p,$(PLATFORMS),-binary $(p)=$(call platform_bin,$(p)))
+	  $(foreach p,$(PLATFORMS),-binary $(p)=$(call platform_bin,$(p))) $(IMAGE_FLAGS)
 else
 image:
 	@test -f Dockerfile || { echo "$(MODULE_DIR) has no Dockerfile: build its image without DOCKER=1" >&2; exit 1; }

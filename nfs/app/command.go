@@ -91,6 +91,11 @@ func (o *Options) serverMode(ctx context.Context, kube kubernetes.Interface) (*s
 	if err := os.MkdirAll(o.ExportRoot, 0o755); err != nil { //nolint:gosec // G301: see above
 		return nil, nil, fmt.Errorf("--export-root: %w", err)
 	}
+	// Refuse a file system Ganesha cannot export at start, rather than every
+	// claim later with Ganesha's "invalid param value".
+	if err := ganesha.CheckFileHandles(o.ExportRoot); err != nil {
+		return nil, nil, fmt.Errorf("--export-root: %w", err)
+	}
 	identity, err := server.LoadIdentity(o.ExportRoot)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--export-root: %w", err)

@@ -209,6 +209,22 @@ func (c *Cluster) WaitDaemonSetReady(ctx context.Context, ns, name string) error
 	})
 }
 
+// WaitStatefulSetReady waits until every replica of the StatefulSet is
+// ready.
+func (c *Cluster) WaitStatefulSetReady(ctx context.Context, ns, name string) error {
+	return c.waitWorkload(ctx, ns, name, "StatefulSet", func(ctx context.Context) (bool, any, error) {
+		s, err := c.Client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil, err
+		}
+		want := int32(1)
+		if s.Spec.Replicas != nil {
+			want = *s.Spec.Replicas
+		}
+		return s.Status.ReadyReplicas == want && s.Status.ObservedGeneration >= s.Generation, s.Status, nil
+	})
+}
+
 // waitWorkload polls ready, which also returns the workload's status; on
 // timeout the error shows the last status and the namespace's pods.
 func (c *Cluster) waitWorkload(ctx context.Context, ns, name, kind string, ready func(context.Context) (bool, any, error)) error {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kubeprov/external-storage/test/cluster"
 	"github.com/kubeprov/external-storage/test/framework"
@@ -59,6 +60,22 @@ type ImageOverride struct{ Name, NewRef string }
 // kustomization would use it: as its only resource, with images: entries
 // replacing image references and nothing else.
 func Render(dir string, images ...ImageOverride) ([]*unstructured.Unstructured, error) {
+	return RenderOverlay(dir, Overlay{Images: images})
+}
+
+// Overlay is what a user's own kustomization adds to one of deploy/:
+// images: entries, and patches: such as the README asks for (subdir mode's
+// server and path).
+type Overlay struct {
+	Images []ImageOverride
+	// Patches are strategic merge patches (whole objects naming their
+	// target by kind, name and namespace).
+	Patches []string
+}
+
+// RenderOverlay builds the kustomization at <repo>/<dir> as the only
+// resource of a user's kustomization holding o.
+func RenderOverlay(dir string, o Overlay) ([]*unstructured.Unstructured, error) {
 	root, err := framework.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -72,13 +89,34 @@ func Render(dir string, images ...ImageOverride) ([]*unstructured.Unstructured, 
 	if err != nil {
 		return nil, err
 	}
-	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel + "\nimages:\n"
-	for _, img := range images {
+	type image struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName"`
+		NewTag  string `json:"newTag"`
+	}
+	type patch struct {
+		Patch string `json:"patch"`
+	}
+	k := struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Resources  []string `json:"resources"`
+		Images     []image  `json:"images,omitempty"`
+		Patches    []patch  `json:"patches,omitempty"`
+	}{APIVersion: "kustomize.config.k8s.io/v1beta1", Kind: "Kustomization", Resources: []string{rel}}
+	for _, img := range o.Images {
 		name, tag, _ := strings.Cut(img.NewRef[strings.LastIndex(img.NewRef, "/")+1:], ":")
 		newName := img.NewRef[:strings.LastIndex(img.NewRef, "/")+1] + name
-		k += fmt.Sprintf("  - name: %s\n    newName: %s\n    newTag: %q\n", img.Name, newName, tag)
+		k.Images = append(k.Images, image{Name: img.Name, NewName: newName, NewTag: tag})
 	}
-	if err := os.WriteFile(filepath.Join(tmp, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+	for _, p := range o.Patches {
+		k.Patches = append(k.Patches, patch{Patch: p})
+	}
+	data, err := yaml.Marshal(k)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "kustomization.yaml"), data, 0o644); err != nil {
 		return nil, err
 	}
 	return manifests.Render(tmp)

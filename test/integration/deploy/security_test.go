@@ -29,7 +29,7 @@ var psaLabels = []string{"pod-security.kubernetes.io/enforce", "pod-security.kub
 // namespace.yaml says it too). Every other namespace enforces restricted.
 var laxNamespaces = map[string]struct{ level, why string }{
 	"kubeprov-hostpath": {"privileged", "the provisioner mounts a hostPath volume"},
-	"kubeprov-nfs":      {"privileged", "server mode: Ganesha adds DAC_READ_SEARCH and SYS_RESOURCE; subdir mode alone is baseline (nfs volume, root)"},
+	"kubeprov-nfs":      {"privileged", "server mode: Ganesha adds DAC_READ_SEARCH (open_by_handle_at); subdir mode alone is baseline (nfs volume, root)"},
 	"flex-hostdir":      {"privileged", "the example driver's pods mount the share (hostPath) as root"},
 }
 
@@ -38,7 +38,7 @@ var laxNamespaces = map[string]struct{ level, why string }{
 // and adds none.
 var rootWorkloads = map[string][]string{
 	"hostpath-provisioner":   {"DAC_OVERRIDE", "FOWNER"},
-	"nfs-provisioner":        {"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "SETUID", "SETGID", "NET_BIND_SERVICE", "SYS_RESOURCE"},
+	"nfs-provisioner":        {"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "SETUID", "SETGID", "NET_BIND_SERVICE"},
 	"nfs-subdir-provisioner": {"CHOWN", "FOWNER", "DAC_OVERRIDE", "FSETID"},
 }
 

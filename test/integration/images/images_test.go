@@ -46,6 +46,22 @@ const (
 
 var wantPlatforms = []string{"linux/amd64", "linux/arm64"}
 
+// osImages are the images with a Debian root filesystem under the binary
+// (DEBIAN_PACKAGES in their Makefile): the user they run as and files of
+// their packages that must be there.
+var osImages = map[string]struct {
+	user  string
+	files []string
+}{
+	// Ganesha serves files of every uid: root, as nfs/Dockerfile.
+	"nfs-provisioner": {user: "0:0", files: []string{
+		"usr/bin/ganesha.nfsd", "sbin/rpcbind", "usr/bin/dbus-daemon",
+		"etc/dbus-1/system.d/nfs-ganesha-dbus.conf", "var/lib/dpkg/status",
+		// netbase: without them Ganesha cannot register with rpcbind.
+		"etc/services", "etc/protocols", "etc/rpc", "etc/mtab",
+	}},
+}
+
 // TestImages builds and pushes each provisioner's image once, then checks
 // what was pushed. The builds run one after the other (the machine has few
 // cores); each compiles its binary once per platform, and the Go build cache
@@ -178,8 +194,13 @@ func checkImage(t *testing.T, platform string, img v1.Image, want imageWant) {
 	if got, w := cfg.Config.Entrypoint, []string{entrypoint + want.binary}; !slices.Equal(got, w) {
 		t.Errorf("%s: entrypoint %q, want %q", platform, got, w)
 	}
-	if cfg.Config.User != nonRoot {
-		t.Errorf("%s: user %q, want %s (nonroot)", platform, cfg.Config.User, nonRoot)
+	wantUser := nonRoot
+	osImage, hasOS := osImages[want.binary]
+	if hasOS {
+		wantUser = osImage.user
+	}
+	if cfg.Config.User != wantUser {
+		t.Errorf("%s: user %q, want %s", platform, cfg.Config.User, wantUser)
 	}
 	for label, w := range map[string]string{
 		"org.opencontainers.image.source":   sourceURL,
@@ -206,6 +227,14 @@ func checkImage(t *testing.T, platform string, img v1.Image, want imageWant) {
 	}
 	if f, ok := files["tmp"]; !ok || f.mode&fs.ModeDir == 0 || f.mode&(fs.ModePerm|fs.ModeSticky) != fs.ModePerm|fs.ModeSticky {
 		t.Errorf("%s: /tmp is missing or not a world-writable sticky directory (mode %v)", platform, f.mode)
+	}
+	for _, f := range osImage.files {
+		if _, ok := files[f]; !ok {
+			t.Errorf("%s: the image has no /%s", platform, f)
+		}
+	}
+	if hasOS && !strings.Contains(string(files["etc/passwd"].data), "messagebus:x:") {
+		t.Errorf("%s: /etc/passwd lacks the users of the packages:\n%s", platform, files["etc/passwd"].data)
 	}
 	bin, ok := files[strings.TrimPrefix(entrypoint, "/")+want.binary]
 	if !ok {

@@ -47,6 +47,14 @@ type buildOptions struct {
 	Binaries                             platformFlag
 	CACertificates                       string
 	Out                                  string
+	// RootFS is, per platform, a gzip-compressed tar of an operating
+	// system's files (imagebuild rootfs) laid below the base layer.
+	RootFS map[string]string
+	// User the image runs as; default the nonroot user.
+	User string
+	// ExposedPorts (such as 2049/tcp) and Volumes are recorded in the
+	// configuration, as a Dockerfile's EXPOSE and VOLUME do.
+	ExposedPorts, Volumes []string
 }
 
 func (o *buildOptions) validate() error {
@@ -118,14 +126,10 @@ func build(o buildOptions) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, fmt.Errorf("reading the CA bundle for the base layer (apt-get install ca-certificates): %w", err)
 	}
-	base, err := newLayer(baseFiles(caBundle), o.Created)
-	if err != nil {
-		return v1.Hash{}, fmt.Errorf("base layer: %w", err)
-	}
 
 	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, b := range o.Binaries {
-		img, err := platformImage(o, b, base, labels)
+		img, err := platformImage(o, b, caBundle, labels)
 		if err != nil {
 			return v1.Hash{}, fmt.Errorf("%s: %w", b.Platform, err)
 		}
@@ -159,9 +163,34 @@ func build(o buildOptions) (v1.Hash, error) {
 	return digest, nil
 }
 
-// platformImage is the base layer plus the binary, configured to run it as
-// the nonroot user.
-func platformImage(o buildOptions, b platformBinary, base v1.Layer, labels map[string]string) (v1.Image, error) {
+// platformImage is the base layer (above the platform's root filesystem, if
+// any) plus the binary, configured to run it as the nonroot user (or
+// o.User).
+func platformImage(o buildOptions, b platformBinary, caBundle []byte, labels map[string]string) (v1.Image, error) {
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	created := v1.Time{Time: o.Created}
+	var osFiles map[string][]byte
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=/" + caBundlePath}
+	if rootfs := o.RootFS[b.Platform.String()]; rootfs != "" {
+		layer, err := tarball.LayerFromFile(rootfs, tarball.WithMediaType(types.OCILayer))
+		if err != nil {
+			return nil, fmt.Errorf("root filesystem %s: %w", rootfs, err)
+		}
+		if osFiles, err = readFiles(rootfs, "etc/passwd", "etc/group", "etc/nsswitch.conf"); err != nil {
+			return nil, fmt.Errorf("root filesystem %s: %w", rootfs, err)
+		}
+		if img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{Created: created, CreatedBy: "imagebuild: operating system packages (imagebuild rootfs)"}}); err != nil {
+			return nil, err
+		}
+		// Debian's PATH: its daemons live in /sbin and /usr/sbin too.
+		env[0] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	} else if len(o.RootFS) > 0 {
+		return nil, fmt.Errorf("no root filesystem given for %s", b.Platform)
+	}
+	base, err := newLayer(baseFiles(caBundle, osFiles), o.Created)
+	if err != nil {
+		return nil, fmt.Errorf("base layer: %w", err)
+	}
 	bin, err := os.ReadFile(b.Path)
 	if err != nil {
 		return nil, err
@@ -173,8 +202,6 @@ func platformImage(o buildOptions, b platformBinary, base v1.Layer, labels map[s
 	if err != nil {
 		return nil, fmt.Errorf("binary layer: %w", err)
 	}
-	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	created := v1.Time{Time: o.Created}
 	img, err = mutate.Append(img,
 		mutate.Addendum{Layer: base, History: v1.History{Created: created, CreatedBy: "imagebuild: CA certificates, nonroot user, /tmp"}},
 		mutate.Addendum{Layer: app, History: v1.History{Created: created, CreatedBy: "imagebuild: /" + binDir + "/" + o.Name}},
@@ -192,8 +219,23 @@ func platformImage(o buildOptions, b platformBinary, base v1.Layer, labels map[s
 	cfg.Config.Entrypoint = []string{"/" + binDir + "/" + o.Name}
 	cfg.Config.Cmd = nil
 	cfg.Config.User = fmt.Sprintf("%d:%d", NonRootID, NonRootID)
+	if o.User != "" {
+		cfg.Config.User = o.User
+	}
 	cfg.Config.WorkingDir = "/"
-	cfg.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=/" + caBundlePath}
+	cfg.Config.Env = env
+	for _, p := range o.ExposedPorts {
+		if cfg.Config.ExposedPorts == nil {
+			cfg.Config.ExposedPorts = map[string]struct{}{}
+		}
+		cfg.Config.ExposedPorts[p] = struct{}{}
+	}
+	for _, v := range o.Volumes {
+		if cfg.Config.Volumes == nil {
+			cfg.Config.Volumes = map[string]struct{}{}
+		}
+		cfg.Config.Volumes[v] = struct{}{}
+	}
 	cfg.Config.Labels = labels
 	img, err = mutate.ConfigFile(img, cfg)
 	if err != nil {
@@ -217,14 +259,28 @@ func dir(name string, mode int64, id int) file {
 // baseFiles is what distroless' static image offers that a Go binary uses:
 // CA certificates for TLS to backends, a passwd/group naming the nonroot user
 // (some libraries look the user up), nsswitch.conf so that /etc/hosts is
-// consulted before DNS, and a writable /tmp.
-func baseFiles(caBundle []byte) []file {
-	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRootID, NonRootID)
-	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", NonRootID)
+// consulted before DNS, and a writable /tmp. Above a root filesystem, its
+// passwd, group and nsswitch.conf (osFiles) are kept, with the nonroot user
+// added.
+func baseFiles(caBundle []byte, osFiles map[string][]byte) []file {
+	passwd := "root:x:0:0:root:/root:/sbin/nologin\n" //nolint:gosec // G101: the format of /etc/passwd, no credential
+	group := "root:x:0:\n"
+	nsswitch := "hosts: files dns\n"
+	if f, ok := osFiles["etc/passwd"]; ok {
+		passwd = string(f)
+	}
+	if f, ok := osFiles["etc/group"]; ok {
+		group = string(f)
+	}
+	if f, ok := osFiles["etc/nsswitch.conf"]; ok {
+		nsswitch = string(f)
+	}
+	passwd += fmt.Sprintf("nonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRootID, NonRootID)
+	group += fmt.Sprintf("nonroot:x:%d:\n", NonRootID)
 	return []file{
 		dir("etc", 0o755, 0),
 		{Name: "etc/group", Mode: 0o644, Data: []byte(group)},
-		{Name: "etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")},
+		{Name: "etc/nsswitch.conf", Mode: 0o644, Data: []byte(nsswitch)},
 		{Name: "etc/passwd", Mode: 0o644, Data: []byte(passwd)},
 		dir("etc/ssl", 0o755, 0),
 		dir("etc/ssl/certs", 0o755, 0),
@@ -283,4 +339,34 @@ func newLayer(files []file, modTime time.Time) (v1.Layer, error) {
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(data)), nil
 	}, tarball.WithMediaType(types.OCILayer))
+}
+
+// readFiles returns those of names (without a leading "/") that the
+// gzip-compressed tar at path holds as regular files.
+func readFiles(path string, names ...string) (map[string][]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	found := map[string][]byte{}
+	tr := tar.NewReader(zr)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return found, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if name := cleanName(hdr.Name); hdr.Typeflag == tar.TypeReg && slices.Contains(names, name) {
+			if found[name], err = io.ReadAll(tr); err != nil {
+				return nil, err
+			}
+		}
+	}
 }

@@ -7,6 +7,7 @@
 //	imagebuild build -name NAME -binary linux/amd64=PATH -binary linux/arm64=PATH \
 //	    -version V -revision R -source URL -tag TAG -o DIR
 //	imagebuild push -layout DIR -ref REGISTRY/NAME:TAG
+//	imagebuild rootfs -o FILE.tar.gz [-user NAME:UID:GID[:HOME]]... PKG.deb...
 //
 // build writes an OCI layout whose index.json names one image index (one
 // image per platform). Every image has the same two layers below the binary's
@@ -14,6 +15,15 @@
 // user 65532, /tmp) because no base image can be pulled, and the static
 // binary at /usr/local/bin/NAME as the entrypoint. Timestamps come from
 // -created (the commit time), so the same inputs give the same digests.
+// With -rootfs (images that need OS tools: the nfs server mode's
+// NFS-Ganesha) a root filesystem lies below the base layer, whose passwd,
+// group and nsswitch.conf then extend the root filesystem's own.
+//
+// rootfs unpacks Debian packages (hack/debian-rootfs.sh resolves and
+// downloads them) into one gzip-compressed tar, as dpkg would but without
+// running maintainer scripts: it writes the system users they would have
+// made, dpkg's status, /run, /tmp and /var/run. The packages' own owners,
+// modes and times are kept, so the same packages give the same bytes.
 //
 // push copies what a layout holds (an index built here or by docker buildx)
 // to a registry, with credentials from the Docker config (docker login or
@@ -41,7 +51,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: imagebuild build|push [flags] (-h for the flags of each)")
+		return errors.New("usage: imagebuild build|push|rootfs [flags] (-h for the flags of each)")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -50,8 +60,10 @@ func run(args []string) error {
 		return runBuild(args[1:])
 	case "push":
 		return runPush(ctx, args[1:])
+	case "rootfs":
+		return runRootfs(args[1:])
 	default:
-		return fmt.Errorf("unknown command %q: want build or push", args[0])
+		return fmt.Errorf("unknown command %q: want build, push or rootfs", args[0])
 	}
 }
 
@@ -69,8 +81,21 @@ func runBuild(args []string) error {
 	fs.StringVar(&created, "created", "0", "creation time: Unix seconds (the commit time) or RFC 3339")
 	fs.StringVar(&o.CACertificates, "ca-certificates", defaultCACertificates, "CA bundle copied to "+caBundlePath)
 	fs.StringVar(&o.Out, "o", "", "output directory (replaced) for the OCI layout")
+	var rootfs platformFlag
+	var ports, volumes listFlag
+	fs.Var(&rootfs, "rootfs", "OS/ARCH[/VARIANT]=PATH of a root filesystem (imagebuild rootfs) below the base layer, once per platform")
+	fs.StringVar(&o.User, "user", "", "UID:GID the image runs as (default the nonroot user)")
+	fs.Var(&ports, "expose", "PORT/PROTOCOL recorded as exposed (repeatable)")
+	fs.Var(&volumes, "volume", "directory recorded as a volume (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	o.ExposedPorts, o.Volumes = ports, volumes
+	if len(rootfs) > 0 {
+		o.RootFS = map[string]string{}
+		for _, r := range rootfs {
+			o.RootFS[r.Platform.String()] = r.Path
+		}
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -89,6 +114,31 @@ func runBuild(args []string) error {
 		return err
 	}
 	fmt.Printf("%s: image index %s for %s in %s\n", o.Name, digest, binaries.platforms(), o.Out)
+	return nil
+}
+
+func runRootfs(args []string) error {
+	fs := flag.NewFlagSet("rootfs", flag.ContinueOnError)
+	var o rootfsOptions
+	fs.Var(&o.Users, "user", "NAME:UID:GID[:HOME] of a system user a package's maintainer script would create (repeatable)")
+	fs.StringVar(&o.Out, "o", "", "output file: the root filesystem as a gzip-compressed tar")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.Debs = fs.Args()
+	if o.Out == "" || len(o.Debs) == 0 {
+		return errors.New("rootfs needs -o FILE and the .deb files to unpack, in order")
+	}
+	return buildRootfs(o)
+}
+
+// listFlag collects a repeated flag's values.
+type listFlag []string
+
+func (f *listFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *listFlag) Set(s string) error {
+	*f = append(*f, s)
 	return nil
 }
 

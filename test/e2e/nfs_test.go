@@ -1,0 +1,404 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeprov/external-storage/test/backend/nfs"
+	"github.com/kubeprov/external-storage/test/framework"
+)
+
+// What nfs/deploy and its README name.
+const (
+	nfsImage       = "ghcr.io/kubeprov/nfs-provisioner"
+	nfsNS          = "kubeprov-nfs"
+	nfsStatefulSet = "nfs-provisioner"
+	nfsService     = "nfs-provisioner"
+	// The StatefulSet's claim of its export volume (volumeClaimTemplates
+	// "export", pod 0).
+	nfsExportClaim = "export-nfs-provisioner-0"
+	nfsSubdir      = "nfs-subdir-provisioner"
+	// The claim of nfs/deploy/example.
+	nfsExampleClaim = "shared-data"
+	// The uid the README's example pod writes as.
+	appUID = 1000
+)
+
+// The kernel of the test machines has no NFS client: no pod can mount an
+// NFS PV here, so the README's example pod never runs. What the tests prove
+// instead, from the host through the pod network: the export the
+// provisioner made is served by the Ganesha in its pod, a client writing as
+// the example pod's uid (libnfs, userspace) is read back and lands in the
+// volume's directory on the node; deletion takes the export and the
+// directory away. What they do not prove: a kubelet's NFS mount of the PV
+// (mount options, the Service ClusterIP the PV names, which needs
+// kube-proxy, absent here).
+
+// TestNFSServer follows nfs/README.md's server-mode quick start: make push,
+// nfs/deploy (the StatefulSet running Ganesha, rpcbind and D-Bus from the
+// image built without a container engine) with only the image overridden,
+// and the example's claim.
+func TestNFSServer(t *testing.T) {
+	ctx := framework.TestContext(t, 15*time.Minute)
+	if missing := missingTools(nfs.ClientTools...); len(missing) > 0 {
+		t.Fatalf("missing %v: hack/deps/nfs.sh installs libnfs-utils", missing)
+	}
+	ref, err := PushImage(ctx, c, "nfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := c.Nodes[0]
+	// The StatefulSet asks for its export volume of the default class;
+	// this cluster has none, so the admin's volume is a directory on the
+	// first node, bound to the StatefulSet's claim in advance. Not under
+	// the node's /var: that is an overlay here, and Ganesha's VFS backend
+	// needs a file system that hands out file handles (ext4 does).
+	exportDir := path.Join(node.Dir, "nfs-export")
+	nodeDirPV(t, "e2e-nfs-export", node.Name, exportDir, &corev1.ObjectReference{Namespace: nfsNS, Name: nfsExportClaim})
+	install(t, "nfs/deploy", ImageOverride{nfsImage, ref})
+	t.Cleanup(func() { uninstallWorkload(t, "StatefulSet", nfsStatefulSet, nfsExportClaim) })
+	if err := c.WaitStatefulSetReady(ctx, nfsNS, nfsStatefulSet); err != nil {
+		t.Fatalf("%v\nserver log:\n%s", err, serverLog(ctx, nfsNS, nfsStatefulSet+"-0"))
+	}
+	if got := namespaceLevel(ctx, t, nfsNS); got != "privileged" {
+		t.Errorf("namespace %s enforces Pod Security %q, want privileged (Ganesha needs DAC_READ_SEARCH)", nfsNS, got)
+	}
+	pod, err := c.Client.CoreV1().Pods(nfsNS).Get(ctx, nfsStatefulSet+"-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := c.Client.CoreV1().Services(nfsNS).Get(ctx, nfsService, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	claim := exampleClaim(t)
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteClaim(claim) })
+	_, pv, err := framework.WaitForPVCBound(ctx, c.Client, claim.Namespace, claim.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.NFS == nil || pv.Spec.NFS.Server != svc.Spec.ClusterIP || pv.Spec.NFS.Path != "/export/"+pv.Name {
+		t.Fatalf("PV %s has source %+v, want nfs %s:/export/%s (the Service's ClusterIP)", pv.Name, pv.Spec.PersistentVolumeSource, svc.Spec.ClusterIP, pv.Name)
+	}
+	t.Logf("claim bound to %s (nfs %s:%s), server pod %s on %s", pv.Name, pv.Spec.NFS.Server, pv.Spec.NFS.Path, pod.Status.PodIP, pod.Spec.NodeName)
+
+	// No kube-proxy here: the client reaches Ganesha at the pod's address,
+	// which the host routes to through the node.
+	for _, version := range []string{"4", "3"} {
+		client := nfs.Client{Server: pod.Status.PodIP, Version: version, UID: appUID, GID: appUID}
+		file := path.Join(pv.Spec.NFS.Path, "from-nfsv"+version)
+		content := fmt.Sprintf("written over NFSv%s as uid %d\n", version, appUID)
+		if err := nfsWriteThroughGrace(ctx, client, file, content); err != nil {
+			t.Fatalf("writing into the export: %v\nserver log:\n%s", err, serverLog(ctx, nfsNS, pod.Name))
+		}
+		if got, err := client.Read(ctx, file); err != nil || got != content {
+			t.Errorf("NFSv%s read back %q (%v), want %q", version, got, err, content)
+		}
+		// The file is in the volume's directory of the server's export
+		// volume, owned by the client's uid.
+		onNode, err := node.Exec(ctx, "stat", "-c", "%u %s", path.Join(exportDir, pv.Name, path.Base(file)))
+		if want := fmt.Sprintf("%d %d", appUID, len(content)); err != nil || strings.TrimSpace(string(onNode)) != want {
+			t.Errorf("the file on the export volume: %q (%v), want uid and size %q", onNode, err, want)
+		}
+	}
+
+	deleteClaim(claim)
+	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := (nfs.Client{Server: pod.Status.PodIP, Version: "3"}).List(ctx, pv.Spec.NFS.Path); err == nil || !strings.Contains(err.Error(), "MNT3ERR_ACCES") {
+		t.Errorf("after the PV was deleted, listing its export gave %q (%v), want MNT3ERR_ACCES", out, err)
+	}
+	if out, err := node.Exec(ctx, "ls", "-A", exportDir); err != nil || strings.Contains(string(out), pv.Name) {
+		t.Errorf("after the PV was deleted, the export volume holds %q (%v), want no %s", out, err, pv.Name)
+	}
+}
+
+// TestNFSSubdir follows the README's subdir-mode quick start: the share is
+// mounted into the provisioner's pod and its server and path set, by an
+// overlay as a user's own kustomization would. The share here is a
+// directory of the first node through a PersistentVolume (there is no
+// NFS client to mount a real export), which keeps the namespace at the
+// baseline Pod Security level nfs/deploy/subdir asks for.
+func TestNFSSubdir(t *testing.T) {
+	ctx := framework.TestContext(t, 10*time.Minute)
+	ref, err := PushImage(ctx, c, "nfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := c.Nodes[0]
+	const (
+		shareDir    = "/var/lib/kubeprov-e2e/nfs-share"
+		shareClaim  = "nfs-share"
+		shareServer = "nfs.e2e.invalid"
+		sharePath   = "/srv/kubernetes"
+	)
+	nodeDirPV(t, "e2e-nfs-share", node.Name, shareDir, &corev1.ObjectReference{Namespace: nfsNS, Name: shareClaim})
+	objs, err := RenderOverlay("nfs/deploy/subdir", Overlay{
+		Images: []ImageOverride{{nfsImage, ref}},
+		Patches: []string{fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  template:
+    spec:
+      containers:
+        - name: nfs-provisioner
+          env:
+            - {name: NFS_SERVER, value: %s}
+            - {name: NFS_PATH, value: %s}
+      volumes:
+        - name: nfs
+          nfs: null
+          persistentVolumeClaim: {claimName: %s}
+`, nfsSubdir, nfsNS, shareServer, sharePath, shareClaim)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := newManifestsClient(t)
+	if err := Apply(ctx, mc, objs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
+		defer cancel()
+		if err := Remove(ctx, mc, objs); err != nil {
+			t.Errorf("uninstalling nfs/deploy/subdir: %v", err)
+		}
+	})
+	t.Cleanup(func() { uninstallWorkload(t, "Deployment", nfsSubdir, shareClaim) })
+	share := framework.NewPVC(nfsNS, shareClaim, "", "1Gi")
+	share.Spec.StorageClassName = ptr.To("")
+	share.Spec.VolumeName = "e2e-nfs-share"
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims(nfsNS).Create(ctx, share, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitDeploymentAvailable(ctx, nfsNS, nfsSubdir); err != nil {
+		t.Fatal(err)
+	}
+	if got := namespaceLevel(ctx, t, nfsNS); got != "baseline" {
+		t.Errorf("namespace %s enforces Pod Security %q, want baseline", nfsNS, got)
+	}
+
+	ns := c.CreateTestNamespace(t, "nfs-subdir")
+	claim := framework.NewPVC(ns, "db", "nfs-subdir", "1Gi")
+	claim.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, pv, err := framework.WaitForPVCBound(ctx, c.Client, ns, claim.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The class's pathPattern: <namespace>/<claim>.
+	want := path.Join(sharePath, ns, claim.Name)
+	if pv.Spec.NFS == nil || pv.Spec.NFS.Server != shareServer || pv.Spec.NFS.Path != want {
+		t.Fatalf("PV %s has source %+v, want nfs %s:%s", pv.Name, pv.Spec.PersistentVolumeSource, shareServer, want)
+	}
+	dir := path.Join(shareDir, ns, claim.Name)
+	if out, err := node.Exec(ctx, "stat", "-c", "%a", dir); err != nil || strings.TrimSpace(string(out)) != "777" {
+		t.Fatalf("the claim's directory %s on the share: mode %q (%v), want 777 (any uid may write)", dir, out, err)
+	}
+	// What the example pod would write, written on the share directly.
+	if _, err := node.Exec(ctx, "setpriv", "--reuid", fmt.Sprint(appUID), "--regid", fmt.Sprint(appUID), "--clear-groups",
+		"sh", "-c", "date > "+path.Join(dir, "SUCCESS")); err != nil {
+		t.Fatalf("uid %d cannot write into the claim's directory: %v", appUID, err)
+	}
+
+	if err := c.Client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
+		t.Fatal(err)
+	}
+	// onDelete: archive renames the directory in its own parent.
+	archived := path.Join(shareDir, ns, "archived-"+claim.Name)
+	if _, err := node.Exec(ctx, "cat", path.Join(archived, "SUCCESS")); err != nil {
+		t.Errorf("after the PV was deleted, the data is not in %s: %v", archived, err)
+	}
+	if _, err := node.Exec(ctx, "stat", dir); err == nil {
+		t.Errorf("after the PV was deleted, %s is still there", dir)
+	}
+}
+
+// nfsWriteThroughGrace writes as a kernel client would: retrying while a
+// freshly started server is in its NFSv4 grace period (90 s in the
+// manifest, as in the classic provisioner), when it refuses new opens.
+func nfsWriteThroughGrace(ctx context.Context, client nfs.Client, file, content string) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		last = client.Write(ctx, file, content)
+		if last != nil && strings.Contains(last.Error(), "GRACE") {
+			return false, nil
+		}
+		return true, last
+	})
+	if last != nil {
+		return last
+	}
+	return err
+}
+
+// uninstallWorkload deletes, as a user uninstalling does, the workload of
+// nfsNS, waits until its pods are gone, then deletes the claims it used
+// (a StatefulSet's claims outlive it) and waits until they are gone too:
+// Remove finalizes the namespace at once, which would leave them behind.
+func uninstallWorkload(t *testing.T, kind, name string, claims ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var err error
+	switch kind {
+	case "StatefulSet":
+		err = c.Client.AppsV1().StatefulSets(nfsNS).Delete(ctx, name, metav1.DeleteOptions{})
+	case "Deployment":
+		err = c.Client.AppsV1().Deployments(nfsNS).Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting %s %s: %v", kind, name, err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(nfsNS).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("the pods of %s %s are not gone: %v", kind, name, err)
+	}
+	for _, claim := range claims {
+		if err := c.Client.CoreV1().PersistentVolumeClaims(nfsNS).Delete(ctx, claim, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting claim %s: %v", claim, err)
+		}
+		err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			_, err := c.Client.CoreV1().PersistentVolumeClaims(nfsNS).Get(ctx, claim, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Errorf("claim %s is not gone: %v", claim, err)
+		}
+	}
+}
+
+// nodeDirPV creates, as an admin would, a PersistentVolume of a directory of
+// a node, bound in advance to claim; it and the directory go when the test
+// ends.
+func nodeDirPV(t *testing.T, name, node, dir string, claim *corev1.ObjectReference) *corev1.PersistentVolume {
+	t.Helper()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef:                      claim,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
+				Path: dir, Type: ptr.To(corev1.HostPathDirectoryOrCreate),
+			}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+			}}}},
+		},
+	}
+	created, err := c.Client.CoreV1().PersistentVolumes().Create(t.Context(), pv, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The claim goes with its namespace, after the pods using it
+		// (Ganesha's grace period to stop): the PV waits for it.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := c.Client.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting PV %s: %v", name, err)
+		}
+		if err := framework.WaitForPVDeleted(ctx, c.Client, name); err != nil {
+			t.Error(err)
+		}
+		for _, n := range c.Nodes {
+			if n.Name == node {
+				if _, err := n.Exec(context.Background(), "rm", "-rf", dir); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	})
+	return created
+}
+
+// exampleClaim is the claim of nfs/deploy/example (its pod cannot run
+// here: see above).
+func exampleClaim(t *testing.T) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	objs, err := Render("nfs/deploy/example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		if obj.GetKind() == "PersistentVolumeClaim" && obj.GetName() == nfsExampleClaim {
+			var pvc corev1.PersistentVolumeClaim
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &pvc); err != nil {
+				t.Fatal(err)
+			}
+			return &pvc
+		}
+	}
+	t.Fatalf("nfs/deploy/example has no claim %s", nfsExampleClaim)
+	return nil
+}
+
+// deleteClaim deletes a claim if it is still there.
+func deleteClaim(pvc *corev1.PersistentVolumeClaim) {
+	ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
+	defer cancel()
+	_ = c.Client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Delete(ctx, pvc.Name, metav1.DeleteOptions{})
+}
+
+// namespaceLevel is the Pod Security level the namespace enforces.
+func namespaceLevel(ctx context.Context, t *testing.T, ns string) string {
+	t.Helper()
+	n, err := c.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Labels["pod-security.kubernetes.io/enforce"]
+}
+
+// serverLog is the server pod's log, for failure messages.
+func serverLog(ctx context.Context, ns, pod string) string {
+	log, err := c.PodLog(ctx, ns, pod)
+	if err != nil {
+		return err.Error()
+	}
+	return log
+}
+
+func missingTools(tools ...string) []string {
+	var missing []string
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	return missing
+}
