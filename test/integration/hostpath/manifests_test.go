@@ -98,7 +98,7 @@ func TestManifests(t *testing.T) {
 				t.Errorf("in-flight journal: %v", err)
 			}
 			if tc.lease {
-				if _, err := cp.Client.CoordinationV1().Leases(ns).Get(ctx, controller.ObjectName(hostpathProvisioner), metav1.GetOptions{}); err != nil {
+				if _, err := cp.Client.CoordinationV1().Leases(ns).Get(ctx, controller.LeaseName(hostpathProvisioner), metav1.GetOptions{}); err != nil {
 					t.Errorf("leader election Lease: %v", err)
 				}
 			}

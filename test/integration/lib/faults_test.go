@@ -184,7 +184,7 @@ func TestLeaderElectionNeverProvisionsTwice(t *testing.T) {
 		}
 	}
 	burst("first", 20)
-	lease, err := client.CoordinationV1().Leases("default").Get(ctx, controller.ObjectName(name), metav1.GetOptions{})
+	lease, err := client.CoordinationV1().Leases("default").Get(ctx, controller.LeaseName(name), metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil {
 		t.Fatalf("no leader Lease: %v", err)
 	}
