@@ -46,6 +46,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kubeprov/external-storage/lib/httpendpoint"
 	"github.com/kubeprov/external-storage/test/backend/all"
@@ -702,8 +703,57 @@ func copyBoundClaims(ctx context.Context, admin kubernetes.Interface, ns, class 
 		// ever be released, it keeps the asset. A restart reads bound volumes
 		// the same whatever their policy.
 		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
-		_, err = admin.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
-		return err
+		if pv, err = admin.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		return bindCopy(ctx, admin, pvc, pv)
+	})
+}
+
+// bindCopy binds a claim and its copied PV as kube-controller-manager's
+// binder would (its one worker binds a few dozen pairs per second here, an
+// hour for 100,000): claim volumeName and bind-completed, then both phases
+// Bound. Where the binder got there first, its work is kept.
+func bindCopy(ctx context.Context, admin kubernetes.Interface, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if pvc.Spec.VolumeName == "" {
+			pvc.Spec.VolumeName = pv.Name
+			if pvc.Annotations == nil {
+				pvc.Annotations = map[string]string{}
+			}
+			pvc.Annotations["pv.kubernetes.io/bind-completed"] = "yes"
+			updated, err := admin.CoreV1().PersistentVolumeClaims(pvc.Namespace).Update(ctx, pvc, metav1.UpdateOptions{})
+			if err != nil {
+				if fresh, gerr := admin.CoreV1().PersistentVolumeClaims(pvc.Namespace).Get(ctx, pvc.Name, metav1.GetOptions{}); gerr == nil {
+					pvc = fresh
+				}
+				return err
+			}
+			pvc = updated
+		}
+		if pv.Status.Phase != corev1.VolumeBound {
+			pv.Status.Phase = corev1.VolumeBound
+			updated, err := admin.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{})
+			if err != nil {
+				if fresh, gerr := admin.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{}); gerr == nil {
+					pv = fresh
+				}
+				return err
+			}
+			pv = updated
+		}
+		if pvc.Status.Phase != corev1.ClaimBound {
+			pvc.Status.Phase = corev1.ClaimBound
+			pvc.Status.AccessModes = pv.Spec.AccessModes
+			pvc.Status.Capacity = pv.Spec.Capacity
+			if _, err := admin.CoreV1().PersistentVolumeClaims(pvc.Namespace).UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+				if fresh, gerr := admin.CoreV1().PersistentVolumeClaims(pvc.Namespace).Get(ctx, pvc.Name, metav1.GetOptions{}); gerr == nil {
+					pvc = fresh
+				}
+				return err
+			}
+		}
+		return nil
 	})
 }
 
