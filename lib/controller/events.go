@@ -304,6 +304,9 @@ func (r *eventRecorder) backlogCap(horizon time.Duration) int {
 // still written singly. r.mu is held.
 func (r *eventRecorder) relieve(horizon time.Duration) {
 	limit := r.backlogCap(horizon)
+	if len(r.normal) <= limit {
+		return // the common case, without counting
+	}
 	live := 0
 	for _, e := range r.normal {
 		if !e.dropped {
