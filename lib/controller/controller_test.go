@@ -164,7 +164,15 @@ func claim(name, className string, mutate ...func(*corev1.PersistentVolumeClaim)
 func (f *fixture) pendingEvents() []pendingEvent {
 	f.c.events.mu.Lock()
 	defer f.c.events.mu.Unlock()
-	return append(append([]pendingEvent(nil), f.c.events.warnings...), f.c.events.normal...)
+	var out []pendingEvent
+	for _, q := range [][]*pendingEvent{f.c.events.warnings, f.c.events.normal, f.c.events.delayed} {
+		for _, e := range q {
+			if !e.dropped {
+				out = append(out, *e)
+			}
+		}
+	}
+	return out
 }
 
 func (f *fixture) requireEvent(reason, substring string) {
@@ -202,7 +210,9 @@ func (f *fixture) journalKeys() []string {
 	}
 	var keys []string
 	for k := range cm.Data {
-		keys = append(keys, k)
+		if !isClassKey(k) {
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
 	return keys
@@ -697,50 +707,6 @@ func TestJournalBatchesConcurrentRecords(t *testing.T) {
 	t.Logf("%d records, %d writes", n, writes)
 }
 
-func TestEventsAreAggregatedInBursts(t *testing.T) {
-	f := newFixture(t, newStore(t), nil)
-	r := f.c.events
-	for i := range 50 {
-		c := claim(fmt.Sprintf("c%d", i), "gold", func(c *corev1.PersistentVolumeClaim) { c.Namespace = fmt.Sprintf("tenant-%d", i%2) })
-		r.event(claimReference(c), "gold", corev1.EventTypeNormal, EventProvisioning, "provisioning")
-		r.event(claimReference(c), "gold", corev1.EventTypeNormal, EventProvisioningSucceeded, "Successfully provisioned volume pv-%d", i)
-	}
-	one := claim("single", "silver")
-	r.event(claimReference(one), "silver", corev1.EventTypeNormal, EventProvisioningSucceeded, "Successfully provisioned volume pv-x")
-	r.flush(f.ctx, true)
-	events, _ := f.client.CoreV1().Events("").List(f.ctx, metav1.ListOptions{})
-	if len(events.Items) != 2 {
-		t.Fatalf("wrote %d events, want one aggregated for gold and one single for silver", len(events.Items))
-	}
-	var agg *corev1.Event
-	for i := range events.Items {
-		if events.Items[i].InvolvedObject.Kind == "StorageClass" {
-			agg = &events.Items[i]
-		}
-	}
-	if agg == nil || agg.InvolvedObject.Name != "gold" || !strings.Contains(agg.Message, "50 claims in 2 namespaces") {
-		t.Fatalf("aggregated event = %+v", agg)
-	}
-	// The aggregate is read by anyone who can read events in its namespace:
-	// it names no claim of any tenant, and no volume.
-	if strings.Contains(agg.Message, "tenant-") || strings.Contains(agg.Message, "c1") || strings.Contains(agg.Message, "pv-") {
-		t.Fatalf("aggregated event in namespace %s names claims or volumes: %q", agg.Namespace, agg.Message)
-	}
-}
-
-func TestRepeatedWarningUpdatesCount(t *testing.T) {
-	f := newFixture(t, newStore(t), nil)
-	ref := claimReference(claim("c", "gold"))
-	for range 3 {
-		f.c.events.event(ref, "gold", corev1.EventTypeWarning, EventProvisioningFailed, "quota exceeded")
-		f.c.events.flush(f.ctx, false)
-	}
-	events, _ := f.client.CoreV1().Events("ns").List(f.ctx, metav1.ListOptions{})
-	if len(events.Items) != 1 || events.Items[0].Count != 3 {
-		t.Fatalf("events = %+v, want one with count 3", events.Items)
-	}
-}
-
 func TestTwoControllersShareARegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	for _, name := range []string{"a.io/x", "b.io/y"} {
@@ -903,8 +869,10 @@ func TestGracefulStopWritesPendingRemovals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cm.Data) != 0 {
-		t.Fatalf("journal after a graceful stop: %v", cm.Data)
+	for k := range cm.Data {
+		if !isClassKey(k) {
+			t.Fatalf("journal after a graceful stop: %v", cm.Data)
+		}
 	}
 }
 

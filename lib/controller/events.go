@@ -19,12 +19,21 @@ import (
 
 // Event reasons, the ones users of the established provisioners grep for.
 const (
-	EventProvisioning            = "Provisioning"
-	EventProvisioningSucceeded   = "ProvisioningSucceeded"
-	EventProvisioningFailed      = "ProvisioningFailed"
-	EventProvisioningCleanup     = "ProvisioningCleanupFailed"
-	EventVolumeFailedDelete      = "VolumeFailedDelete"
-	eventAggregateThreshold      = 10 // Normal events of one reason in one flush beyond which they are aggregated
+	EventProvisioning          = "Provisioning"
+	EventProvisioningSucceeded = "ProvisioningSucceeded"
+	EventProvisioningFailed    = "ProvisioningFailed"
+	EventProvisioningCleanup   = "ProvisioningCleanupFailed"
+	EventVolumeFailedDelete    = "VolumeFailedDelete"
+	// eventBacklogMaxDelay bounds how long a Normal event may wait for the
+	// event client's budget: a backlog that takes longer to write is
+	// aggregated.
+	eventBacklogMaxDelay = 30 * time.Second
+	// eventBacklogUnbudgeted bounds the backlog of a client without a rate
+	// limiter, whose budget is only the API server's speed.
+	eventBacklogUnbudgeted = 10000
+	// eventWriters write at once, so that the budget, not the round trip of
+	// one request, is what limits the events written.
+	eventWriters                 = 4
 	eventRepeatWindow            = 10 * time.Minute
 	eventRecentCap               = 4096
 	eventFinalFlushTimeout       = 2 * time.Second
@@ -32,24 +41,40 @@ const (
 	clusterScopedEventsNamespace = metav1.NamespaceDefault
 )
 
-// eventRecorder writes the controller's events. Warnings are written at once,
-// one per object, and a repeated warning updates the count of the earlier
-// one. Normal events are gathered for a flush interval: a "Provisioning" that
-// is followed by success within it is dropped, and during a burst the events
-// of one reason are aggregated into one event on the storage class, so that
-// events never cost more API writes than the volumes themselves.
+// eventRecorder writes the controller's events, each on its object, as the
+// event client's budget (its rate limiter) allows:
+//
+//   - Warnings are written first, one per object and message; a repeated
+//     warning updates the count of the earlier one.
+//   - "Provisioning" waits for the flush interval (WithEventFlushInterval):
+//     a claim provisioned within it gets only its "ProvisioningSucceeded",
+//     one still waiting gets both, as from the CSI external-provisioner.
+//   - Other Normal events ("ProvisioningSucceeded") are written singly, in
+//     order.
+//   - Only when the Normal events waiting would take the budget longer than
+//     eventBacklogMaxDelay to write are the excess aggregated: "Provisioning"
+//     events first, then the latest others, into one event per namespace,
+//     reason and class, on one of the claims, that gives counts only.
 type eventRecorder struct {
 	client    kubernetes.Interface
 	component string
 	instance  string
 	interval  time.Duration
 	metrics   *metrics
+	// qps is the event client's budget in events per second; 0 when it has
+	// no rate limiter.
+	qps float64
 
 	mu       sync.Mutex
-	normal   []pendingEvent
-	warnings []pendingEvent
-	recent   map[eventKey]*corev1.Event
-	kick     chan struct{}
+	warnings []*pendingEvent
+	normal   []*pendingEvent // ready to be written, oldest first
+	delayed  []*pendingEvent // "Provisioning" events waiting for their due time
+	starting map[types.UID]*pendingEvent
+	// pendingWarnings finds a warning still waiting, to count a repeat into it.
+	pendingWarnings map[eventKey]*pendingEvent
+	recent          map[eventKey]*corev1.Event
+	stopBy          time.Time // when stopping: the end of the final flush
+	kick            chan struct{}
 }
 
 type pendingEvent struct {
@@ -59,6 +84,10 @@ type pendingEvent struct {
 	reason    string
 	message   string
 	at        time.Time
+	due       time.Time // for delayed events
+	count     int32
+	dropped   bool // superseded before it was written
+	aggregate bool
 }
 
 type eventKey struct {
@@ -69,14 +98,30 @@ type eventKey struct {
 
 func newEventRecorder(client kubernetes.Interface, component, instance string, interval time.Duration, m *metrics) *eventRecorder {
 	return &eventRecorder{
-		client:    client,
-		component: component,
-		instance:  instance,
-		interval:  interval,
-		metrics:   m,
-		recent:    map[eventKey]*corev1.Event{},
-		kick:      make(chan struct{}, 1),
+		client:          client,
+		component:       component,
+		instance:        instance,
+		interval:        interval,
+		metrics:         m,
+		qps:             eventBudget(client),
+		starting:        map[types.UID]*pendingEvent{},
+		pendingWarnings: map[eventKey]*pendingEvent{},
+		recent:          map[eventKey]*corev1.Event{},
+		kick:            make(chan struct{}, 1),
 	}
+}
+
+// eventBudget is the events per second the client's rate limiter allows; 0
+// if it has none.
+func eventBudget(client kubernetes.Interface) float64 {
+	rc := client.CoreV1().RESTClient()
+	if rc == nil {
+		return 0
+	}
+	if rl := rc.GetRateLimiter(); rl != nil {
+		return float64(rl.QPS())
+	}
+	return 0
 }
 
 func claimReference(claim *corev1.PersistentVolumeClaim) corev1.ObjectReference {
@@ -89,129 +134,257 @@ func volumeReference(pv *corev1.PersistentVolume) corev1.ObjectReference {
 		ResourceVersion: pv.ResourceVersion}
 }
 
-// event queues an event about ref; class names the storage class for aggregation.
+// event queues an event about ref; class names the storage class, for
+// aggregation.
 func (r *eventRecorder) event(ref corev1.ObjectReference, class, eventType, reason, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if len(msg) > eventMessageMaxLength {
 		msg = msg[:eventMessageMaxLength-3] + "..."
 	}
-	e := pendingEvent{ref: ref, class: class, eventType: eventType, reason: reason, message: msg, at: time.Now()}
+	now := time.Now()
+	e := &pendingEvent{ref: ref, class: class, eventType: eventType, reason: reason, message: msg, at: now, count: 1}
 	r.metrics.eventsEmitted.WithLabelValues(eventType).Inc()
 	r.mu.Lock()
-	if eventType == corev1.EventTypeWarning {
+	defer r.mu.Unlock()
+	switch {
+	case eventType == corev1.EventTypeWarning:
+		key := eventKey{uid: ref.UID, reason: reason, message: msg}
+		if prev := r.pendingWarnings[key]; prev != nil {
+			prev.count++
+			return
+		}
+		r.pendingWarnings[key] = e
 		r.warnings = append(r.warnings, e)
-	} else {
+	case reason == EventProvisioning:
+		if prev := r.starting[ref.UID]; prev != nil {
+			prev.dropped = true // a new attempt: its event replaces the earlier one
+		}
+		e.due = now.Add(r.interval)
+		r.starting[ref.UID] = e
+		r.delayed = append(r.delayed, e)
+		return // written when due
+	default:
+		if reason == EventProvisioningSucceeded {
+			if prev := r.starting[ref.UID]; prev != nil {
+				prev.dropped = true // the success says all "Provisioning" would
+				delete(r.starting, ref.UID)
+			}
+		}
 		r.normal = append(r.normal, e)
 	}
-	r.mu.Unlock()
-	if eventType == corev1.EventTypeWarning {
-		select {
-		case r.kick <- struct{}{}:
-		default:
-		}
+	r.poke()
+}
+
+func (r *eventRecorder) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
 	}
 }
 
-// run writes events until ctx ends, then writes what is left within a short bound.
+// run writes events until ctx ends, then what is left within
+// eventFinalFlushTimeout (aggregating what the budget cannot write by then).
 func (r *eventRecorder) run(ctx context.Context) {
-	ticker := time.NewTicker(r.interval)
-	defer ticker.Stop()
+	writeCtx, cancelWrites := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWrites()
+	stopped := context.AfterFunc(ctx, func() { time.AfterFunc(eventFinalFlushTimeout, cancelWrites) })
+	defer stopped()
+	var wg sync.WaitGroup
+	for range eventWriters {
+		wg.Go(func() {
+			for {
+				e := r.next(ctx)
+				if e == nil || writeCtx.Err() != nil {
+					return
+				}
+				r.write(writeCtx, e)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// next returns the next event to write, waiting for one; nil once ctx has
+// ended and nothing is left.
+func (r *eventRecorder) next(ctx context.Context) *pendingEvent {
 	for {
+		r.mu.Lock()
+		now := time.Now()
+		stopping := ctx.Err() != nil
+		horizon := eventBacklogMaxDelay
+		if stopping {
+			if r.stopBy.IsZero() {
+				r.stopBy = now.Add(eventFinalFlushTimeout)
+			}
+			horizon = max(r.stopBy.Sub(now), 0)
+		}
+		r.promote(now, stopping)
+		r.relieve(horizon)
+		e := r.pop()
+		var wait time.Duration = -1
+		if len(r.delayed) > 0 {
+			wait = max(r.delayed[0].due.Sub(now), 0)
+		}
+		more := len(r.warnings) > 0 || len(r.normal) > 0
+		r.mu.Unlock()
+		if e != nil {
+			if more {
+				r.poke() // another writer may take the next one
+			}
+			return e
+		}
+		if stopping {
+			return nil
+		}
+		var due <-chan time.Time
+		var timer *time.Timer
+		if wait >= 0 {
+			timer = time.NewTimer(wait)
+			due = timer.C
+		}
 		select {
 		case <-ctx.Done():
-			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventFinalFlushTimeout)
-			r.flush(final, true)
-			cancel()
-			return
 		case <-r.kick:
-			r.flush(ctx, false)
-		case <-ticker.C:
-			r.flush(ctx, true)
+		case <-due:
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 	}
 }
 
-func (r *eventRecorder) flush(ctx context.Context, withNormal bool) {
-	r.mu.Lock()
-	warnings := r.warnings
-	r.warnings = nil
-	var normal []pendingEvent
-	if withNormal {
-		normal = r.normal
-		r.normal = nil
+// promote moves the "Provisioning" events that are due (all of them when
+// stopping) to the Normal events ready to be written; r.mu is held.
+func (r *eventRecorder) promote(now time.Time, all bool) {
+	n := 0
+	for _, e := range r.delayed {
+		if !all && e.due.After(now) {
+			break
+		}
+		n++
+		if !e.dropped {
+			r.normal = append(r.normal, e)
+		}
 	}
-	r.mu.Unlock()
-	for _, e := range warnings {
-		r.write(ctx, e)
+	r.delayed = r.delayed[n:]
+}
+
+// pop takes the next event to write: warnings first; r.mu is held.
+func (r *eventRecorder) pop() *pendingEvent {
+	if len(r.warnings) > 0 {
+		e := r.warnings[0]
+		r.warnings = r.warnings[1:]
+		delete(r.pendingWarnings, eventKey{uid: e.ref.UID, reason: e.reason, message: e.message})
+		return e
 	}
-	if len(normal) == 0 {
+	for len(r.normal) > 0 {
+		e := r.normal[0]
+		r.normal = r.normal[1:]
+		if e.reason == EventProvisioning && r.starting[e.ref.UID] == e {
+			delete(r.starting, e.ref.UID)
+		}
+		if !e.dropped {
+			return e
+		}
+	}
+	return nil
+}
+
+// backlogCap is how many Normal events the budget writes within horizon.
+func (r *eventRecorder) backlogCap(horizon time.Duration) int {
+	if r.qps <= 0 {
+		return eventBacklogUnbudgeted
+	}
+	return int(r.qps * horizon.Seconds())
+}
+
+// relieve aggregates the Normal events beyond what the budget can write
+// within horizon: "Provisioning" events first (their claim's success is
+// still to come), then the latest others, so that the earliest ones are
+// still written singly. r.mu is held.
+func (r *eventRecorder) relieve(horizon time.Duration) {
+	limit := r.backlogCap(horizon)
+	if len(r.normal) <= limit {
+		return // the common case, without counting
+	}
+	live := 0
+	for _, e := range r.normal {
+		if !e.dropped {
+			live++
+		}
+	}
+	if live <= limit {
 		return
 	}
-	normal = dropSuperseded(normal)
-	// Aggregate per reason and class: a burst in one class must not hide
-	// the single event of another.
-	type group struct{ reason, class string }
-	groups := map[group][]pendingEvent{}
+	var folded []*pendingEvent
+	kept := r.normal[:0:0]
+	for _, e := range r.normal {
+		switch {
+		case e.dropped:
+		case live > limit && e.reason == EventProvisioning && !e.aggregate:
+			folded = append(folded, e)
+			live--
+		default:
+			kept = append(kept, e)
+		}
+	}
+	if live > limit {
+		// Keep the earliest `limit` single events (aggregates always stay).
+		var singles int
+		trimmed := kept[:0:0]
+		for _, e := range kept {
+			if e.aggregate || singles < limit {
+				if !e.aggregate {
+					singles++
+				}
+				trimmed = append(trimmed, e)
+				continue
+			}
+			folded = append(folded, e)
+		}
+		kept = trimmed
+	}
+	for _, e := range folded {
+		if e.reason == EventProvisioning && r.starting[e.ref.UID] == e {
+			delete(r.starting, e.ref.UID)
+		}
+	}
+	r.normal = append(aggregate(folded), kept...)
+}
+
+// aggregate folds events into one per namespace, reason and class, each on
+// the last claim of its group, in that claim's namespace. It gives counts
+// only and names no volume: a tenant reads it about their own claims, and
+// one volume's name would be wrong for all the others.
+func aggregate(events []*pendingEvent) []*pendingEvent {
+	type group struct{ namespace, reason, class string }
+	counts := map[group]int{}
+	last := map[group]*pendingEvent{}
 	var order []group
-	for _, e := range normal {
-		g := group{e.reason, e.class}
-		if _, ok := groups[g]; !ok {
+	for _, e := range events {
+		g := group{e.ref.Namespace, e.reason, e.class}
+		if _, ok := counts[g]; !ok {
 			order = append(order, g)
 		}
-		groups[g] = append(groups[g], e)
+		counts[g] += int(e.count)
+		last[g] = e
 	}
+	out := make([]*pendingEvent, 0, len(order))
 	for _, g := range order {
-		events := groups[g]
-		if len(events) <= eventAggregateThreshold {
-			for _, e := range events {
-				r.write(ctx, e)
-			}
-			continue
-		}
-		r.writeAggregated(ctx, g.class, events)
+		e := last[g]
+		out = append(out, &pendingEvent{
+			ref:       e.ref,
+			class:     g.class,
+			eventType: e.eventType,
+			reason:    g.reason,
+			message: fmt.Sprintf("%s for %d claims of StorageClass %q in this namespace, this one among them (their events were aggregated: the provisioner's event budget was exhausted)",
+				aggregatedSummary(g.reason), counts[g], g.class),
+			at:        e.at,
+			count:     1,
+			aggregate: true,
+		})
 	}
-}
-
-// dropSuperseded removes "Provisioning" events of claims whose success is in
-// the same batch: the success says all the first one would.
-func dropSuperseded(events []pendingEvent) []pendingEvent {
-	succeeded := map[types.UID]bool{}
-	for _, e := range events {
-		if e.reason == EventProvisioningSucceeded {
-			succeeded[e.ref.UID] = true
-		}
-	}
-	kept := events[:0]
-	for _, e := range events {
-		if e.reason == EventProvisioning && succeeded[e.ref.UID] {
-			continue
-		}
-		kept = append(kept, e)
-	}
-	return kept
-}
-
-// writeAggregated writes one event on the storage class for many events of
-// one reason. It gives counts only: the event is in namespace "default", and
-// the names of claims (and the volume named in any one claim's message) are
-// not for readers of other namespaces.
-func (r *eventRecorder) writeAggregated(ctx context.Context, class string, group []pendingEvent) {
-	namespaces := map[string]bool{}
-	for _, e := range group {
-		namespaces[e.ref.Namespace] = true
-	}
-	first := group[0]
-	agg := pendingEvent{
-		ref:       corev1.ObjectReference{Kind: "StorageClass", APIVersion: "storage.k8s.io/v1", Name: class},
-		eventType: first.eventType,
-		reason:    first.reason,
-		message: fmt.Sprintf("%s for %d claims in %d namespaces (events of a burst, aggregated)",
-			aggregatedSummary(first.reason), len(group), len(namespaces)),
-		at: first.at,
-	}
-	if r.create(ctx, agg, 1) != nil {
-		r.metrics.eventsWritten.WithLabelValues("aggregated").Inc()
-	}
+	return out
 }
 
 func aggregatedSummary(reason string) string {
@@ -224,13 +397,30 @@ func aggregatedSummary(reason string) string {
 	return reason
 }
 
-func (r *eventRecorder) write(ctx context.Context, e pendingEvent) {
+// writeReady writes, one after the other, every event ready now (with all,
+// also the "Provisioning" events not yet due), aggregating what the budget
+// cannot write within horizon.
+func (r *eventRecorder) writeReady(ctx context.Context, all bool, horizon time.Duration) {
+	for {
+		r.mu.Lock()
+		r.promote(time.Now(), all)
+		r.relieve(horizon)
+		e := r.pop()
+		r.mu.Unlock()
+		if e == nil {
+			return
+		}
+		r.write(ctx, e)
+	}
+}
+
+func (r *eventRecorder) write(ctx context.Context, e *pendingEvent) {
 	key := eventKey{uid: e.ref.UID, reason: e.reason, message: e.message}
 	r.mu.Lock()
 	prev := r.recent[key]
 	r.mu.Unlock()
 	if prev != nil && e.at.Sub(prev.LastTimestamp.Time) < eventRepeatWindow {
-		patch := fmt.Sprintf(`{"count":%d,"lastTimestamp":%q}`, prev.Count+1, e.at.UTC().Format(time.RFC3339))
+		patch := fmt.Sprintf(`{"count":%d,"lastTimestamp":%q}`, prev.Count+e.count, e.at.UTC().Format(time.RFC3339))
 		updated, err := r.client.CoreV1().Events(prev.Namespace).Patch(ctx, prev.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		if err == nil {
 			r.metrics.eventsWritten.WithLabelValues("repeat").Inc()
@@ -242,13 +432,17 @@ func (r *eventRecorder) write(ctx context.Context, e pendingEvent) {
 			return
 		}
 	}
-	if created := r.create(ctx, e, 1); created != nil {
-		r.metrics.eventsWritten.WithLabelValues("single").Inc()
+	if created := r.create(ctx, e); created != nil {
+		kind := "single"
+		if e.aggregate {
+			kind = "aggregated"
+		}
+		r.metrics.eventsWritten.WithLabelValues(kind).Inc()
 		r.remember(key, created)
 	}
 }
 
-func (r *eventRecorder) create(ctx context.Context, e pendingEvent, count int32) *corev1.Event {
+func (r *eventRecorder) create(ctx context.Context, e *pendingEvent) *corev1.Event {
 	ns := e.ref.Namespace
 	if ns == "" {
 		ns = clusterScopedEventsNamespace
@@ -263,7 +457,7 @@ func (r *eventRecorder) create(ctx context.Context, e pendingEvent, count int32)
 		Source:              corev1.EventSource{Component: r.component},
 		FirstTimestamp:      t,
 		LastTimestamp:       t,
-		Count:               count,
+		Count:               e.count,
 		ReportingController: r.component,
 		ReportingInstance:   r.instance,
 	}

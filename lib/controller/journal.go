@@ -5,11 +5,13 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,19 +25,28 @@ import (
 )
 
 const (
-	// journalMaxBytes keeps the journal ConfigMap well under the 1 MiB object limit.
-	journalMaxBytes = 800 * 1024
-	// journalNamespaceMaxBytes is what the claims of one namespace may hold:
-	// the journal is shared by every tenant, so one of them filling it must
-	// not stop the others.
-	journalNamespaceMaxBytes = journalMaxBytes / 4
+	// journalShardMaxBytes keeps each journal ConfigMap well under the 1 MiB
+	// object limit.
+	journalShardMaxBytes = 800 * 1024
+	// journalShards is how many ConfigMaps the journal may use: the first is
+	// named by WithJournal (JournalName), the others "<name>-1" to "<name>-31".
+	// With the class stored once per ConfigMap a typical entry takes about
+	// 300 bytes, so the journal holds some 80,000 operations, the claims of
+	// one namespace a quarter of that.
+	journalShards = 32
 	// journalEntryMaxBytes bounds one entry: a claim's spec plus the metadata
 	// the provisioner declares it reads.
 	journalEntryMaxBytes = 16 * 1024
 	// journalForgetDelay lets removals wait for the next write instead of
 	// costing one each: a stale entry only makes a restart look at a claim again.
-	journalForgetDelay    = 5 * time.Second
-	lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+	journalForgetDelay = 5 * time.Second
+	// journalClassKeyPrefix starts the keys of the classes a ConfigMap's
+	// entries refer to. A PV name never contains "_", so no entry's key does.
+	journalClassKeyPrefix = "_class."
+	// journalShardsAnnotation, on the first ConfigMap, says how many of them
+	// are in use, so that a restart reads only those.
+	journalShardsAnnotation = "kubeprov.io/journal-shards"
+	lastAppliedAnnotation   = "kubectl.kubernetes.io/last-applied-configuration"
 )
 
 var (
@@ -47,16 +58,26 @@ var (
 // journalEntry is what the controller needs, after a crash, to finish or undo
 // a Provision call whose PV may never have been saved: enough to call
 // Provision again (it is idempotent) and then Delete when the claim is gone.
+//
+// On the wire the class is stored once per ConfigMap under ClassKey; entries
+// written before the journal had several ConfigMaps carry it inline in Class,
+// and are still read.
 type journalEntry struct {
 	Claim        *corev1.PersistentVolumeClaim `json:"claim"`
-	Class        *storagev1.StorageClass       `json:"class"`
+	Class        *storagev1.StorageClass       `json:"class,omitempty"`
+	ClassKey     string                        `json:"classKey,omitempty"`
 	SelectedNode string                        `json:"selectedNode,omitempty"`
 }
 
-// journal is the durable record of in-flight provisioning: a ConfigMap with
+// journal is the durable record of in-flight provisioning: ConfigMaps with
 // one key per PV name, written before Provision is called and cleared after
-// the PV is saved or the asset deleted. Writes are batched: every caller that
-// arrives while one write is under way shares the next one.
+// the PV is saved or the asset deleted.
+//
+// A new entry goes to the first ConfigMap (shard) with room for it, so that
+// under any load short of thousands of operations in flight only the first
+// one is written, as before there were shards; only when it is full do
+// entries spill into the next. Writes are batched per shard: every caller
+// that arrives while a write is under way shares the next one.
 type journal struct {
 	client          kubernetes.Interface
 	namespace, name string
@@ -64,46 +85,96 @@ type journal struct {
 	// metadataKeys names the claim labels and annotations to keep (see
 	// ClaimMetadataReader); nil keeps none.
 	metadataKeys func(*storagev1.StorageClass) (labels, annotations []string)
+	// shardMaxBytes and namespaceMaxBytes are the bounds (constants but in tests).
+	shardMaxBytes, namespaceMaxBytes int
 
 	mu          sync.Mutex
-	entries     map[string]string // PV name -> serialized journalEntry: the desired content
-	committed   map[string]string // what the server has, as far as we know
-	namespaceOf map[string]string // PV name -> its claim's namespace, for entries
-	object      *corev1.ConfigMap // last object read or written; nil if there is none
-	waiters     []chan error
+	shards      []*journalShard
+	shardOf     map[string]int    // PV name -> shard holding its entry
+	namespaceOf map[string]string // PV name -> its claim's namespace
+	nsSize      map[string]int    // bytes of entries by claim namespace
+	// shardsInUse is what the first ConfigMap on the server says: shards
+	// beyond it are never written before it says more.
+	shardsInUse int
 	kick        chan struct{}
-	size        int
-	nsSize      map[string]int // bytes of entries by claim namespace
+}
+
+// journalShard is one ConfigMap of the journal.
+type journalShard struct {
+	name      string
+	entries   map[string]string // PV name -> serialized entry: the desired content
+	classOf   map[string]string // PV name -> key of its class ("" for an inline class)
+	classes   map[string]string // class key -> serialized class, for the entries that refer to it
+	classRefs map[string]int
+	committed map[string]string // what the server has, as far as we know
+	object    *corev1.ConfigMap // last object read or written; nil if there is none
+	waiters   []chan error
+	size      int // bytes of entries and classes
 }
 
 func newJournal(client kubernetes.Interface, namespace, name string, m *metrics) *journal {
-	j := &journal{client: client, namespace: namespace, name: name, metrics: m, kick: make(chan struct{}, 1)}
+	j := &journal{client: client, namespace: namespace, name: name, metrics: m, kick: make(chan struct{}, 1),
+		shardMaxBytes: journalShardMaxBytes, namespaceMaxBytes: journalShards * journalShardMaxBytes / 4}
 	j.reset()
 	return j
 }
 
-func (j *journal) reset() {
-	j.entries, j.committed, j.namespaceOf, j.nsSize, j.size = map[string]string{}, map[string]string{}, map[string]string{}, map[string]int{}, 0
+// journalShardName names shard i of the journal name.
+func journalShardName(name string, i int) string {
+	if i == 0 {
+		return name
+	}
+	return fmt.Sprintf("%s-%d", name, i)
 }
 
-// add and drop keep the byte counts with the entries; j.mu is held.
-func (j *journal) add(pvName, namespace, data string) {
-	j.entries[pvName], j.namespaceOf[pvName] = data, namespace
-	j.size += len(data)
+// reset empties the journal; j.mu is held (or j not yet shared).
+func (j *journal) reset() {
+	j.shards = make([]*journalShard, journalShards)
+	for i := range j.shards {
+		j.shards[i] = &journalShard{name: journalShardName(j.name, i), entries: map[string]string{}, classOf: map[string]string{},
+			classes: map[string]string{}, classRefs: map[string]int{}, committed: map[string]string{}}
+	}
+	j.shardOf, j.namespaceOf, j.nsSize, j.shardsInUse = map[string]int{}, map[string]string{}, map[string]int{}, 0
+}
+
+// add and drop keep the byte counts and class references with the entries;
+// j.mu is held.
+func (j *journal) add(shard int, pvName, namespace, data, classKey, classData string) {
+	s := j.shards[shard]
+	s.entries[pvName], s.classOf[pvName] = data, classKey
+	s.size += len(data)
+	if classKey != "" {
+		if s.classRefs[classKey] == 0 {
+			s.classes[classKey] = classData
+			s.size += len(classData)
+		}
+		s.classRefs[classKey]++
+	}
+	j.shardOf[pvName], j.namespaceOf[pvName] = shard, namespace
 	j.nsSize[namespace] += len(data)
 }
 
 func (j *journal) drop(pvName string) {
-	old, ok := j.entries[pvName]
+	shard, ok := j.shardOf[pvName]
 	if !ok {
 		return
 	}
-	namespace := j.namespaceOf[pvName]
-	j.size -= len(old)
-	if j.nsSize[namespace] -= len(old); j.nsSize[namespace] <= 0 {
+	s := j.shards[shard]
+	data, classKey, namespace := s.entries[pvName], s.classOf[pvName], j.namespaceOf[pvName]
+	s.size -= len(data)
+	if classKey != "" {
+		if s.classRefs[classKey]--; s.classRefs[classKey] <= 0 {
+			s.size -= len(s.classes[classKey])
+			delete(s.classRefs, classKey)
+			delete(s.classes, classKey)
+		}
+	}
+	if j.nsSize[namespace] -= len(data); j.nsSize[namespace] <= 0 {
 		delete(j.nsSize, namespace)
 	}
-	delete(j.entries, pvName)
+	delete(s.entries, pvName)
+	delete(s.classOf, pvName)
+	delete(j.shardOf, pvName)
 	delete(j.namespaceOf, pvName)
 }
 
@@ -111,37 +182,96 @@ var invalidNameChars = regexp.MustCompile(`[^a-z0-9.-]+`)
 
 // describe names the journal and the permissions it needs, for messages.
 func (j *journal) describe() string {
-	return fmt.Sprintf("in-flight journal ConfigMap %s/%s (get, create, update, patch on configmaps)", j.namespace, j.name)
+	return fmt.Sprintf("in-flight journal ConfigMap %s/%s (and %s-1 to -%d when it fills; get, create, update, patch on configmaps)",
+		j.namespace, j.name, j.name, journalShards-1)
 }
 
-// load reads the journal and returns its entries by PV name.
+// load reads the journal and returns its entries by PV name. Entries whose
+// class cannot be found in their ConfigMap, and a second entry of one PV
+// name, are dropped (the next write of their ConfigMap removes them).
 func (j *journal) load(ctx context.Context) (map[string]journalEntry, error) {
-	cm, err := j.client.CoreV1().ConfigMaps(j.namespace).Get(ctx, j.name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		cm, err = nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading in-flight journal %s/%s: %w", j.namespace, j.name, err)
+	objects := make([]*corev1.ConfigMap, journalShards)
+	for i := range journalShards {
+		if i > 0 && i >= shardsRecorded(objects[0]) {
+			break
+		}
+		name := journalShardName(j.name, i)
+		cm, err := j.client.CoreV1().ConfigMaps(j.namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cm, err = nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading in-flight journal %s/%s: %w", j.namespace, name, err)
+		}
+		objects[i] = cm
 	}
 	out := map[string]journalEntry{}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.object = cm
 	j.reset()
-	if cm == nil {
-		return out, nil
-	}
-	for pvName, data := range cm.Data {
-		var e journalEntry
-		if err := json.Unmarshal([]byte(data), &e); err != nil || e.Claim == nil {
-			klog.FromContext(ctx).Error(err, "Dropping unreadable in-flight journal entry", "pv", pvName)
+	j.shardsInUse = shardsRecorded(objects[0])
+	for i, cm := range objects {
+		s := j.shards[i]
+		s.object = cm
+		if cm == nil {
 			continue
 		}
-		out[pvName] = e
-		j.add(pvName, e.Claim.Namespace, data)
-		j.committed[pvName] = data
+		maps.Copy(s.committed, cm.Data)
+		for pvName, data := range cm.Data {
+			if isClassKey(pvName) {
+				continue
+			}
+			var e journalEntry
+			err := json.Unmarshal([]byte(data), &e)
+			classData := ""
+			if err == nil && e.ClassKey != "" {
+				classData = cm.Data[e.ClassKey]
+				var class storagev1.StorageClass
+				if !isClassKey(e.ClassKey) || classData == "" {
+					err = fmt.Errorf("class %q not found in the ConfigMap", e.ClassKey)
+				} else if err = json.Unmarshal([]byte(classData), &class); err == nil {
+					e.Class = &class
+				}
+			}
+			if err != nil || e.Claim == nil {
+				klog.FromContext(ctx).Error(err, "Dropping unreadable in-flight journal entry", "pv", pvName, "configMap", s.name)
+				continue
+			}
+			if _, dup := j.shardOf[pvName]; dup {
+				klog.FromContext(ctx).Error(nil, "Dropping a second in-flight journal entry of one volume", "pv", pvName, "configMap", s.name)
+				continue
+			}
+			out[pvName] = e
+			j.add(i, pvName, e.Claim.Namespace, data, e.ClassKey, classData)
+		}
 	}
 	return out, nil
+}
+
+// shardsRecorded is how many ConfigMaps the first one says are in use: 0
+// without it, 1 when it does not say (the format before shards), all when
+// what it says cannot be read.
+func shardsRecorded(first *corev1.ConfigMap) int {
+	if first == nil {
+		return 0
+	}
+	v, ok := first.Annotations[journalShardsAnnotation]
+	if !ok {
+		return 1
+	}
+	var n int
+	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < 1 || n > journalShards {
+		return journalShards
+	}
+	return n
+}
+
+func isClassKey(key string) bool { return strings.HasPrefix(key, journalClassKeyPrefix) }
+
+// classKey names a class by its content: entries recorded with the same
+// class share one copy in their ConfigMap.
+func classKey(classData []byte) string {
+	return journalClassKeyPrefix + fmt.Sprintf("%x", sha256.Sum256(classData))[:16]
 }
 
 // record makes the entry durable before it returns: only then may an asset
@@ -151,7 +281,12 @@ func (j *journal) record(ctx context.Context, pvName string, e journalEntry) err
 	if j.metadataKeys != nil {
 		labels, annotations = j.metadataKeys(e.Class)
 	}
-	data, err := json.Marshal(journalEntry{Claim: strippedClaim(e.Claim, labels, annotations), Class: strippedClass(e.Class), SelectedNode: e.SelectedNode})
+	classData, err := json.Marshal(strippedClass(e.Class))
+	if err != nil {
+		return fmt.Errorf("encoding in-flight journal entry: %w", err)
+	}
+	key := classKey(classData)
+	data, err := json.Marshal(journalEntry{Claim: strippedClaim(e.Claim, labels, annotations), ClassKey: key, SelectedNode: e.SelectedNode})
 	if err != nil {
 		return fmt.Errorf("encoding in-flight journal entry: %w", err)
 	}
@@ -160,26 +295,60 @@ func (j *journal) record(ctx context.Context, pvName string, e journalEntry) err
 	}
 	namespace := e.Claim.Namespace
 	j.mu.Lock()
-	if committed, ok := j.committed[pvName]; ok {
-		if _, present := j.entries[pvName]; !present {
-			j.add(pvName, namespace, committed)
+	if shard, ok := j.shardOf[pvName]; ok && j.shards[shard].entries[pvName] == string(data) {
+		if s := j.shards[shard]; s.committed[pvName] == string(data) && s.committed[key] == string(classData) {
+			j.mu.Unlock()
+			return nil // recorded already (a retry, or an operation resumed at start)
+		}
+		return j.waitForWrite(ctx, shard) // recorded by an attempt whose write failed
+	}
+	// A removal not yet written: the server still has this very entry.
+	for i, s := range j.shards {
+		if s.committed[pvName] == string(data) && s.committed[key] == string(classData) {
+			j.drop(pvName)
+			room := s.size + len(data)
+			if s.classRefs[key] == 0 {
+				room += len(classData)
+			}
+			if j.nsSize[namespace]+len(data) > j.namespaceMaxBytes || room > j.shardMaxBytes {
+				break
+			}
+			j.add(i, pvName, namespace, string(data), key, string(classData))
+			j.mu.Unlock()
+			return nil
+		}
+	}
+	// The entry of an earlier record of this PV name is replaced.
+	oldShard, hadOld := j.shardOf[pvName]
+	var oldData, oldClassKey, oldClassData, oldNamespace string
+	if hadOld {
+		s := j.shards[oldShard]
+		oldData, oldClassKey, oldNamespace = s.entries[pvName], s.classOf[pvName], j.namespaceOf[pvName]
+		oldClassData = s.classes[oldClassKey]
+		j.drop(pvName)
+	}
+	shard := -1
+	if j.nsSize[namespace]+len(data) > j.namespaceMaxBytes {
+		err = errNamespaceFull
+	} else if shard = j.shardWithRoom(len(data), key, len(classData)); shard < 0 {
+		err = errJournalFull
+	}
+	if err != nil {
+		if hadOld {
+			j.add(oldShard, pvName, oldNamespace, oldData, oldClassKey, oldClassData)
 		}
 		j.mu.Unlock()
-		return nil
+		return err
 	}
-	old := j.entries[pvName]
-	switch {
-	case j.size-len(old)+len(data) > journalMaxBytes:
-		j.mu.Unlock()
-		return errJournalFull
-	case j.nsSize[namespace]-len(old)+len(data) > journalNamespaceMaxBytes:
-		j.mu.Unlock()
-		return errNamespaceFull
-	}
-	j.drop(pvName)
-	j.add(pvName, namespace, string(data))
+	j.add(shard, pvName, namespace, string(data), key, string(classData))
+	return j.waitForWrite(ctx, shard)
+}
+
+// waitForWrite waits for the next write of a shard; j.mu is held, and
+// released.
+func (j *journal) waitForWrite(ctx context.Context, shard int) error {
 	done := make(chan error, 1)
-	j.waiters = append(j.waiters, done)
+	j.shards[shard].waiters = append(j.shards[shard].waiters, done)
 	j.mu.Unlock()
 	j.poke()
 	select {
@@ -190,16 +359,31 @@ func (j *journal) record(ctx context.Context, pvName string, e journalEntry) err
 	}
 }
 
+// shardWithRoom returns the first shard an entry fits in (with its class,
+// unless the shard has it already); -1 if none. j.mu is held.
+func (j *journal) shardWithRoom(entryBytes int, classKey string, classBytes int) int {
+	for i, s := range j.shards {
+		need := entryBytes
+		if s.classRefs[classKey] == 0 {
+			need += classBytes
+		}
+		if s.size+need <= j.shardMaxBytes {
+			return i
+		}
+	}
+	return -1
+}
+
 // has reports whether an operation for pvName is recorded.
 func (j *journal) has(pvName string) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	_, ok := j.entries[pvName]
+	_, ok := j.shardOf[pvName]
 	return ok
 }
 
-// forget drops the entry; the removal is written with the next write or
-// after journalForgetDelay.
+// forget drops the entry; the removal is written with the next write of its
+// ConfigMap or after journalForgetDelay.
 func (j *journal) forget(pvName string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -228,43 +412,124 @@ func (j *journal) run(ctx context.Context) {
 	}
 }
 
+// shardWrite is one ConfigMap to write in a flush.
+type shardWrite struct {
+	index   int
+	object  *corev1.ConfigMap
+	desired map[string]string
+	waiters []chan error
+	write   bool
+}
+
+// flush writes every shard whose content changed, the first one first: it
+// says how many shards are in use, so it is written before a shard beyond
+// that number is.
 func (j *journal) flush(ctx context.Context) {
 	j.mu.Lock()
-	waiters := j.waiters
-	j.waiters = nil
-	desired := maps.Clone(j.entries)
-	object := j.object
-	same := maps.Equal(desired, j.committed)
+	var jobs []shardWrite
+	inUse := 0
+	for i, s := range j.shards {
+		desired := make(map[string]string, len(s.entries)+len(s.classes))
+		maps.Copy(desired, s.entries)
+		maps.Copy(desired, s.classes)
+		job := shardWrite{index: i, object: s.object, desired: desired, waiters: s.waiters,
+			write: changed(desired, s.committed) && !(s.object == nil && len(desired) == 0)}
+		s.waiters = nil
+		if s.object != nil || len(desired) > 0 {
+			inUse = i + 1
+		}
+		if job.write || len(job.waiters) > 0 {
+			jobs = append(jobs, job)
+		}
+	}
+	shardsInUse := max(inUse, j.shardsInUse)
+	if shardsInUse > max(j.shardsInUse, 1) && (len(jobs) == 0 || jobs[0].index != 0 || !jobs[0].write) {
+		s := j.shards[0]
+		desired := make(map[string]string, len(s.entries)+len(s.classes))
+		maps.Copy(desired, s.entries)
+		maps.Copy(desired, s.classes)
+		first := shardWrite{index: 0, object: s.object, desired: desired, write: true}
+		if len(jobs) > 0 && jobs[0].index == 0 {
+			first.waiters = jobs[0].waiters
+			jobs = jobs[1:]
+		}
+		jobs = append([]shardWrite{first}, jobs...)
+	}
 	j.mu.Unlock()
 
-	err := error(nil)
-	if !same && !(object == nil && len(desired) == 0) {
-		err = j.write(ctx, object, desired)
-	}
-	for _, w := range waiters {
-		w <- err
+	var firstErr error
+	for _, job := range jobs {
+		err := firstErr
+		if err == nil && job.write {
+			err = j.write(ctx, job.index, job.object, job.desired, shardsInUse)
+			if job.index == 0 {
+				// No shard may be written before the first says it is in use.
+				firstErr = err
+			}
+		}
+		for _, w := range job.waiters {
+			w <- err
+		}
 	}
 }
 
-func (j *journal) write(ctx context.Context, object *corev1.ConfigMap, desired map[string]string) error {
+// changed reports whether the server must be written to hold desired: an
+// entry differs or is missing, a class an entry refers to is missing, or an
+// entry is to be removed. Classes no entry refers to any more are removed
+// with the next write, never written for themselves.
+func changed(desired, committed map[string]string) bool {
+	for k, v := range desired {
+		if committed[k] != v {
+			return true
+		}
+	}
+	for k := range committed {
+		if _, ok := desired[k]; !ok && !isClassKey(k) {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *journal) write(ctx context.Context, index int, object *corev1.ConfigMap, desired map[string]string, shardsInUse int) error {
+	name := journalShardName(j.name, index)
+	annotate := func(cm *corev1.ConfigMap) {
+		if index != 0 {
+			return
+		}
+		n := max(shardsInUse, shardsRecorded(cm))
+		if n > 1 {
+			if cm.Annotations == nil {
+				cm.Annotations = map[string]string{}
+			}
+			cm.Annotations[journalShardsAnnotation] = fmt.Sprint(n)
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		var written *corev1.ConfigMap
 		var err error
 		if object == nil {
-			written, err = j.client.CoreV1().ConfigMaps(j.namespace).Create(ctx, &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: j.name, Namespace: j.namespace,
-					Labels: map[string]string{"app.kubernetes.io/managed-by": "kubeprov-external-storage"}},
+			cm := &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: j.namespace,
+					Labels: map[string]string{LabelManagedBy: "kubeprov-external-storage"}},
 				Data: desired,
-			}, metav1.CreateOptions{})
+			}
+			annotate(cm)
+			written, err = j.client.CoreV1().ConfigMaps(j.namespace).Create(ctx, cm, metav1.CreateOptions{})
 		} else {
 			cm := object.DeepCopy()
 			cm.Data = desired
+			annotate(cm)
 			written, err = j.client.CoreV1().ConfigMaps(j.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 		}
 		j.metrics.journalWrites.Inc()
 		if err == nil {
 			j.mu.Lock()
-			j.object, j.committed = written, desired
+			s := j.shards[index]
+			s.object, s.committed = written, desired
+			if index == 0 {
+				j.shardsInUse = max(j.shardsInUse, shardsRecorded(written))
+			}
 			j.mu.Unlock()
 			return nil
 		}
@@ -272,7 +537,7 @@ func (j *journal) write(ctx context.Context, object *corev1.ConfigMap, desired m
 		// object changed under us (or was created by an earlier incarnation),
 		// so write our content on top of the current version once.
 		if attempt == 0 && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) {
-			fresh, gerr := j.client.CoreV1().ConfigMaps(j.namespace).Get(ctx, j.name, metav1.GetOptions{})
+			fresh, gerr := j.client.CoreV1().ConfigMaps(j.namespace).Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(gerr) {
 				object = nil
 				continue
@@ -282,45 +547,61 @@ func (j *journal) write(ctx context.Context, object *corev1.ConfigMap, desired m
 				continue
 			}
 		}
-		return fmt.Errorf("writing in-flight journal %s/%s: %w", j.namespace, j.name, err)
+		return fmt.Errorf("writing in-flight journal %s/%s: %w", j.namespace, name, err)
 	}
 }
 
 // flushRemovals writes the removals still pending, and only them, as a merge
-// patch: safe even if another instance already writes the journal (after a
-// graceful stop under leader election), because it touches no other key.
+// patch of each ConfigMap that has some: safe even if another instance
+// already writes the journal (after a graceful stop under leader election),
+// because it touches no other key. Classes stay: the other instance's
+// entries may refer to the same ones; its next write removes those unused.
 func (j *journal) flushRemovals(ctx context.Context) error {
+	type patch struct {
+		index   int
+		removed []string
+	}
+	var patches []patch
 	j.mu.Lock()
-	var removed []string
-	for k := range j.committed {
-		if _, ok := j.entries[k]; !ok {
-			removed = append(removed, k)
+	for i, s := range j.shards {
+		if s.object == nil {
+			continue
+		}
+		var removed []string
+		for k := range s.committed {
+			if _, ok := s.entries[k]; !ok && !isClassKey(k) {
+				removed = append(removed, k)
+			}
+		}
+		if len(removed) > 0 {
+			patches = append(patches, patch{i, removed})
 		}
 	}
-	object := j.object
 	j.mu.Unlock()
-	if len(removed) == 0 || object == nil {
-		return nil
+	var errs []error
+	for _, p := range patches {
+		name := journalShardName(j.name, p.index)
+		data := map[string]any{}
+		for _, k := range p.removed {
+			data[k] = nil
+		}
+		body, err := json.Marshal(map[string]any{"data": data})
+		if err != nil {
+			return err
+		}
+		_, err = j.client.CoreV1().ConfigMaps(j.namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+		j.metrics.journalWrites.Inc()
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("writing in-flight journal %s/%s: %w", j.namespace, name, err))
+			continue
+		}
+		j.mu.Lock()
+		for _, k := range p.removed {
+			delete(j.shards[p.index].committed, k)
+		}
+		j.mu.Unlock()
 	}
-	data := map[string]any{}
-	for _, k := range removed {
-		data[k] = nil
-	}
-	patch, err := json.Marshal(map[string]any{"data": data})
-	if err != nil {
-		return err
-	}
-	_, err = j.client.CoreV1().ConfigMaps(j.namespace).Patch(ctx, j.name, types.MergePatchType, patch, metav1.PatchOptions{})
-	j.metrics.journalWrites.Inc()
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("writing in-flight journal %s/%s: %w", j.namespace, j.name, err)
-	}
-	j.mu.Lock()
-	for _, k := range removed {
-		delete(j.committed, k)
-	}
-	j.mu.Unlock()
-	return nil
+	return errors.Join(errs...)
 }
 
 // strippedClaim keeps what Provision may read: the claim's identity, its spec

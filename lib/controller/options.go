@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 )
@@ -159,6 +160,10 @@ func (c *config) validate() error {
 	if c.journalNamespace == "" {
 		errs = append(errs, errors.New("WithJournal: namespace is required"))
 	}
+	if last := journalShardName(c.journalName, journalShards-1); c.journalName != "" && len(last) > validation.DNS1123SubdomainMaxLength {
+		errs = append(errs, fmt.Errorf("WithJournal: name %q too long: the journal's last ConfigMap, %q, must have at most %d characters",
+			c.journalName, last, validation.DNS1123SubdomainMaxLength))
+	}
 	if c.eventFlushInterval <= 0 {
 		errs = append(errs, fmt.Errorf("WithEventFlushInterval: must be more than 0, got %v", c.eventFlushInterval))
 	}
@@ -289,8 +294,10 @@ func WithFinalizer(add bool) Option {
 // WithJournal sets the ConfigMap that records in-flight operations so that a
 // controller killed mid-operation finds and finishes them after a restart.
 // Default namespace: the pod's (InClusterNamespace), or OutOfClusterNamespace
-// outside a cluster; default name JournalName(provisioner name, ""). Instances that run side by side (one per node) need
-// distinct names.
+// outside a cluster; default name JournalName(provisioner name, ""). When
+// thousands of operations are in flight the journal spills into ConfigMaps
+// named "<name>-1" to "<name>-31", so instances that run side by side (one
+// per node) need names that differ by more than such a suffix.
 func WithJournal(namespace, name string) Option {
 	return optionFunc(func(c *config) error { c.journalNamespace, c.journalName = namespace, name; return nil })
 }

@@ -87,6 +87,8 @@ func TestOneNamespaceCannotFillTheJournal(t *testing.T) {
 		return "", nil
 	}
 	f := newFixture(t, store, nil, objects...)
+	// Bounds of one ConfigMap, so that the flood spills into a second one.
+	f.c.journal.shardMaxBytes, f.c.journal.namespaceMaxBytes = 200*1024, 300*1024
 	refused := 0
 	for i := range 40 {
 		if err := f.c.syncClaim(f.ctx, fmt.Sprintf("noisy/flood-%d", i)); errors.Is(err, errNamespaceFull) {

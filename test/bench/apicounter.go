@@ -162,6 +162,18 @@ func writes(requests map[string]float64) float64 {
 	return total
 }
 
+// writesBy counts the writes of one client ("main": the PV path, the
+// journal, the Lease; "events").
+func writesBy(requests map[string]float64, client string) float64 {
+	total := 0.0
+	for k, v := range requests {
+		if isWrite(k) && strings.Fields(k)[0] == client {
+			total += v
+		}
+	}
+	return total
+}
+
 func isWrite(key string) bool {
 	verb := strings.Fields(key)[1]
 	return verb == "post" || verb == "put" || verb == "patch" || verb == "delete"

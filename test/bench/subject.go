@@ -33,9 +33,13 @@ type libBackend struct {
 	replicas *backend.Replicas
 }
 
-func newLibBackend(cfg backend.Config) *libBackend {
+// slowPrefix names the claims the lib subject's provisioner answers "in
+// background" for c.inflightHold (measureInFlight).
+const slowPrefix = "slow-"
+
+func newLibBackend(cfg backend.Config, hold time.Duration) *libBackend {
 	return &libBackend{cfg: cfg, replicas: backend.NewReplicas(cfg, backend.Binary{Module: "test", Name: "faultprovisioner"},
-		"--noop", "--provisioner="+cfg.ProvisionerName)}
+		"--noop", "--provisioner="+cfg.ProvisionerName, "--in-background-prefix="+slowPrefix, "--in-background-for="+hold.String())}
 }
 
 func (l *libBackend) Name() string                  { return libName }
@@ -63,6 +67,7 @@ type subject struct {
 	b     backend.Backend
 	class string
 	dir   string
+	home  string // the provisioner's namespace: its journal
 
 	p       *framework.Process // the replica running now, if any
 	started time.Time          // when p was started
@@ -98,6 +103,7 @@ func newSubject(ctx context.Context, name string, c config) (_ *subject, retErr 
 	if err != nil {
 		return nil, err
 	}
+	s.home = ns
 	bcfg := backend.Config{
 		ControlPlane: s.cp,
 		Namespace:    ns,
@@ -113,7 +119,7 @@ func newSubject(ctx context.Context, name string, c config) (_ *subject, retErr 
 	s.class = "bench"
 	if name == libName {
 		bcfg.ProvisionerName = "bench.kubeprov.io/noop"
-		s.b = newLibBackend(bcfg)
+		s.b = newLibBackend(bcfg, c.inflightHold)
 	} else {
 		s.class = "bench-" + name
 		bcfg.ProvisionerName = "bench.kubeprov.io-" + name

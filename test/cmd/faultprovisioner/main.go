@@ -10,14 +10,21 @@
 // With --hang-pv-create-marker it never completes a PV create: it writes the
 // marker file when the first create is sent and then waits, which holds the
 // process exactly between Provision returning and the PV being saved.
+//
+// With --in-background-prefix and --in-background-for the in-memory
+// provisioner is a slow backend for the claims whose name starts with the
+// prefix: it answers ProvisioningInBackground until that long after it was
+// first asked for their volume.
 package main
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +39,8 @@ type options struct {
 	cli.Common
 	root, marker string
 	noop         bool
+	slowPrefix   string
+	slowFor      time.Duration
 }
 
 func (o *options) AddFlags(fs *pflag.FlagSet) {
@@ -39,6 +48,8 @@ func (o *options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.root, "root", "", "Directory holding the assets.")
 	fs.BoolVar(&o.noop, "noop", false, "Keep assets in memory instead of directories.")
 	fs.StringVar(&o.marker, "hang-pv-create-marker", "", "If set, PV creates hang after writing this file.")
+	fs.StringVar(&o.slowPrefix, "in-background-prefix", "", "With --noop: claims whose name starts with this are provisioned in the background.")
+	fs.DurationVar(&o.slowFor, "in-background-for", time.Minute, "How long a volume of --in-background-prefix takes, from the first Provision call.")
 }
 
 func (o *options) Run(ctx context.Context) error {
@@ -53,7 +64,7 @@ func (o *options) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	var p controller.Provisioner = &memoryStore{}
+	var p controller.Provisioner = &memoryStore{slowPrefix: o.slowPrefix, slowFor: o.slowFor}
 	if !o.noop {
 		if p, err = dirstore.New(o.root); err != nil {
 			return err
@@ -87,10 +98,22 @@ func (h *hangPVCreates) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // memoryStore is a provisioner that does no I/O: the benchmark measures the
 // controller, not a backend.
-type memoryStore struct{ assets sync.Map }
+type memoryStore struct {
+	assets sync.Map
+	// Claims named slowPrefix... take slowFor from the first call (started).
+	slowPrefix string
+	slowFor    time.Duration
+	started    sync.Map
+}
 
 func (m *memoryStore) Provision(_ context.Context, o controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
 	m.assets.Store(o.PVName, true)
+	if m.slowPrefix != "" && strings.HasPrefix(o.PVC.Name, m.slowPrefix) {
+		started, _ := m.started.LoadOrStore(o.PVName, time.Now())
+		if time.Since(started.(time.Time)) < m.slowFor {
+			return nil, controller.ProvisioningInBackground, errors.New("the backend is still creating the volume")
+		}
+	}
 	return o.NewVolume(controller.VolumeSpec{
 		Source: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/noop/" + o.PVName}},
 	}), controller.ProvisioningFinished, nil

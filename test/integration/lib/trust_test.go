@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,14 +105,35 @@ func TestOneTenantCannotBlockAnother(t *testing.T) {
 	runController(t, name, store)
 	sc := cp.CreateTestStorageClass(t, framework.NewStorageClass(className(name), name, nil))
 	noisy := cp.CreateTestNamespace(t, "noisy")
-	big := strings.Repeat("d", 12*1024)
-	var last *corev1.PersistentVolumeClaim
-	for i := range 30 {
-		pvc := framework.NewPVC(noisy, fmt.Sprintf("flood-%d", i), sc.Name, "1Gi")
-		pvc.Annotations = map[string]string{"example.com/dir-name": big}
-		last = createClaim(t, ctx, pvc)
+	// A namespace may hold a quarter of the journal's 32 ConfigMaps of 800 KB:
+	// 500 entries of 15 KiB are more than that.
+	big := strings.Repeat("d", 15*1024)
+	var wg sync.WaitGroup
+	for i := range 500 {
+		wg.Go(func() {
+			pvc := framework.NewPVC(noisy, fmt.Sprintf("flood-%d", i), sc.Name, "1Gi")
+			pvc.Annotations = map[string]string{"example.com/dir-name": big}
+			if _, err := client.CoreV1().PersistentVolumeClaims(noisy).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+				t.Error(err)
+			}
+		})
 	}
-	waitForMessage(t, ctx, last, corev1.EventTypeWarning, "has too many claims being provisioned at once")
+	wg.Wait()
+	const full = "has too many claims being provisioned at once"
+	if err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		events, err := client.CoreV1().Events(noisy).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range events.Items {
+			if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, full) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("no claim of the flooding namespace was told %q: %v", full, err)
+	}
 	calm := cp.CreateTestNamespace(t, "calm")
 	pvc := createClaim(t, ctx, framework.NewPVC(calm, "data", sc.Name, "1Gi"))
 	if _, _, err := framework.WaitForPVCBound(ctx, client, calm, pvc.Name); err != nil {

@@ -1,0 +1,269 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// eventsOn returns the events written about a claim, by reason.
+func (f *fixture) eventsOn(pvc *corev1.PersistentVolumeClaim) map[string][]corev1.Event {
+	f.t.Helper()
+	list, err := f.client.CoreV1().Events(pvc.Namespace).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[string][]corev1.Event{}
+	for _, e := range list.Items {
+		if e.InvolvedObject.UID == pvc.UID {
+			out[e.Reason] = append(out[e.Reason], e)
+		}
+	}
+	return out
+}
+
+func burst(n, namespaces int) []*corev1.PersistentVolumeClaim {
+	claims := make([]*corev1.PersistentVolumeClaim, n)
+	for i := range claims {
+		claims[i] = claim(fmt.Sprintf("c%d", i), "gold", func(c *corev1.PersistentVolumeClaim) {
+			c.Namespace = fmt.Sprintf("tenant-%d", i%namespaces)
+			c.UID = types.UID(fmt.Sprintf("uid-%d", i))
+		})
+	}
+	return claims
+}
+
+func provisioningStarted(r *eventRecorder, c *corev1.PersistentVolumeClaim) {
+	r.event(claimReference(c), "gold", corev1.EventTypeNormal, EventProvisioning, "External provisioner is provisioning volume for claim %q", claimKey(c))
+}
+
+func provisioned(r *eventRecorder, c *corev1.PersistentVolumeClaim) {
+	r.event(claimReference(c), "gold", corev1.EventTypeNormal, EventProvisioningSucceeded, "Successfully provisioned volume pvc-%s", c.UID)
+}
+
+func TestEveryClaimOfABurstGetsItsSuccessEvent(t *testing.T) {
+	// A burst that the event budget writes in time: no aggregation.
+	f := newFixture(t, newStore(t), nil)
+	r := f.c.events
+	r.qps = 200
+	claims := burst(1000, 3)
+	for _, c := range claims {
+		provisioningStarted(r, c)
+		provisioned(r, c)
+	}
+	r.writeReady(f.ctx, true, eventBacklogMaxDelay)
+	for _, c := range claims {
+		events := f.eventsOn(c)
+		if len(events[EventProvisioningSucceeded]) != 1 || !strings.Contains(events[EventProvisioningSucceeded][0].Message, "pvc-"+string(c.UID)) {
+			t.Fatalf("claim %s: events %v, want its own ProvisioningSucceeded", c.Name, events)
+		}
+		if len(events[EventProvisioning]) != 0 {
+			t.Fatalf("claim %s provisioned within the flush interval also got %q", c.Name, EventProvisioning)
+		}
+	}
+	if n := f.writes("create", "events"); n != len(claims) {
+		t.Fatalf("%d event writes for %d claims", n, len(claims))
+	}
+}
+
+func TestProvisioningEventOnlyForClaimsThatWait(t *testing.T) {
+	f := newFixture(t, newStore(t), nil)
+	r := f.c.events
+	quick, slow := claim("quick", "gold"), claim("slow", "gold")
+	provisioningStarted(r, quick)
+	provisioningStarted(r, slow)
+	provisioned(r, quick)
+	// Before the flush interval is over only the success is written.
+	r.writeReady(f.ctx, false, eventBacklogMaxDelay)
+	if got := f.eventsOn(slow); len(got) != 0 {
+		t.Fatalf("%q written before the flush interval: %v", EventProvisioning, got)
+	}
+	// The interval is over; the slow claim is still waiting.
+	r.writeReady(f.ctx, true, eventBacklogMaxDelay)
+	if got := f.eventsOn(slow); len(got[EventProvisioning]) != 1 {
+		t.Fatalf("claim still provisioning after the flush interval: events %v, want %q", got, EventProvisioning)
+	}
+	if got := f.eventsOn(quick); len(got) != 1 || len(got[EventProvisioningSucceeded]) != 1 {
+		t.Fatalf("claim provisioned at once: events %v, want only %q", got, EventProvisioningSucceeded)
+	}
+	provisioned(r, slow)
+	r.writeReady(f.ctx, false, eventBacklogMaxDelay)
+	if got := f.eventsOn(slow); len(got[EventProvisioningSucceeded]) != 1 {
+		t.Fatalf("slow claim: events %v", got)
+	}
+}
+
+func TestProvisioningEventIsWrittenWhenDue(t *testing.T) {
+	// The recorder's own loop, with a short interval: a claim that stays
+	// unprovisioned gets its "Provisioning" event without anything else
+	// happening.
+	f := newFixture(t, newStore(t), []Option{WithEventFlushInterval(10 * time.Millisecond)})
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan struct{})
+	go func() { f.c.events.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	slow := claim("slow", "gold")
+	provisioningStarted(f.c.events, slow)
+	for len(f.eventsOn(slow)[EventProvisioning]) == 0 {
+		select {
+		case <-f.ctx.Done():
+			t.Fatal("no Provisioning event")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func TestEventsAggregatedOnlyUnderBackpressure(t *testing.T) {
+	f := newFixture(t, newStore(t), nil)
+	r := f.c.events
+	r.qps = 5 // the sidecars' default budget: 150 events in eventBacklogMaxDelay
+	limit := r.backlogCap(eventBacklogMaxDelay)
+	claims := burst(400, 2)
+	for _, c := range claims {
+		provisioningStarted(r, c)
+	}
+	r.writeReady(f.ctx, true, eventBacklogMaxDelay) // every claim waited
+	for _, c := range claims {
+		provisioned(r, c)
+	}
+	warned := claim("warned", "gold")
+	r.event(claimReference(warned), "gold", corev1.EventTypeWarning, EventProvisioningFailed, "quota exceeded")
+	f.client.ClearActions()
+	r.writeReady(f.ctx, false, eventBacklogMaxDelay)
+
+	if got := f.eventsOn(warned); len(got[EventProvisioningFailed]) != 1 {
+		t.Fatalf("warning under backpressure: %v", got)
+	}
+	if f.client.Actions()[0].(interface{ GetObject() runtime.Object }).GetObject().(*corev1.Event).Type != corev1.EventTypeWarning {
+		t.Error("the warning was not written first")
+	}
+	singles, aggregates := 0, map[string]corev1.Event{}
+	list, _ := f.client.CoreV1().Events("").List(f.ctx, metav1.ListOptions{})
+	for _, e := range list.Items {
+		switch {
+		case e.Reason == EventProvisioningSucceeded && strings.Contains(e.Message, "aggregated"):
+			aggregates[e.Namespace] = e
+		case e.Reason == EventProvisioningSucceeded:
+			singles++
+		}
+	}
+	if singles != limit {
+		t.Errorf("%d single success events, want as many as the budget writes in %v (%d)", singles, eventBacklogMaxDelay, limit)
+	}
+	if len(aggregates) != 2 {
+		t.Fatalf("aggregated events in namespaces %v, want one in each of the 2 namespaces", aggregates)
+	}
+	total := 0
+	for ns, e := range aggregates {
+		// Counts only, about this namespace's claims, on one of them.
+		var n int
+		if _, err := fmt.Sscanf(e.Message, "Volumes provisioned for %d claims", &n); err != nil {
+			t.Fatalf("aggregated event %q: %v", e.Message, err)
+		}
+		total += n
+		if e.InvolvedObject.Kind != "PersistentVolumeClaim" || e.InvolvedObject.Namespace != ns {
+			t.Errorf("aggregated event in %s is about %v", ns, e.InvolvedObject)
+		}
+		if strings.Contains(e.Message, "pvc-") || strings.Contains(e.Message, "tenant-") {
+			t.Errorf("aggregated event names a volume or a namespace: %q", e.Message)
+		}
+	}
+	if singles+total != len(claims) {
+		t.Fatalf("%d single + %d aggregated successes for %d claims", singles, total, len(claims))
+	}
+}
+
+func TestAggregationFoldsProvisioningEventsFirst(t *testing.T) {
+	f := newFixture(t, newStore(t), nil)
+	r := f.c.events
+	r.qps = 1 // 30 events in eventBacklogMaxDelay
+	waiting := burst(60, 1)
+	for _, c := range waiting {
+		provisioningStarted(r, c)
+	}
+	done := claim("done", "gold", func(c *corev1.PersistentVolumeClaim) { c.Namespace = "tenant-0" })
+	provisioned(r, done)
+	r.writeReady(f.ctx, true, eventBacklogMaxDelay)
+	if got := f.eventsOn(done); len(got[EventProvisioningSucceeded]) != 1 || strings.Contains(got[EventProvisioningSucceeded][0].Message, "aggregated") {
+		t.Fatalf("a success was aggregated while Provisioning events could be: %v", got)
+	}
+}
+
+func TestBudgetIsTheEventClientsRateLimiter(t *testing.T) {
+	cfg := &rest.Config{Host: "http://127.0.0.1:1", RateLimiter: flowcontrol.NewTokenBucketRateLimiter(7, 14)}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := eventBudget(client); got != 7 {
+		t.Fatalf("budget %v, want the rate limiter's 7 QPS", got)
+	}
+	unlimited, _ := kubernetes.NewForConfig(&rest.Config{Host: "http://127.0.0.1:1", QPS: -1})
+	if got := eventBudget(unlimited); got != 0 {
+		t.Fatalf("budget of a client without a rate limiter: %v", got)
+	}
+}
+
+func TestRepeatedWarningUpdatesCount(t *testing.T) {
+	f := newFixture(t, newStore(t), nil)
+	ref := claimReference(claim("c", "gold"))
+	for range 3 {
+		f.c.events.event(ref, "gold", corev1.EventTypeWarning, EventProvisioningFailed, "quota exceeded")
+		f.c.events.writeReady(f.ctx, false, eventBacklogMaxDelay)
+	}
+	// Repeats still waiting to be written are counted into one write.
+	for range 2 {
+		f.c.events.event(ref, "gold", corev1.EventTypeWarning, EventProvisioningFailed, "quota exceeded")
+	}
+	f.c.events.writeReady(f.ctx, false, eventBacklogMaxDelay)
+	events, _ := f.client.CoreV1().Events("ns").List(f.ctx, metav1.ListOptions{})
+	if len(events.Items) != 1 || events.Items[0].Count != 5 {
+		t.Fatalf("events = %+v, want one with count 5", events.Items)
+	}
+	if n := f.writes("patch", "events"); n != 3 {
+		t.Fatalf("%d count updates, want 3", n)
+	}
+}
+
+func TestStopWritesWhatIsLeftWithinItsBound(t *testing.T) {
+	f := newFixture(t, newStore(t), nil)
+	r := f.c.events
+	r.qps = 10 // 20 events in eventFinalFlushTimeout
+	claims := burst(100, 1)
+	for _, c := range claims {
+		provisioned(r, c)
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	cancel()
+	r.run(ctx)
+	n := f.writes("create", "events")
+	if n == 0 || n > 21 {
+		t.Fatalf("a stop wrote %d events for 100 waiting, want what the budget writes in %v and one aggregate", n, eventFinalFlushTimeout)
+	}
+	total := 0
+	list, _ := f.client.CoreV1().Events("tenant-0").List(f.ctx, metav1.ListOptions{})
+	for _, e := range list.Items {
+		var k int
+		if _, err := fmt.Sscanf(e.Message, "Volumes provisioned for %d claims", &k); err == nil {
+			total += k
+		} else {
+			total++
+		}
+	}
+	if total != len(claims) {
+		t.Fatalf("events account for %d of %d claims", total, len(claims))
+	}
+}

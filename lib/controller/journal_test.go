@@ -1,0 +1,295 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// journalConfigMaps returns the journal's ConfigMaps on the server, by shard.
+func (f *fixture) journalConfigMaps() map[int]*corev1.ConfigMap {
+	out := map[int]*corev1.ConfigMap{}
+	for i := range journalShards {
+		cm, err := f.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(f.ctx, journalShardName(JournalName(testProvisioner, ""), i), metav1.GetOptions{})
+		if err == nil {
+			out[i] = cm
+		}
+	}
+	return out
+}
+
+// recordAll records one operation per claim, n at a time.
+func recordAll(t *testing.T, f *fixture, claims []*corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, n)
+	for _, pvc := range claims {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := f.c.journal.record(f.ctx, f.c.cfg.volumeName(pvc), journalEntry{Claim: pvc, Class: sc}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func manyClaims(n, namespaces int, className string) []*corev1.PersistentVolumeClaim {
+	claims := make([]*corev1.PersistentVolumeClaim, n)
+	for i := range claims {
+		claims[i] = claim(fmt.Sprintf("c%d", i), className, func(c *corev1.PersistentVolumeClaim) { c.Namespace = fmt.Sprintf("tenant-%d", i%namespaces) })
+	}
+	return claims
+}
+
+func TestJournalHoldsTenThousandOperations(t *testing.T) {
+	// A slow backend answers "in background" for 10,000 claims: their
+	// operations stay in flight, and one more claim must still be recorded.
+	f := newFixture(t, newStore(t), nil)
+	sc := class("gold", func(sc *storagev1.StorageClass) {
+		sc.Parameters = map[string]string{"type": "ssd", "replicas": "3", "fsType": "ext4"}
+		sc.MountOptions = []string{"noatime"}
+	})
+	claims := manyClaims(10001, 4, "gold")
+	recordAll(t, f, claims, sc, 200)
+	cms := f.journalConfigMaps()
+	entries, writes := 0, f.writes("create", "configmaps")+f.writes("update", "configmaps")
+	for i, cm := range cms {
+		classes := 0
+		for k, v := range cm.Data {
+			if isClassKey(k) {
+				classes++
+				continue
+			}
+			entries++
+			if strings.Contains(v, `"provisioner"`) {
+				t.Fatalf("entry %s in shard %d carries its class; classes are stored once per ConfigMap", k, i)
+			}
+		}
+		if classes != 1 {
+			t.Errorf("shard %d holds %d classes, want the one class once", i, classes)
+		}
+		if size := cm.Size(); size > 1024*1024 {
+			t.Errorf("shard %d is %d bytes, over the object limit", i, size)
+		}
+	}
+	if entries != len(claims) {
+		t.Fatalf("journal holds %d entries, want %d", entries, len(claims))
+	}
+	if got := cms[0].Annotations[journalShardsAnnotation]; got != fmt.Sprint(len(cms)) {
+		t.Errorf("first ConfigMap says %q shards are in use, %d exist", got, len(cms))
+	}
+	t.Logf("%d operations in %d ConfigMaps with %d writes", entries, len(cms), writes)
+
+	// A restart reads exactly the ConfigMaps in use, writes nothing, and
+	// resumes every operation.
+	objects := []runtime.Object{sc}
+	for _, cm := range cms {
+		objects = append(objects, cm)
+	}
+	second := newFixture(t, newStore(t), nil, objects...)
+	if err := second.c.resumeOperations(second.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := second.c.claimQueue.Len(); got != len(claims) {
+		t.Fatalf("restart resumed %d operations, want %d", got, len(claims))
+	}
+	if gets, all := second.writes("get", "configmaps"), len(second.client.Actions()); gets != len(cms) || all != gets {
+		t.Fatalf("restart made %d calls (%d ConfigMap reads), want one read per ConfigMap in use (%d)", all, gets, len(cms))
+	}
+	second.c.journal.flush(second.ctx)
+	if n := len(second.client.Actions()); n != len(cms) {
+		t.Fatalf("restart wrote the journal unchanged (%d calls)", n)
+	}
+}
+
+func TestJournalSpillsOnlyWhenTheFirstConfigMapIsFull(t *testing.T) {
+	f := newFixture(t, newStore(t), nil)
+	recordAll(t, f, manyClaims(200, 2, "gold"), class("gold"), 20)
+	if cms := f.journalConfigMaps(); len(cms) != 1 || cms[0].Annotations[journalShardsAnnotation] != "" {
+		t.Fatalf("200 operations used %d ConfigMaps (annotations %v), want the first only, as before shards", len(cms), cms[0].Annotations)
+	}
+
+	// Full: the next entry goes to the second ConfigMap, written after the
+	// first says two are in use. Removals free room in the first again.
+	f.c.journal.mu.Lock()
+	f.c.journal.shardMaxBytes = f.c.journal.shards[0].size
+	f.c.journal.mu.Unlock()
+	f.client.ClearActions()
+	recordAll(t, f, []*corev1.PersistentVolumeClaim{claim("spill", "gold")}, class("gold"), 1)
+	cms := f.journalConfigMaps()
+	if len(cms) != 2 || cms[1].Data["pvc-uid-spill"] == "" || cms[0].Annotations[journalShardsAnnotation] != "2" {
+		t.Fatalf("entry beyond the first ConfigMap's room: %d ConfigMaps, second %v, annotations %v", len(cms), cms[1], cms[0].Annotations)
+	}
+	var order []string
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "update" || a.GetVerb() == "create" {
+			order = append(order, a.GetVerb()+" "+a.(interface{ GetObject() runtime.Object }).GetObject().(*corev1.ConfigMap).Name)
+		}
+	}
+	if len(order) != 2 || !strings.HasSuffix(order[1], "-inflight-1") {
+		t.Fatalf("writes %v: the first ConfigMap must say a second is in use before that one is written", order)
+	}
+	f.c.journal.forget("pvc-uid-c0")
+	recordAll(t, f, []*corev1.PersistentVolumeClaim{claim("again", "gold")}, class("gold"), 1)
+	if f.journalConfigMaps()[0].Data["pvc-uid-again"] == "" {
+		t.Fatal("room freed in the first ConfigMap was not used")
+	}
+}
+
+func TestJournalOneNamespaceBoundCountsEveryConfigMap(t *testing.T) {
+	f := newFixture(t, newStore(t), nil)
+	f.c.journal.shardMaxBytes, f.c.journal.namespaceMaxBytes = 4096, 3*4096
+	var refused []string
+	for _, pvc := range manyClaims(100, 1, "gold") {
+		if err := f.c.journal.record(f.ctx, f.c.cfg.volumeName(pvc), journalEntry{Claim: pvc, Class: class("gold")}); errors.Is(err, errNamespaceFull) {
+			refused = append(refused, pvc.Name)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(refused) == 0 || len(f.journalConfigMaps()) < 3 {
+		t.Fatalf("one namespace filled %d ConfigMaps with %d refusals", len(f.journalConfigMaps()), len(refused))
+	}
+	other := claim("other", "gold", func(c *corev1.PersistentVolumeClaim) { c.Namespace = "calm" })
+	if err := f.c.journal.record(f.ctx, "pvc-uid-other", journalEntry{Claim: other, Class: class("gold")}); err != nil {
+		t.Fatalf("another namespace's claim was refused: %v", err)
+	}
+}
+
+func TestJournalGracefulStopPatchesEveryConfigMap(t *testing.T) {
+	f := newFixture(t, newStore(t), nil)
+	f.c.journal.shardMaxBytes = 4096
+	claims := manyClaims(30, 1, "gold")
+	recordAll(t, f, claims, class("gold"), 1)
+	if len(f.journalConfigMaps()) < 3 {
+		t.Fatal("setup: want entries in several ConfigMaps")
+	}
+	for _, pvc := range claims {
+		f.c.journal.forget(f.c.cfg.volumeName(pvc))
+	}
+	f.client.ClearActions()
+	if err := f.c.journal.flushRemovals(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if patches, all := f.writes("patch", "configmaps"), len(f.client.Actions()); patches != len(f.journalConfigMaps()) || all != patches {
+		t.Fatalf("%d calls, %d patches for %d ConfigMaps", all, patches, len(f.journalConfigMaps()))
+	}
+	for i, cm := range f.journalConfigMaps() {
+		for k := range cm.Data {
+			if !isClassKey(k) {
+				t.Errorf("ConfigMap %d still holds %s after the graceful stop", i, k)
+			}
+		}
+	}
+}
+
+func TestJournalOfTheFormatBeforeShardsIsResumed(t *testing.T) {
+	// An upgrade: the old controller left one ConfigMap, every entry with
+	// its class inline and no annotation.
+	pvc := claim("c", "gold")
+	inline, _ := json.Marshal(journalEntry{Claim: strippedClaim(pvc, nil, nil), Class: strippedClass(class("gold"))})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: JournalName(testProvisioner, ""), Namespace: OutOfClusterNamespace},
+		Data: map[string]string{"pvc-uid-c": string(inline)}}
+	store := newStore(t)
+	f := newFixture(t, store, nil, class("gold"), pvc, cm)
+	if err := f.c.resumeOperations(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.c.claimQueue.Len() != 1 || !f.c.journal.has("pvc-uid-c") {
+		t.Fatal("operation of the old journal not resumed")
+	}
+	if n := f.writes("get", "configmaps"); n != 1 {
+		t.Fatalf("read %d ConfigMaps of a journal without shards, want 1", n)
+	}
+	if err := f.c.syncClaim(f.ctx, "ns/c"); err != nil {
+		t.Fatal(err)
+	}
+	if f.pv("pvc-uid-c") == nil || len(store.assets(t)) != 1 {
+		t.Fatal("resumed operation not finished")
+	}
+}
+
+func TestJournalEntriesOfShardsAreCheckedLikeAnyOther(t *testing.T) {
+	name := JournalName(testProvisioner, "")
+	ours, _ := json.Marshal(strippedClass(class("gold")))
+	theirs, _ := json.Marshal(strippedClass(class("gold", func(sc *storagev1.StorageClass) { sc.Provisioner = "other.example.com/driver" })))
+	entry := func(claimName, classKey string) string {
+		b, _ := json.Marshal(journalEntry{Claim: strippedClaim(claim(claimName, "gold"), nil, nil), ClassKey: classKey})
+		return string(b)
+	}
+	first := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: OutOfClusterNamespace,
+		Annotations: map[string]string{journalShardsAnnotation: "2"}},
+		Data: map[string]string{classKey(ours): string(ours), "pvc-uid-a": entry("a", classKey(ours))}}
+	second := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-1", Namespace: OutOfClusterNamespace},
+		Data: map[string]string{
+			classKey(theirs): string(theirs),
+			"pvc-uid-a":      entry("a", classKey(theirs)), // a second entry of one volume
+			"pvc-uid-b":      entry("b", classKey(theirs)), // a class of another provisioner
+			"pvc-uid-c":      entry("c", classKey(ours)),   // a class only another ConfigMap has
+			"pvc-uid-d":      entry("d", "_class.missing"),
+		}}
+	// Beyond what the first ConfigMap says is in use: never read.
+	third := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-2", Namespace: OutOfClusterNamespace},
+		Data: map[string]string{classKey(ours): string(ours), "pvc-uid-e": entry("e", classKey(ours))}}
+	store := newStore(t)
+	f := newFixture(t, store, nil, class("gold"), first, second, third)
+	if err := f.c.resumeOperations(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, pv := range []string{"pvc-uid-b", "pvc-uid-c", "pvc-uid-d", "pvc-uid-e"} {
+		if f.c.journal.has(pv) || f.c.operations.get(pv) != nil {
+			t.Errorf("entry %s acted on", pv)
+		}
+	}
+	if op := f.c.operations.get("pvc-uid-a"); op == nil || op.entry.Class.Provisioner != testProvisioner {
+		t.Fatalf("the controller's own entry: %+v", op)
+	}
+	// The next write of the second ConfigMap removes what was dropped.
+	f.c.journal.flush(f.ctx)
+	cm, _ := f.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(f.ctx, name+"-1", metav1.GetOptions{})
+	for k := range cm.Data {
+		if !isClassKey(k) {
+			t.Errorf("dropped entry %s still in the journal", k)
+		}
+	}
+}
+
+func TestJournalWriteOfTheFirstConfigMapFailingHoldsTheOthers(t *testing.T) {
+	f := newFixture(t, newStore(t), nil)
+	f.c.journal.shardMaxBytes = 2048
+	recordAll(t, f, manyClaims(3, 1, "gold"), class("gold"), 1)
+	f.client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap).Name == JournalName(testProvisioner, "") {
+			return true, nil, errors.New("etcd unavailable")
+		}
+		return false, nil, nil
+	})
+	// Fill the first ConfigMap so that the next entry needs a second one.
+	f.c.journal.mu.Lock()
+	f.c.journal.shardMaxBytes = f.c.journal.shards[0].size
+	f.c.journal.mu.Unlock()
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	err := f.c.journal.record(ctx, "pvc-uid-late", journalEntry{Claim: claim("late", "gold"), Class: class("gold")})
+	if err == nil {
+		t.Fatal("recorded in a second ConfigMap that the first does not name")
+	}
+	if _, ok := f.journalConfigMaps()[1]; ok {
+		t.Fatal("second ConfigMap written although the first could not say it is in use")
+	}
+}
