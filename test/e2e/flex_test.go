@@ -310,25 +310,13 @@ func podRanOn(t *testing.T, ctx context.Context, ns, name string) string {
 	return node
 }
 
-// expectNoPods waits until ns has no flex driver pods left: the
-// provisioner deletes each once it has read the answer.
+// expectNoPods waits until the provisioner has removed its pods from ns.
 func expectNoPods(t *testing.T, ctx context.Context, ns string) {
 	t.Helper()
-	var left []string
-	sel := flex.LabelManagedBy + "=" + flex.ManagedBy
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil {
-			return false, nil
-		}
-		left = left[:0]
-		for _, p := range pods.Items {
-			left = append(left, p.Name+" ("+string(p.Status.Phase)+")")
-		}
-		return len(left) == 0, nil
-	})
-	if err != nil {
-		t.Errorf("pods left in %s: %v", ns, left)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := framework.WaitForNoPods(wctx, c.Client, ns, flex.LabelManagedBy+"="+flex.ManagedBy); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -372,4 +373,25 @@ func eventSource(ev *corev1.Event) string {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}
+
+// WaitForNoPods waits until no pod matching selector ("" for all) is left
+// in ns; on timeout the error names those left, with their phases.
+func WaitForNoPods(ctx context.Context, c kubernetes.Interface, ns, selector string) error {
+	var left []string
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, nil // the API server may be restarting: look again
+		}
+		left = left[:0]
+		for _, p := range pods.Items {
+			left = append(left, p.Name+" ("+string(p.Status.Phase)+")")
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("pods left in %s: %v: %w", ns, left, err)
+	}
+	return nil
 }

@@ -125,20 +125,8 @@ func (e *podEnv) runs(action string) []kubeletsim.Run {
 // expectNoPods waits until the provisioner has cleaned up every pod in ns.
 func expectNoPods(t *testing.T, ctx context.Context, ns string) {
 	t.Helper()
-	var left []string
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		pods, err := client(t).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		left = left[:0]
-		for _, p := range pods.Items {
-			left = append(left, p.Name+" ("+string(p.Status.Phase)+")")
-		}
-		return len(left) == 0, nil
-	})
-	if err != nil {
-		t.Fatalf("pods left in %s: %v", ns, left)
+	if err := framework.WaitForNoPods(ctx, client(t), ns, ""); err != nil {
+		t.Fatal(err)
 	}
 }
 
