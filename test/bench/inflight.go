@@ -54,11 +54,6 @@ func measureInFlight(ctx context.Context, s *subject, n int, hold time.Duration)
 		return nil, err
 	}
 	x := &inFlight{slow: n, hold: hold}
-	beforeReq := s.api.snapshot()
-	before, err := scrape(s.p)
-	if err != nil {
-		return nil, err
-	}
 	// The claims are created and named by kube-controller-manager while no
 	// provisioner runs (it names them at a few dozen per second on this
 	// machine, which would let the first volumes finish before the last
@@ -77,11 +72,12 @@ func measureInFlight(ctx context.Context, s *subject, n int, hold time.Duration)
 	}); err != nil {
 		return nil, err
 	}
-	beforeReq = s.api.snapshot()
+	beforeReq := s.api.snapshot()
 	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
-	if before, err = scrape(s.p); err != nil {
+	before, err := scrape(s.p)
+	if err != nil {
 		return nil, err
 	}
 	start := s.started

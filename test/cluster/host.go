@@ -64,12 +64,12 @@ func newNetwork(ctx context.Context) (*network, error) {
 		}
 		// A dead run's kube-apiserver (its test binary panicked, so nothing
 		// stopped it) may still hold this address's port: take another index.
-		if l, err := net.Listen("tcp", net.JoinHostPort(n.hostIP(), strconv.Itoa(apiServerPort))); err != nil {
+		l, err := net.Listen("tcp", net.JoinHostPort(n.hostIP(), strconv.Itoa(apiServerPort)))
+		if err != nil {
 			lastErr = errors.Join(fmt.Errorf("%s: a process of an earlier run still listens there: %w", n.bridge, err), n.remove(ctx))
 			continue
-		} else {
-			_ = l.Close()
 		}
+		_ = l.Close()
 		return n, nil
 	}
 	return nil, fmt.Errorf("no free cluster bridge kpbr1..kpbr%d: %w", maxClusters, lastErr)
