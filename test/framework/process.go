@@ -6,6 +6,7 @@ package framework
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
@@ -37,8 +38,9 @@ func RepoRoot() (string, error) { return findRepoRoot() }
 // BuildBinary compiles <repo>/<module>/cmd/<binary> with go build's
 // buildFlags (such as -race) and returns its path. The binary lives in a
 // cache directory ($KUBEPROV_CACHE, by default ~/.cache/kubeprov, like the
-// control plane's) because go build skips relinking an output that is up to
-// date: a warm build takes a second instead of ten. Each set of build flags
+// control plane's), one directory per checkout, because go build skips
+// relinking an output that is up to date: a warm build takes a second
+// instead of ten. Each set of build flags
 // has an output of its own, so that callers with different flags do not
 // relink each other's. Test packages run in parallel share one build
 // through a file lock.
@@ -65,7 +67,9 @@ func buildBinary(ctx context.Context, env []string, module, binary string, build
 		}
 		dir = filepath.Join(dir, "kubeprov")
 	}
-	dir = filepath.Join(dir, "bin")
+	// One directory per checkout: two checkouts (worktrees, a CI clone)
+	// testing at once must not relink each other's binaries mid-run.
+	dir = filepath.Join(dir, "bin", fmt.Sprintf("%x", sha256.Sum256([]byte(root)))[:12])
 	// csi-provisioner with -race is csi-provisioner-race.
 	name := binary + unsafeInName.ReplaceAllString(strings.Join(buildFlags, ""), "_")
 	unlock, err := LockFile(ctx, dir, name+".lock")
