@@ -51,23 +51,27 @@ func (p *provisioner) Delete(_ context.Context, pv *corev1.PersistentVolume) err
 	return os.RemoveAll(filepath.Join(p.root, pv.Name))
 }
 
+type options struct {
+	cli.Common
+	root string
+}
+
+func (o *options) AddFlags(fs *pflag.FlagSet) {
+	o.Common.AddFlags(fs)
+	fs.StringVar(&o.root, "root", "/var/lib/tiny", "Where volumes are created.")
+}
+
+func (o *options) Run(ctx context.Context) error {
+	clients, err := o.NewClients("tiny-provisioner")
+	if err != nil {
+		return err
+	}
+	return o.Common.Run(ctx, clients, o.Provisioner, &provisioner{root: o.root}, cli.RunOptions{})
+}
+
 func main() {
-	common := cli.NewCommon()
-	p := &provisioner{root: "/var/lib/tiny"}
-	cmd := cli.NewCommand("tiny-provisioner", "A tiny provisioner.",
-		func(fs *pflag.FlagSet) {
-			common.AddFlags(fs)
-			fs.StringVar(&p.root, "root", p.root, "Where volumes are created.")
-		},
-		common.Validate,
-		func(ctx context.Context) error {
-			clients, err := common.NewClients("tiny-provisioner")
-			if err != nil {
-				return err
-			}
-			return common.Run(ctx, clients, "example.com/tiny", p, cli.RunOptions{})
-		})
-	if err := cmd.Execute(); err != nil {
+	o := &options{Common: cli.NewCommon("example.com/tiny")}
+	if err := cli.NewCommand("tiny-provisioner", "A tiny provisioner.", o).Execute(); err != nil {
 		os.Exit(1)
 	}
 }
@@ -137,7 +141,7 @@ func TestLibConsumable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, flag := range []string{"--root", "--kubeconfig", "--leader-election", "--http-endpoint", "--version"} {
+	for _, flag := range []string{"--root", "--provisioner", "--kubeconfig", "--leader-election", "--http-endpoint", "--version"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("tiny-provisioner --help lacks %s:\n%s", flag, out)
 		}
