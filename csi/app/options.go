@@ -39,6 +39,8 @@ type Options struct {
 	ImmediateTopology     bool
 	ForwardPVCLabels      []string
 	ForwardPVCAnnotations []string
+	Capacity              CapacityOptions
+	NodeDeployment        NodeDeploymentOptions
 }
 
 // NewOptions returns the options with their defaults.
@@ -52,6 +54,8 @@ func NewOptions() *Options {
 		VolumeNamePrefix:     DefaultVolumeNamePrefix,
 		VolumeNameUUIDLength: DefaultVolumeNameUUIDLength,
 		ImmediateTopology:    DefaultImmediateTopology,
+		Capacity:             newCapacityOptions(),
+		NodeDeployment:       newNodeDeploymentOptions(),
 	}
 }
 
@@ -74,6 +78,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Claim labels passed to CreateVolume, each as parameter csi.storage.k8s.io/pvc/labels/<key> (comma-separated keys).")
 	fs.StringSliceVar(&o.ForwardPVCAnnotations, "forward-pvc-annotations", o.ForwardPVCAnnotations,
 		"Claim annotations passed to CreateVolume, each as parameter csi.storage.k8s.io/pvc/annotations/<key> (comma-separated keys).")
+	o.Capacity.AddFlags(fs)
+	o.NodeDeployment.AddFlags(fs)
 }
 
 // Validate checks the flags, naming each one at fault.
