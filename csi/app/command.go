@@ -81,6 +81,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	prov, err := provisioner.New(provisioner.Config{
 		DriverName:            info.Name,
+		Identity:              provisioner.NewIdentity(info.Name, time.Now()),
 		Capabilities:          info.Capabilities,
 		Controller:            csi.NewControllerClient(conn),
 		Client:                clients.Kube,
@@ -101,8 +102,37 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	return o.Common.Run(ctx, clients, info.Name, prov, cli.RunOptions{
 		Ready:      map[string]httpendpoint.Check{"csi-driver": o.driverReady(conn)},
-		Controller: []controller.Option{controller.WithVolumeNameFunc(o.VolumeName)},
+		Controller: []controller.Option{
+			controller.WithVolumeNameFunc(o.VolumeName),
+			// As the upstream sidecar: its finalizer on every PV, so that a PV
+			// deleted before its claim still has its volume deleted, and
+			// either sidecar can take the other's PVs.
+			controller.WithFinalizer(true),
+			controller.WithFinalizerName(controller.SigStorageLibFinalizer),
+			// Old and new replicas of a rolling update elect one leader.
+			controller.WithLeaseName(UpstreamLeaseName(info.Name)),
+			// Final errors are retried forever, with backoff up to
+			// --retry-interval-max, as the upstream sidecar does.
+			controller.WithFailedProvisionThreshold(0),
+			controller.WithFailedDeleteThreshold(0),
+		},
 	})
+}
+
+// UpstreamLeaseName is the name of the leader Lease the CSI
+// external-provisioner uses for a driver: every character other than a
+// letter, a digit or '-' becomes '-', and a trailing '-' gets an 'X'.
+func UpstreamLeaseName(driver string) string {
+	b := []byte(driver)
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 0 && b[len(b)-1] == '-' {
+		b = append(b, 'X')
+	}
+	return string(b)
 }
 
 // driverReady is the readiness check of the driver: its Probe answers ready.

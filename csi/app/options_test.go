@@ -120,3 +120,17 @@ func TestCommandRejectsArguments(t *testing.T) {
 		t.Fatal("positional argument accepted")
 	}
 }
+
+// TestUpstreamLeaseName: the Lease names the upstream sidecar uses.
+func TestUpstreamLeaseName(t *testing.T) {
+	for driver, want := range map[string]string{
+		"hostpath.csi.k8s.io":        "hostpath-csi-k8s-io",
+		"ebs.csi.aws.com":            "ebs-csi-aws-com",
+		"example.com/csi-":           "example-com-csi-X",
+		"rook-ceph.rbd.csi.ceph.com": "rook-ceph-rbd-csi-ceph-com",
+	} {
+		if got := UpstreamLeaseName(driver); got != want {
+			t.Errorf("UpstreamLeaseName(%q) = %q, want %q", driver, got, want)
+		}
+	}
+}

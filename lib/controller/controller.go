@@ -241,7 +241,7 @@ func (c *ProvisionController) Run(ctx context.Context) error {
 
 func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	meta := metaForLease(c.cfg.leaderNamespace, c.name)
+	meta := metaForLease(c.cfg.leaderNamespace, c.name, c.cfg.leaseName)
 	leaseName := fmt.Sprintf("Lease %s/%s (get, create, update on leases.coordination.k8s.io)", meta.Namespace, meta.Name)
 	lock := observedLock{
 		Interface: &resourcelock.LeaseLock{

@@ -28,7 +28,7 @@ func (c *ProvisionController) syncVolume(ctx context.Context, name string) error
 	if !c.provisionedByUs(pv) || c.deleted.has(pv.UID) {
 		return nil
 	}
-	ours := hasOwnFinalizer(pv)
+	ours := c.hasOwnFinalizer(pv)
 	reclaimDelete := pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete
 	switch {
 	case pv.DeletionTimestamp != nil && ours && !reclaimDelete:
@@ -78,7 +78,7 @@ func (c *ProvisionController) deleteVolume(ctx context.Context, pv *corev1.Persi
 		return err
 	}
 	// The asset is gone; now the PV object, which must never outlive it stuck.
-	if hasOwnFinalizer(pv) {
+	if c.hasOwnFinalizer(pv) {
 		if err := c.removeFinalizer(ctx, pv); err != nil {
 			return err
 		}
@@ -113,7 +113,7 @@ func (c *ProvisionController) callDelete(ctx context.Context, pv *corev1.Persist
 
 func (c *ProvisionController) removeFinalizer(ctx context.Context, pv *corev1.PersistentVolume) error {
 	updated := pv.DeepCopy()
-	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, isOwnFinalizer)
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, c.isOwnFinalizer)
 	_, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -126,8 +126,10 @@ func (c *ProvisionController) removeFinalizer(ctx context.Context, pv *corev1.Pe
 
 // isOwnFinalizer: the controller's finalizer, or the one PVs made by
 // sig-storage-lib-external-provisioner carry, which it takes over.
-func isOwnFinalizer(f string) bool { return f == VolumeFinalizer || f == SigStorageLibFinalizer }
+func (c *ProvisionController) isOwnFinalizer(f string) bool {
+	return f == c.cfg.finalizer || f == VolumeFinalizer || f == SigStorageLibFinalizer
+}
 
-func hasOwnFinalizer(pv *corev1.PersistentVolume) bool {
-	return slices.ContainsFunc(pv.Finalizers, isOwnFinalizer)
+func (c *ProvisionController) hasOwnFinalizer(pv *corev1.PersistentVolume) bool {
+	return slices.ContainsFunc(pv.Finalizers, c.isOwnFinalizer)
 }

@@ -13,9 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// metaForLease names the one Lease of a provisioner name.
-func metaForLease(namespace, provisioner string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: namespace, Name: LeaseName(provisioner)}
+// metaForLease names the one Lease of a provisioner name, unless the
+// controller was given another (WithLeaseName).
+func metaForLease(namespace, provisioner, name string) metav1.ObjectMeta {
+	if name == "" {
+		name = LeaseName(provisioner)
+	}
+	return metav1.ObjectMeta{Namespace: namespace, Name: name}
 }
 
 // LeaseName turns a provisioner name into the name of its leader Lease, and

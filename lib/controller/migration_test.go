@@ -5,6 +5,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -88,5 +89,27 @@ func TestFailureKeysAreTyped(t *testing.T) {
 	}
 	if f.exhausted(claimFailures(claim), "2", 2) {
 		t.Fatal("a changed claim (new resourceVersion) is still given up")
+	}
+}
+
+// TestFinalizerName: a provisioner that replaces the CSI external-provisioner
+// puts that one's finalizer on its PVs, so either can take them back.
+func TestFinalizerName(t *testing.T) {
+	f := newFixture(t, newStore(t), []Option{WithFinalizer(true), WithFinalizerName(SigStorageLibFinalizer)},
+		class("gold"), claim("data", "gold"))
+	if err := f.c.syncClaim(f.ctx, "ns/data"); err != nil {
+		t.Fatal(err)
+	}
+	pv := f.pv("pvc-uid-data")
+	if pv == nil || !slices.Equal(pv.Finalizers, []string{SigStorageLibFinalizer}) {
+		t.Fatalf("PV %v, want finalizers [%s]", pv, SigStorageLibFinalizer)
+	}
+	if _, err := NewProvisionController(f.client, testProvisioner, f.store, WithFinalizerName("not a finalizer")); err == nil ||
+		!strings.Contains(err.Error(), "WithFinalizerName") {
+		t.Fatalf("invalid finalizer name accepted: %v", err)
+	}
+	if _, err := NewProvisionController(f.client, testProvisioner, f.store, WithLeaseName("Not_A_Lease")); err == nil ||
+		!strings.Contains(err.Error(), "WithLeaseName") {
+		t.Fatalf("invalid Lease name accepted: %v", err)
 	}
 }

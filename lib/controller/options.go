@@ -95,6 +95,8 @@ type config struct {
 	informerFactory          informers.SharedInformerFactory
 	volumeName               func(*corev1.PersistentVolumeClaim) string
 	addFinalizer             bool
+	finalizer                string
+	leaseName                string
 	journalNamespace         string
 	journalName              string
 	eventClient              kubernetes.Interface
@@ -123,6 +125,7 @@ func defaultConfig() config {
 		leaderElection:     inCluster,
 		leaderNamespace:    namespace,
 		addFinalizer:       DefaultAddFinalizer,
+		finalizer:          VolumeFinalizer,
 		eventFlushInterval: DefaultEventFlushInterval,
 		volumeName: func(claim *corev1.PersistentVolumeClaim) string {
 			return DefaultVolumeNamePrefix + "-" + string(claim.UID)
@@ -155,6 +158,14 @@ func (c *config) validate() error {
 		if !(c.leaseDuration > c.renewDeadline && c.renewDeadline > c.retryPeriod && c.retryPeriod > 0) {
 			errs = append(errs, fmt.Errorf("WithLeaderElectionTimings: need lease duration > renew deadline > retry period > 0, got %v, %v, %v",
 				c.leaseDuration, c.renewDeadline, c.retryPeriod))
+		}
+	}
+	if msgs := validation.IsQualifiedName(c.finalizer); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("WithFinalizerName: %q is not a valid finalizer: %s", c.finalizer, strings.Join(msgs, "; ")))
+	}
+	if c.leaseName != "" {
+		if msgs := validation.IsDNS1123Subdomain(c.leaseName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("WithLeaseName: %q is not a valid Lease name: %s", c.leaseName, strings.Join(msgs, "; ")))
 		}
 	}
 	if c.journalNamespace == "" {
@@ -285,10 +296,27 @@ func WithVolumeNameFunc(f func(*corev1.PersistentVolumeClaim) string) Option {
 	})
 }
 
-// WithFinalizer puts VolumeFinalizer on new PVs, so that deleting a PV object
-// directly still deletes its asset first. Default DefaultAddFinalizer.
+// WithFinalizer puts a finalizer (VolumeFinalizer, or WithFinalizerName's)
+// on new PVs, so that deleting a PV object directly still deletes its asset
+// first. Default DefaultAddFinalizer.
 func WithFinalizer(add bool) Option {
 	return optionFunc(func(c *config) error { c.addFinalizer = add; return nil })
+}
+
+// WithFinalizerName names the finalizer WithFinalizer puts on new PVs.
+// Default VolumeFinalizer. SigStorageLibFinalizer keeps the PVs as the CSI
+// external-provisioner and sig-storage-lib-external-provisioner make them,
+// so that either can take them back. The controller removes any of the
+// three from the PVs it serves.
+func WithFinalizerName(name string) Option {
+	return optionFunc(func(c *config) error { c.finalizer = name; return nil })
+}
+
+// WithLeaseName names the leader Lease. Default LeaseName(provisioner name).
+// A provisioner that replaces another one gives that one's Lease name, so
+// that during a rolling update old and new replicas elect one leader.
+func WithLeaseName(name string) Option {
+	return optionFunc(func(c *config) error { c.leaseName = name; return nil })
 }
 
 // WithJournal sets the ConfigMap that records in-flight operations so that a

@@ -319,8 +319,8 @@ func (c *ProvisionController) completeVolume(pv *corev1.PersistentVolume, option
 		pv.Annotations = map[string]string{}
 	}
 	pv.Annotations[AnnProvisionedBy] = c.name
-	if c.cfg.addFinalizer && !slices.Contains(pv.Finalizers, VolumeFinalizer) {
-		pv.Finalizers = append(pv.Finalizers, VolumeFinalizer)
+	if c.cfg.addFinalizer && !slices.Contains(pv.Finalizers, c.cfg.finalizer) {
+		pv.Finalizers = append(pv.Finalizers, c.cfg.finalizer)
 	}
 	return pv
 }

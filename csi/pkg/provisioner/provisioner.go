@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
@@ -41,11 +43,19 @@ const (
 	AnnDeletionSecretNamespace = "volume.kubernetes.io/provisioner-deletion-secret-namespace" //nolint:gosec // an annotation key, not a credential
 )
 
+// AttrProvisionerIdentity is the volume attribute naming the provisioner
+// instance that created a volume, as the CSI external-provisioner sets it;
+// drivers and tools read it.
+const AttrProvisionerIdentity = "storage.kubernetes.io/csiProvisionerIdentity"
+
 // Config configures a Provisioner.
 type Config struct {
 	// DriverName is the driver's name (GetPluginInfo), which is also the
 	// provisioner name in StorageClasses.
 	DriverName string
+	// Identity names this provisioner instance in the PVs' volume attribute
+	// AttrProvisionerIdentity; empty means NewIdentity's.
+	Identity string
 	// Capabilities are what the driver said it can do.
 	Capabilities connection.Capabilities
 	// Controller is the driver's controller service.
@@ -93,6 +103,7 @@ func New(cfg Config) (*Provisioner, error) {
 	if cfg.DriverName == "" {
 		errs = append(errs, errors.New("the driver name is required"))
 	}
+
 	if cfg.Controller == nil {
 		errs = append(errs, errors.New("the controller client is required"))
 	}
@@ -104,6 +115,9 @@ func New(cfg Config) (*Provisioner, error) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	if cfg.Identity == "" {
+		cfg.Identity = NewIdentity(cfg.DriverName, time.Now())
 	}
 	p := &Provisioner{cfg: cfg}
 	if cfg.Capabilities.Topology {
@@ -320,7 +334,7 @@ func (p *Provisioner) newVolume(o controller.ProvisionOptions, vol *csi.Volume, 
 		Driver:                     p.cfg.DriverName,
 		VolumeHandle:               vol.GetVolumeId(),
 		FSType:                     fsType,
-		VolumeAttributes:           vol.GetVolumeContext(),
+		VolumeAttributes:           volumeAttributes(vol.GetVolumeContext(), p.cfg.Identity),
 		ControllerPublishSecretRef: refs[SecretControllerPublish],
 		NodeStageSecretRef:         refs[SecretNodeStage],
 		NodePublishSecretRef:       refs[SecretNodePublish],
@@ -334,10 +348,30 @@ func (p *Provisioner) newVolume(o controller.ProvisionOptions, vol *csi.Volume, 
 	if b := vol.GetCapacityBytes(); b > 0 {
 		spec.Capacity = *resource.NewQuantity(b, resource.BinarySI)
 	}
-	if ref := refs[SecretProvisioner]; ref != nil {
-		spec.Annotations = map[string]string{AnnDeletionSecretName: ref.Name, AnnDeletionSecretNamespace: ref.Namespace}
+	// Recorded even when empty ("no secret"), as the CSI external-provisioner
+	// does, so that it can take the PV back and delete it.
+	ref := refs[SecretProvisioner]
+	if ref == nil {
+		ref = &corev1.SecretReference{}
 	}
+	spec.Annotations = map[string]string{AnnDeletionSecretName: ref.Name, AnnDeletionSecretNamespace: ref.Namespace}
 	return o.NewVolume(spec)
+}
+
+// volumeAttributes are the driver's volume context plus the provisioner
+// identity.
+func volumeAttributes(context map[string]string, identity string) map[string]string {
+	out := make(map[string]string, len(context)+1)
+	maps.Copy(out, context)
+	out[AttrProvisionerIdentity] = identity
+	return out
+}
+
+// NewIdentity returns an identity for a provisioner instance of the driver
+// in the CSI external-provisioner's shape: start time in milliseconds, a
+// random number and the driver name.
+func NewIdentity(driverName string, start time.Time) string {
+	return fmt.Sprintf("%d-%d-%s", start.UnixMilli(), rand.IntN(10000), driverName) //nolint:gosec // tells instances apart, not a secret
 }
 
 // undoTooSmall deletes a volume smaller than asked for. If that fails the
@@ -357,8 +391,10 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.cfg.DriverName {
 		return controller.Ignore("PersistentVolume %s is not a volume of CSI driver %s", pv.Name, p.cfg.DriverName)
 	}
-	name, hasName := pv.Annotations[AnnDeletionSecretName]
-	namespace, hasNamespace := pv.Annotations[AnnDeletionSecretNamespace]
+	// Absent or empty both mean no secret: the CSI external-provisioner
+	// writes them empty when the class names none.
+	name, namespace := pv.Annotations[AnnDeletionSecretName], pv.Annotations[AnnDeletionSecretNamespace]
+	hasName, hasNamespace := name != "", namespace != ""
 	var secrets map[string]string
 	switch {
 	case hasName && hasNamespace:
@@ -369,7 +405,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 			return err
 		}
 	case hasName || hasNamespace:
-		return fmt.Errorf("PersistentVolume %s has only one of the annotations %s and %s: set both, or neither to delete without secrets",
+		return fmt.Errorf("PersistentVolume %s has a value in only one of the annotations %s and %s: set both, or neither to delete without secrets",
 			pv.Name, AnnDeletionSecretName, AnnDeletionSecretNamespace)
 	}
 	return p.deleteVolume(ctx, pv.Spec.CSI.VolumeHandle, secrets)

@@ -29,7 +29,8 @@ import (
 )
 
 const (
-	testDriver = "test.csi.example.com"
+	testDriver   = "test.csi.example.com"
+	testIdentity = "1700000000000-42-test.csi.example.com"
 	// secretValue must never show up in errors or logs.
 	secretValue = "s3cr3t-value-never-logged"
 )
@@ -69,6 +70,7 @@ func newTestProvisioner(t *testing.T, cfg Config, objects ...runtime.Object) (*P
 	t.Helper()
 	fc := &fakeController{}
 	cfg.DriverName = testDriver
+	cfg.Identity = testIdentity
 	cfg.Controller = fc
 	cfg.Client = fake.NewClientset(objects...)
 	p, err := New(cfg)
@@ -307,8 +309,13 @@ func TestProvisionVolume(t *testing.T) {
 			if src == nil || src.Driver != testDriver || src.VolumeHandle != "v1" || src.FSType != "ext4" {
 				t.Fatalf("CSI source %+v", src)
 			}
-			if !maps.Equal(src.VolumeAttributes, tc.volume.VolumeContext) {
-				t.Errorf("volume attributes %v, want %v", src.VolumeAttributes, tc.volume.VolumeContext)
+			wantAttributes := maps.Clone(tc.volume.VolumeContext)
+			if wantAttributes == nil {
+				wantAttributes = map[string]string{}
+			}
+			wantAttributes[AttrProvisionerIdentity] = testIdentity
+			if !maps.Equal(src.VolumeAttributes, wantAttributes) {
+				t.Errorf("volume attributes %v, want %v", src.VolumeAttributes, wantAttributes)
 			}
 			shared := corev1.SecretReference{Name: "shared", Namespace: "team-a"}
 			for name, r := range map[string]*corev1.SecretReference{
@@ -440,7 +447,11 @@ func TestDelete(t *testing.T) {
 		{name: "already gone", pv: pv(testDriver, nil), driverErr: status.Error(codes.NotFound, "no such volume"), wantCalls: 1},
 		{name: "driver fails", pv: pv(testDriver, nil), driverErr: status.Error(codes.Internal, "backend down"), wantErr: "backend down", wantCalls: 1},
 		{name: "another driver's volume", pv: pv("other.example.com", nil), wantIgnored: true},
-		{name: "half the annotations", pv: pv(testDriver, map[string]string{AnnDeletionSecretName: "del"}), wantErr: "has only one of the annotations"},
+		{name: "half the annotations", pv: pv(testDriver, map[string]string{AnnDeletionSecretName: "del"}), wantErr: "has a value in only one of the annotations"},
+		{name: "half the annotations, other empty", pv: pv(testDriver, map[string]string{AnnDeletionSecretName: "", AnnDeletionSecretNamespace: "ns"}),
+			wantErr: "has a value in only one of the annotations"},
+		// The CSI external-provisioner's PVs of classes without a secret.
+		{name: "empty annotations", pv: pv(testDriver, map[string]string{AnnDeletionSecretName: "", AnnDeletionSecretNamespace: ""}), wantCalls: 1},
 		{name: "secret gone", pv: pv(testDriver, map[string]string{AnnDeletionSecretName: "absent", AnnDeletionSecretNamespace: "ns"}),
 			wantErr: "secret ns/absent (from annotations " + AnnDeletionSecretName},
 	}
