@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/csi/pkg/connection"
@@ -71,14 +70,11 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	// Node and CSINode caches only for drivers with topology: on a large
-	// cluster the Node cache is the provisioner's biggest.
-	var factory informers.SharedInformerFactory
-	if info.Capabilities.Topology {
-		// Trimmed as the controller's own: of a node, labels, taints and
-		// addresses, not its image list.
-		factory = controller.NewInformerFactory(clients.Kube, controller.DefaultResyncPeriod, nil)
-	}
+	// Trimmed as the controller's own: of a node, labels, taints and
+	// addresses, not its image list. The provisioner registers the Node and
+	// CSINode caches only for drivers with topology: on a large cluster the
+	// Node cache is the provisioner's biggest.
+	factory := controller.NewInformerFactory(clients.Kube, controller.DefaultResyncPeriod, nil)
 	prov, err := provisioner.New(provisioner.Config{
 		DriverName:            info.Name,
 		Identity:              provisioner.NewIdentity(info.Name, time.Now()),
@@ -97,9 +93,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if factory != nil {
-		factory.Start(ctx.Done())
-	}
+	factory.Start(ctx.Done())
 	return o.Common.Run(ctx, clients, info.Name, prov, cli.RunOptions{
 		Ready:      map[string]httpendpoint.Check{"csi-driver": o.driverReady(conn)},
 		Controller: []controller.Option{

@@ -22,6 +22,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -64,8 +65,9 @@ type Config struct {
 	Client kubernetes.Interface
 	// Dynamic reads VolumeSnapshots; nil means no snapshot restores.
 	Dynamic dynamic.Interface
-	// Informers provides the Node and CSINode caches; required when the
-	// driver has topology. The caller starts it.
+	// Informers provides the VolumeAttachment cache (no volume is deleted
+	// while attached) and, when the driver has topology, the Node and
+	// CSINode caches. The caller starts it.
 	Informers informers.SharedInformerFactory
 	// ExtraCreateMetadata adds the claim's and PV's names to the parameters.
 	ExtraCreateMetadata bool
@@ -87,6 +89,8 @@ type Provisioner struct {
 	nodes          corelisters.NodeLister
 	csiNodes       storagelisters.CSINodeLister
 	topologySynced []cache.InformerSynced
+	attachments    storagelisters.VolumeAttachmentLister
+	attachSynced   cache.InformerSynced
 	// legacyWarned holds the deprecated keys already logged about.
 	legacyWarned sync.Map
 }
@@ -110,8 +114,8 @@ func New(cfg Config) (*Provisioner, error) {
 	if cfg.Client == nil {
 		errs = append(errs, errors.New("the Kubernetes client is required"))
 	}
-	if cfg.Capabilities.Topology && cfg.Informers == nil {
-		errs = append(errs, errors.New("an informer factory is required for a driver with topology"))
+	if cfg.Informers == nil {
+		errs = append(errs, errors.New("an informer factory is required"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -120,6 +124,8 @@ func New(cfg Config) (*Provisioner, error) {
 		cfg.Identity = NewIdentity(cfg.DriverName, time.Now())
 	}
 	p := &Provisioner{cfg: cfg}
+	attachments := cfg.Informers.Storage().V1().VolumeAttachments()
+	p.attachments, p.attachSynced = attachments.Lister(), attachments.Informer().HasSynced
 	if cfg.Capabilities.Topology {
 		nodes := cfg.Informers.Core().V1().Nodes()
 		csiNodes := cfg.Informers.Storage().V1().CSINodes()
@@ -391,6 +397,9 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.cfg.DriverName {
 		return controller.Ignore("PersistentVolume %s is not a volume of CSI driver %s", pv.Name, p.cfg.DriverName)
 	}
+	if err := p.checkDetached(ctx, pv); err != nil {
+		return err
+	}
 	// Absent or empty both mean no secret: the CSI external-provisioner
 	// writes them empty when the class names none.
 	name, namespace := pv.Annotations[AnnDeletionSecretName], pv.Annotations[AnnDeletionSecretNamespace]
@@ -409,6 +418,26 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 			pv.Name, AnnDeletionSecretName, AnnDeletionSecretNamespace)
 	}
 	return p.deleteVolume(ctx, pv.Spec.CSI.VolumeHandle, secrets)
+}
+
+// checkDetached refuses to delete a volume that a VolumeAttachment still
+// attaches to a node: DeleteVolume could destroy data in use, or fail in
+// the driver with a less clear message.
+func (p *Provisioner) checkDetached(ctx context.Context, pv *corev1.PersistentVolume) error {
+	if !cache.WaitForCacheSync(ctx.Done(), p.attachSynced) {
+		return fmt.Errorf("waiting for the VolumeAttachment cache before deleting PersistentVolume %s: %w", pv.Name, ctx.Err())
+	}
+	all, err := p.attachments.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, va := range all {
+		if name := va.Spec.Source.PersistentVolumeName; name != nil && *name == pv.Name {
+			return fmt.Errorf("PersistentVolume %s is still attached to node %s (VolumeAttachment %s): its volume is deleted once it is detached",
+				pv.Name, va.Spec.NodeName, va.Name)
+		}
+	}
+	return nil
 }
 
 func (p *Provisioner) deleteVolume(ctx context.Context, id string, secrets map[string]string) error {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -72,11 +73,15 @@ func newTestProvisioner(t *testing.T, cfg Config, objects ...runtime.Object) (*P
 	cfg.DriverName = testDriver
 	cfg.Identity = testIdentity
 	cfg.Controller = fc
-	cfg.Client = fake.NewClientset(objects...)
+	client := fake.NewClientset(objects...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	cfg.Client, cfg.Informers = client, factory
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	factory.Start(t.Context().Done())
+	t.Cleanup(factory.Shutdown)
 	return p, fc
 }
 
@@ -441,8 +446,10 @@ func TestDelete(t *testing.T) {
 		wantIgnored bool
 		wantErr     string
 		wantCalls   int
+		attached    bool
 	}{
 		{name: "no secret", pv: pv(testDriver, nil), wantCalls: 1},
+		{name: "still attached", pv: pv(testDriver, nil), attached: true, wantErr: "PersistentVolume pv-1 is still attached to node node-1 (VolumeAttachment csi-123)"},
 		{name: "secret from the annotations", pv: pv(testDriver, withSecret), wantSecrets: true, wantCalls: 1},
 		{name: "already gone", pv: pv(testDriver, nil), driverErr: status.Error(codes.NotFound, "no such volume"), wantCalls: 1},
 		{name: "driver fails", pv: pv(testDriver, nil), driverErr: status.Error(codes.Internal, "backend down"), wantErr: "backend down", wantCalls: 1},
@@ -457,7 +464,15 @@ func TestDelete(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, fc := newTestProvisioner(t, Config{}, secret("ns", "del"))
+			objects := []runtime.Object{secret("ns", "del")}
+			if tc.attached {
+				objects = append(objects, &storagev1.VolumeAttachment{
+					ObjectMeta: metav1.ObjectMeta{Name: "csi-123"},
+					Spec: storagev1.VolumeAttachmentSpec{Attacher: testDriver, NodeName: "node-1",
+						Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To("pv-1")}},
+				})
+			}
+			p, fc := newTestProvisioner(t, Config{}, objects...)
 			fc.deleteErr = tc.driverErr
 			err := p.Delete(testContext(t), tc.pv)
 			switch {

@@ -13,6 +13,7 @@ import (
 	csispec "github.com/container-storage-interface/spec/lib/go/csi"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -259,4 +260,34 @@ func (e *env) holdUpstreamLease(name string) (stop func()) {
 // records on a driver's volumes.
 func regexpIdentity(driver string) *regexp.Regexp {
 	return regexp.MustCompile(`^[0-9]{13}-[0-9]{1,4}-` + regexp.QuoteMeta(driver) + `$`)
+}
+
+// TestAttachedVolumeNotDeleted: a volume still attached to a node (a
+// VolumeAttachment names its PV) is not deleted; a Warning event on the PV
+// says why, and it is deleted once detached.
+func TestAttachedVolumeNotDeleted(t *testing.T) {
+	e := setup(t, csidriver.Options{})
+	class := e.createClass(nil)
+	claim, pv := e.bound(e.createClaim(class.Name, "1Gi"))
+	vas := cp.Client.StorageV1().VolumeAttachments()
+	va, err := vas.Create(e.ctx, &storagev1.VolumeAttachment{
+		ObjectMeta: metav1.ObjectMeta{Name: uniqueName("csi-attachment")},
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: e.name, NodeName: "node-1",
+			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To(pv.Name)}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = vas.Delete(context.WithoutCancel(e.ctx), va.Name, metav1.DeleteOptions{}) })
+
+	e.deleteClaim(claim)
+	e.event(pv, "VolumeFailedDelete", "still attached to node node-1", "VolumeAttachment "+va.Name)
+	if _, ok := e.driver.Volume(pv.Name); !ok || len(e.driver.DeleteRequests()) != 0 {
+		t.Fatal("DeleteVolume was called for a volume still attached")
+	}
+	if err := vas.Delete(e.ctx, va.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.pvGone(pv.Name)
+	e.noVolumeLeft()
 }
