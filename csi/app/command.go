@@ -95,7 +95,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	factory.Start(ctx.Done())
 	return o.Common.Run(ctx, clients, info.Name, prov, cli.RunOptions{
-		Ready:      map[string]httpendpoint.Check{"csi-driver": o.driverReady(conn)},
+		Ready: map[string]httpendpoint.Check{"csi-driver": o.driverReady(conn)},
 		Controller: []controller.Option{
 			controller.WithVolumeNameFunc(o.VolumeName),
 			// As the upstream sidecar: its finalizer on every PV, so that a PV
