@@ -190,6 +190,9 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	if req.VolumeContentSource, err = p.contentSource(ctx, o.PVC, o.StorageClass.Name); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
+	if req.MutableParameters, err = p.mutableParameters(ctx, o.PVC); err != nil {
+		return nil, controller.ProvisioningNoChange, err
+	}
 	if ref := refs[SecretProvisioner]; ref != nil {
 		if req.Secrets, err = p.readSecret(ctx, ref, params.secrets[SecretProvisioner]); err != nil {
 			return nil, controller.ProvisioningNoChange, err
@@ -361,7 +364,10 @@ func (p *Provisioner) newVolume(o controller.ProvisionOptions, vol *csi.Volume, 
 		ref = &corev1.SecretReference{}
 	}
 	spec.Annotations = map[string]string{AnnDeletionSecretName: ref.Name, AnnDeletionSecretNamespace: ref.Namespace}
-	return o.NewVolume(spec)
+	pv := o.NewVolume(spec)
+	// The volume was created with the class's mutable parameters.
+	pv.Spec.VolumeAttributesClassName = o.PVC.Spec.VolumeAttributesClassName
+	return pv
 }
 
 // volumeAttributes are the driver's volume context plus the provisioner

@@ -291,3 +291,45 @@ func TestAttachedVolumeNotDeleted(t *testing.T) {
 	e.pvGone(pv.Name)
 	e.noVolumeLeft()
 }
+
+// TestVolumeAttributesClass: the parameters of the claim's
+// VolumeAttributesClass reach CreateVolume as mutable parameters and the PV
+// records the class; a missing class, or one of another driver, is a
+// Warning event and nothing is created.
+func TestVolumeAttributesClass(t *testing.T) {
+	e := setup(t, csidriver.Options{})
+	class := e.createClass(nil)
+	vacs := cp.Client.StorageV1().VolumeAttributesClasses()
+	create := func(driver string) string {
+		vac, err := vacs.Create(e.ctx, &storagev1.VolumeAttributesClass{
+			ObjectMeta: metav1.ObjectMeta{Name: uniqueName("vac")},
+			DriverName: driver,
+			Parameters: map[string]string{"iops": "3000", "throughput": "125"},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = vacs.Delete(context.WithoutCancel(e.ctx), vac.Name, metav1.DeleteOptions{}) })
+		return vac.Name
+	}
+	withVAC := func(name string) func(*corev1.PersistentVolumeClaim) {
+		return func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeAttributesClassName = ptr.To(name) }
+	}
+
+	fast := create(e.name)
+	_, pv := e.bound(e.createClaim(class.Name, "1Gi", withVAC(fast)))
+	if got := e.driver.LastCreateRequest(pv.Name).GetMutableParameters(); got["iops"] != "3000" || got["throughput"] != "125" || len(got) != 2 {
+		t.Errorf("CreateVolume got mutable parameters %v, want the class's", got)
+	}
+	if ptr.Deref(pv.Spec.VolumeAttributesClassName, "") != fast {
+		t.Errorf("PV volumeAttributesClassName %v, want %s", pv.Spec.VolumeAttributesClassName, fast)
+	}
+
+	missing := e.createClaim(class.Name, "1Gi", withVAC("no-such-class"))
+	e.event(missing, "ProvisioningFailed", `VolumeAttributesClass "no-such-class" not found`)
+	foreign := e.createClaim(class.Name, "1Gi", withVAC(create("other.example.com")))
+	e.event(foreign, "ProvisioningFailed", "is for driver other.example.com")
+	if n := e.volumeCount(); n != 1 {
+		t.Errorf("the driver holds %d volumes, want 1: none for the failed claims", n)
+	}
+}
