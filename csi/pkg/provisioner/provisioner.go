@@ -69,6 +69,14 @@ type Config struct {
 	// ForwardPVCLabels and ForwardPVCAnnotations are the claim labels and
 	// annotations passed to the driver as parameters.
 	ForwardPVCLabels, ForwardPVCAnnotations []string
+	// ControllerPublishReadOnly marks the PVs of claims whose only access
+	// mode is ReadOnlyMany read-only (spec.csi.readOnly), so that
+	// ControllerPublishVolume is asked for a read-only attachment.
+	ControllerPublishReadOnly bool
+	// PreventVolumeModeConversion refuses to restore a snapshot into a
+	// volume of another volumeMode than the snapshot's source, unless its
+	// VolumeSnapshotContent allows it (AnnAllowVolumeModeChange).
+	PreventVolumeModeConversion bool
 }
 
 // Provisioner is a controller.Provisioner backed by a CSI driver.
@@ -326,6 +334,7 @@ func (p *Provisioner) newVolume(o controller.ProvisionOptions, vol *csi.Volume, 
 		NodePublishSecretRef:       refs[SecretNodePublish],
 		ControllerExpandSecretRef:  refs[SecretControllerExpand],
 		NodeExpandSecretRef:        refs[SecretNodeExpand],
+		ReadOnly:                   p.cfg.ControllerPublishReadOnly && onlyReadOnlyMany(o.PVC),
 	}
 	spec := controller.VolumeSpec{
 		Source:       corev1.PersistentVolumeSource{CSI: source},
@@ -338,6 +347,12 @@ func (p *Provisioner) newVolume(o controller.ProvisionOptions, vol *csi.Volume, 
 		spec.Annotations = map[string]string{AnnDeletionSecretName: ref.Name, AnnDeletionSecretNamespace: ref.Namespace}
 	}
 	return o.NewVolume(spec)
+}
+
+// onlyReadOnlyMany tells whether ReadOnlyMany is the claim's only access mode.
+func onlyReadOnlyMany(claim *corev1.PersistentVolumeClaim) bool {
+	modes := claim.Spec.AccessModes
+	return len(modes) > 0 && !slices.ContainsFunc(modes, func(m corev1.PersistentVolumeAccessMode) bool { return m != corev1.ReadOnlyMany })
 }
 
 // undoTooSmall deletes a volume smaller than asked for. If that fails the
