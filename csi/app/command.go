@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/dynamic"
@@ -36,7 +37,15 @@ func NewCommand() *cobra.Command {
 // the provision controller under the driver's name until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	conn, err := connection.Dial(o.CSIAddress)
+	for _, f := range o.ignoredFlags() {
+		logger.Info("Ignoring flag", "flag", f.flag, "reason", f.reason)
+	}
+	registry := prometheus.NewRegistry()
+	metrics, err := connection.NewMetrics(registry)
+	if err != nil {
+		return err
+	}
+	conn, err := connection.Dial(o.CSIAddress, metrics.Interceptor())
 	if err != nil {
 		return fmt.Errorf("--csi-address: %w", err)
 	}
@@ -54,7 +63,12 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	metrics.SetDriverName(info.Name)
 	logger.Info("Found the CSI driver", "driver", info.Name, "version", info.VendorVersion, "capabilities", info.Capabilities)
+	if info.Capabilities.Topology && !o.FeatureGates[string(Topology)] {
+		logger.Info("Ignoring the driver's topology: feature gate Topology is off", "driver", info.Name)
+		info.Capabilities.Topology = false
+	}
 	if !info.Capabilities.ControllerService || !info.Capabilities.CreateDeleteVolume {
 		return fmt.Errorf("CSI driver %s does not support CREATE_DELETE_VOLUME (ControllerGetCapabilities): "+
 			"it cannot create volumes, so csi-provisioner has nothing to do; remove it from this driver's deployment", info.Name)
@@ -76,26 +90,31 @@ func (o *Options) Run(ctx context.Context) error {
 	// Node cache is the provisioner's biggest.
 	factory := controller.NewInformerFactory(clients.Kube, controller.DefaultResyncPeriod, nil)
 	prov, err := provisioner.New(provisioner.Config{
-		DriverName:            info.Name,
-		Identity:              provisioner.NewIdentity(info.Name, time.Now()),
-		Capabilities:          info.Capabilities,
-		Controller:            csi.NewControllerClient(conn),
-		Client:                clients.Kube,
-		Dynamic:               dyn,
-		Informers:             factory,
-		ExtraCreateMetadata:   o.ExtraCreateMetadata,
-		DefaultFSType:         o.DefaultFSType,
-		StrictTopology:        o.StrictTopology,
-		ImmediateTopology:     o.ImmediateTopology,
-		ForwardPVCLabels:      o.ForwardPVCLabels,
-		ForwardPVCAnnotations: o.ForwardPVCAnnotations,
+		DriverName:                  info.Name,
+		IgnoreVolumeAttributesClass: !o.FeatureGates[string(VolumeAttributesClass)],
+		Identity:                    provisioner.NewIdentity(info.Name, time.Now()),
+		Capabilities:                info.Capabilities,
+		Controller:                  csi.NewControllerClient(conn),
+		Client:                      clients.Kube,
+		Dynamic:                     dyn,
+		Informers:                   factory,
+		ExtraCreateMetadata:         o.ExtraCreateMetadata,
+		DefaultFSType:               o.DefaultFSType,
+		StrictTopology:              o.StrictTopology,
+		ImmediateTopology:           o.ImmediateTopology,
+		ForwardPVCLabels:            o.ForwardPVCLabels,
+		ForwardPVCAnnotations:       o.ForwardPVCAnnotations,
+
+		ControllerPublishReadOnly:   o.ControllerPublishReadOnly,
+		PreventVolumeModeConversion: o.PreventVolumeModeConversion,
 	})
 	if err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())
 	return o.Common.Run(ctx, clients, info.Name, prov, cli.RunOptions{
-		Ready: map[string]httpendpoint.Check{"csi-driver": o.driverReady(conn)},
+		Ready:    map[string]httpendpoint.Check{"csi-driver": o.driverReady(conn)},
+		Registry: registry,
 		Controller: []controller.Option{
 			controller.WithVolumeNameFunc(o.VolumeName),
 			// As the upstream sidecar: its finalizer on every PV, so that a PV
@@ -127,6 +146,34 @@ func UpstreamLeaseName(driver string) string {
 		b = append(b, 'X')
 	}
 	return string(b)
+}
+
+// ignored is a flag accepted for compatibility with external-provisioner
+// that changes nothing here, and why.
+type ignored struct{ flag, reason string }
+
+// ignoredFlags are the flags given (on the command line or in the
+// environment) that have no effect, each with the reason, for one log line
+// at startup: a user moving from external-provisioner keeps the arguments
+// and learns what they do not do here.
+func (o *Options) ignoredFlags() []ignored {
+	given := func(name string) bool { return o.flags != nil && o.flags.Changed(name) }
+	var out []ignored
+	if given("automaxprocs") {
+		out = append(out, ignored{"--automaxprocs", "Go (1.25 and later) sets GOMAXPROCS from the container's CPU limit itself"})
+	}
+	if given("snapshot-orphan-sweep-interval") {
+		out = append(out, ignored{"--snapshot-orphan-sweep-interval",
+			"csi-provisioner puts no protection finalizer on snapshot sources, so there are no orphaned ones to sweep"})
+	}
+	if given("cloning-protection-threads") {
+		out = append(out, ignored{"--cloning-protection-threads", "the cloning-protection finalizer on clone sources is not implemented yet"})
+	}
+	if o.FeatureGates[string(CrossNamespaceVolumeDataSource)] {
+		out = append(out, ignored{"--feature-gates=" + string(CrossNamespaceVolumeDataSource) + "=true",
+			"data sources in other namespaces are not supported yet: such claims get a ProvisioningFailed event"})
+	}
+	return out
 }
 
 // driverReady is the readiness check of the driver: its Probe answers ready.

@@ -13,7 +13,9 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/component-base/featuregate"
 
+	"github.com/kubeprov/external-storage/csi/pkg/provisioner"
 	"github.com/kubeprov/external-storage/lib/cli"
 )
 
@@ -25,6 +27,12 @@ const (
 	DefaultVolumeNamePrefix     = "pvc"
 	DefaultVolumeNameUUIDLength = -1
 	DefaultImmediateTopology    = true
+	// DefaultLeaderElectionRetryPeriod is the sidecar's, longer than the
+	// other binaries' (cli's): fewer Lease writes per driver.
+	DefaultLeaderElectionRetryPeriod   = 5 * time.Second
+	DefaultPreventVolumeModeConversion = true
+	DefaultCloningProtectionThreads    = 1
+	DefaultSnapshotOrphanSweepInterval = 5 * time.Minute
 )
 
 // Options are the csi-provisioner flags.
@@ -41,6 +49,26 @@ type Options struct {
 	ForwardPVCAnnotations []string
 	Capacity              CapacityOptions
 	NodeDeployment        NodeDeploymentOptions
+
+	// FeatureGates are the --feature-gates, every known gate with its
+	// value (given or default), filled in by Complete.
+	FeatureGates map[string]bool
+	// ControllerPublishReadOnly makes PVs of ReadOnlyMany-only claims read-only.
+	ControllerPublishReadOnly bool
+	// PreventVolumeModeConversion refuses snapshot restores that change the
+	// volume mode, unless the VolumeSnapshotContent allows it.
+	PreventVolumeModeConversion bool
+	// CloningProtectionThreads: workers of the cloning-protection finalizer
+	// (not implemented yet: accepted for compatibility).
+	CloningProtectionThreads int
+	// AutoMaxProcs and SnapshotOrphanSweepInterval are accepted for
+	// compatibility and have no effect (see ignoredFlags).
+	AutoMaxProcs                bool
+	SnapshotOrphanSweepInterval time.Duration
+
+	featureGate featuregate.MutableVersionedFeatureGate
+	// flags is the flag set AddFlags filled, to tell given flags from defaults.
+	flags *pflag.FlagSet
 }
 
 // NewOptions returns the options with their defaults.
@@ -48,6 +76,7 @@ func NewOptions() *Options {
 	common := cli.NewCommon("") // the provisioner name is the driver's
 	common.Timeout = DefaultTimeout
 	common.WorkerThreads = DefaultWorkerThreads
+	common.RetryPeriod = DefaultLeaderElectionRetryPeriod
 	return &Options{
 		Common:               common,
 		CSIAddress:           DefaultCSIAddress,
@@ -56,8 +85,17 @@ func NewOptions() *Options {
 		ImmediateTopology:    DefaultImmediateTopology,
 		Capacity:             newCapacityOptions(),
 		NodeDeployment:       newNodeDeploymentOptions(),
+
+		PreventVolumeModeConversion: DefaultPreventVolumeModeConversion,
+		CloningProtectionThreads:    DefaultCloningProtectionThreads,
+		SnapshotOrphanSweepInterval: DefaultSnapshotOrphanSweepInterval,
+		featureGate:                 newFeatureGate(),
 	}
 }
+
+// FeatureGate implements cli.FeatureGated: --feature-gates also knows the
+// logging gates.
+func (o *Options) FeatureGate() featuregate.MutableVersionedFeatureGate { return o.featureGate }
 
 // AddFlags adds the shared flags and csi-provisioner's own to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
@@ -78,8 +116,35 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Claim labels passed to CreateVolume, each as parameter csi.storage.k8s.io/pvc/labels/<key> (comma-separated keys).")
 	fs.StringSliceVar(&o.ForwardPVCAnnotations, "forward-pvc-annotations", o.ForwardPVCAnnotations,
 		"Claim annotations passed to CreateVolume, each as parameter csi.storage.k8s.io/pvc/annotations/<key> (comma-separated keys).")
+	fs.BoolVar(&o.ControllerPublishReadOnly, "controller-publish-readonly", o.ControllerPublishReadOnly,
+		"Make the PVs of claims whose only access mode is ReadOnlyMany read-only (spec.csi.readOnly), so that ControllerPublishVolume attaches them read-only.")
+	fs.BoolVar(&o.PreventVolumeModeConversion, "prevent-volume-mode-conversion", o.PreventVolumeModeConversion,
+		"Refuse to restore a VolumeSnapshot into a volume of another volumeMode than its source's, unless its VolumeSnapshotContent is annotated "+
+			provisioner.AnnAllowVolumeModeChange+": \"true\".")
+	fs.IntVar(&o.CloningProtectionThreads, "cloning-protection-threads", o.CloningProtectionThreads,
+		"Accepted for compatibility with external-provisioner; the cloning-protection finalizer is not implemented yet.")
+	fs.BoolVar(&o.AutoMaxProcs, "automaxprocs", o.AutoMaxProcs,
+		"Accepted for compatibility with external-provisioner; has no effect: Go sets GOMAXPROCS from the container's CPU limit itself.")
+	fs.DurationVar(&o.SnapshotOrphanSweepInterval, "snapshot-orphan-sweep-interval", o.SnapshotOrphanSweepInterval,
+		"Accepted for compatibility with external-provisioner; has no effect: csi-provisioner puts no protection finalizer on snapshot sources.")
+	o.featureGate.AddFlag(fs)
 	o.Capacity.AddFlags(fs)
 	o.NodeDeployment.AddFlags(fs)
+	o.flags = fs
+}
+
+// Complete fills in FeatureGates.
+func (o *Options) Complete() error {
+	if err := o.Common.Complete(); err != nil {
+		return err
+	}
+	o.FeatureGates = map[string]bool{}
+	for f := range o.featureGate.GetAll() {
+		if f != "AllAlpha" && f != "AllBeta" {
+			o.FeatureGates[string(f)] = o.featureGate.Enabled(f)
+		}
+	}
+	return nil
 }
 
 // Validate checks the flags, naming each one at fault.
@@ -103,6 +168,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--volume-name-uuid-length must be -1 (the whole uid) or more than 0, got %d", o.VolumeNameUUIDLength))
 	}
 	errs = append(errs, validKeys("--forward-pvc-labels", o.ForwardPVCLabels), validKeys("--forward-pvc-annotations", o.ForwardPVCAnnotations))
+	if o.CloningProtectionThreads < 1 {
+		errs = append(errs, fmt.Errorf("--cloning-protection-threads must be at least 1, got %d", o.CloningProtectionThreads))
+	}
 	return errors.Join(errs...)
 }
 

@@ -58,19 +58,25 @@ type Common struct {
 	provisionerFlag bool
 
 	Kubeconfig              string
+	Master                  string // the API server's address; overrides the kubeconfig's
 	LeaderElection          bool
 	LeaderElectionNamespace string
 	LeaseDuration           time.Duration
 	RenewDeadline           time.Duration
 	RetryPeriod             time.Duration
+	LeaseLabels             map[string]string // put on the leader Lease
 	HTTPEndpoint            string
-	MetricsPath             string
-	KubeAPIQPS              float32
-	KubeAPIBurst            int
-	WorkerThreads           int
-	Timeout                 time.Duration
-	RetryIntervalStart      time.Duration
-	RetryIntervalMax        time.Duration
+	// MetricsAddress is the CSI sidecars' deprecated name of HTTPEndpoint;
+	// at most one of the two may be set.
+	MetricsAddress     string
+	EnablePprof        bool // serve Go's profiles under /debug/pprof/ on the endpoint
+	MetricsPath        string
+	KubeAPIQPS         float32
+	KubeAPIBurst       int
+	WorkerThreads      int
+	Timeout            time.Duration
+	RetryIntervalStart time.Duration
+	RetryIntervalMax   time.Duration
 }
 
 // NewCommon returns the shared options with their defaults; provisioner is
@@ -102,13 +108,19 @@ func (o *Common) AddFlags(fs *pflag.FlagSet) {
 			"Identity recorded on the PVs this instance provisions; it deletes only PVs of its own identity. Empty means "+o.IdentityDefault+".")
 	}
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig file; empty means in-cluster configuration.")
+	fs.StringVar(&o.Master, "master", o.Master, "Address of the API server; overrides the server of --kubeconfig (or of the in-cluster configuration).")
 	fs.BoolVar(&o.LeaderElection, "leader-election", o.LeaderElection, "Elect one active replica through a Lease.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace,
 		"Namespace of the leader Lease and of the in-flight journal; empty means the pod's namespace (or default out of cluster).")
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "How long standby replicas wait before taking over.")
 	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "How long the leader retries renewing before it gives up.")
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "How often replicas try to acquire or renew the Lease.")
+	fs.Var(newLabelsValue(&o.LeaseLabels), "leader-election-labels",
+		"Labels on the leader Lease, as comma-separated key:value pairs (my-label:my-value,other:value).")
 	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", o.HTTPEndpoint, "Address (host:port) serving metrics, /healthz and /readyz; empty disables it.")
+	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress,
+		"Deprecated: use --http-endpoint, which this sets under its old name. At most one of the two may be set.")
+	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "Serve Go's profiles under /debug/pprof/ on --http-endpoint.")
 	fs.StringVar(&o.MetricsPath, "metrics-path", o.MetricsPath, "Path of the metrics on --http-endpoint.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server (events have a budget of their own).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server.")
@@ -148,15 +160,40 @@ func (o *Common) Validate() error {
 	if o.LeaderElection && !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
 		errs = append(errs, errors.New("need --leader-election-lease-duration > --leader-election-renew-deadline > --leader-election-retry-period > 0"))
 	}
-	if o.HTTPEndpoint != "" {
-		if _, _, err := net.SplitHostPort(o.HTTPEndpoint); err != nil {
-			errs = append(errs, fmt.Errorf("--http-endpoint: %w", err))
+	if o.HTTPEndpoint != "" && o.MetricsAddress != "" {
+		errs = append(errs, errors.New("only one of --metrics-address and --http-endpoint can be set (--metrics-address is its deprecated name)"))
+	}
+	for flag, addr := range map[string]string{"--http-endpoint": o.HTTPEndpoint, "--metrics-address": o.MetricsAddress} {
+		if addr == "" {
+			continue
 		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", flag, err))
+		}
+	}
+	for k, v := range o.LeaseLabels {
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--leader-election-labels: key %q: %s", k, strings.Join(msgs, "; ")))
+		}
+		if msgs := validation.IsValidLabelValue(v); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--leader-election-labels: value %q of %q: %s", v, k, strings.Join(msgs, "; ")))
+		}
+	}
+	if o.EnablePprof && o.endpoint() == "" {
+		errs = append(errs, errors.New("--enable-pprof needs --http-endpoint: the profiles are served there"))
 	}
 	if !strings.HasPrefix(o.MetricsPath, "/") {
 		errs = append(errs, errors.New("--metrics-path must start with /"))
 	}
 	return errors.Join(errs...)
+}
+
+// endpoint is the address of the HTTP endpoint, under either name.
+func (o *Common) endpoint() string {
+	if o.HTTPEndpoint != "" {
+		return o.HTTPEndpoint
+	}
+	return o.MetricsAddress
 }
 
 // EnvName is the environment variable that sets a flag: --node-name is NODE_NAME.
@@ -206,13 +243,13 @@ type Clients struct {
 func (o *Common) NewClients(userAgent string) (*Clients, error) {
 	var cfg *rest.Config
 	var err error
-	if o.Kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if o.Kubeconfig != "" || o.Master != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags(o.Master, o.Kubeconfig)
 	} else {
 		cfg, err = rest.InClusterConfig()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client configuration (set --kubeconfig when running out of cluster): %w", err)
+		return nil, fmt.Errorf("kubernetes client configuration (set --kubeconfig or --master when running out of cluster): %w", err)
 	}
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.UserAgent = userAgent + "/" + version.Version
@@ -249,7 +286,8 @@ func (o *Common) ControllerOptions(clients *Clients) []controller.Option {
 	}
 	if o.LeaderElection {
 		opts = append(opts, controller.WithLeaderElection(o.Namespace()),
-			controller.WithLeaderElectionTimings(o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+			controller.WithLeaderElectionTimings(o.LeaseDuration, o.RenewDeadline, o.RetryPeriod),
+			controller.WithLeaseLabels(o.LeaseLabels))
 	} else {
 		opts = append(opts, controller.WithoutLeaderElection()) // --leader-election=false, as CSI sidecars
 	}
@@ -300,18 +338,23 @@ func (o *Common) Run(ctx context.Context, clients *Clients, provisionerName stri
 		case <-ctx.Done():
 		}
 	}()
-	if o.HTTPEndpoint != "" {
+	if addr := o.endpoint(); addr != "" {
 		ready := map[string]httpendpoint.Check{"controller": func(*http.Request) error { return ctrl.NotReadyReason() }}
 		for n, c := range ro.Ready {
 			ready[n] = httpendpoint.Cached(c, httpendpoint.DefaultProbeCacheTTL)
 		}
 		srv := &http.Server{
-			Addr:              o.HTTPEndpoint,
-			Handler:           httpendpoint.NewHandler(httpendpoint.Options{Gatherer: registry, MetricsPath: o.MetricsPath, Ready: ready}),
+			Addr: addr,
+			Handler: httpendpoint.NewHandler(httpendpoint.Options{
+				Gatherer: registry, MetricsPath: o.MetricsPath, Ready: ready, Pprof: o.EnablePprof,
+			}),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
-		ln, err := net.Listen("tcp", o.HTTPEndpoint)
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
+			if o.HTTPEndpoint == "" {
+				return fmt.Errorf("--metrics-address: %w", err)
+			}
 			return fmt.Errorf("--http-endpoint: %w", err)
 		}
 		logger.Info("Serving metrics and health", "address", ln.Addr().String())

@@ -5,12 +5,14 @@ package cli
 
 import (
 	"context"
-	goflag "flag"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/lib/version"
@@ -28,10 +30,33 @@ type Options interface {
 	Run(ctx context.Context) error
 }
 
+// FeatureGated is implemented by options that have --feature-gates. The
+// logging feature gates (LoggingAlphaOptions, LoggingBetaOptions,
+// ContextualLogging) are added to the gate before AddFlags, and the logging
+// flags are checked against it, as in the Kubernetes components.
+type FeatureGated interface {
+	FeatureGate() featuregate.MutableVersionedFeatureGate
+}
+
 // NewCommand returns the cobra command of a provisioner binary: the flags of
-// o (then overridable from the environment), klog's -v, --version, no
-// positional arguments, and a context that ends on SIGINT or SIGTERM.
+// o (then overridable from the environment), the Kubernetes components'
+// logging flags (-v, --vmodule, --logging-format=text|json, ...),
+// --version, no positional arguments, and a context that ends on SIGINT or
+// SIGTERM.
 func NewCommand(use, short string, o Options) *cobra.Command {
+	// The logging configuration is process-wide: a second command in one
+	// process (a test) may apply the same one again, not another.
+	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
+	logging := logsapi.NewLoggingConfiguration()
+	var gate featuregate.FeatureGate
+	if fg, ok := o.(FeatureGated); ok {
+		// Fails only for a gate added twice: a bug of the binary, caught by
+		// its first test.
+		if err := logsapi.AddFeatureGates(fg.FeatureGate()); err != nil {
+			panic(err)
+		}
+		gate = fg.FeatureGate()
+	}
 	cmd := &cobra.Command{
 		Use:           use,
 		Short:         short,
@@ -43,6 +68,10 @@ func NewCommand(use, short string, o Options) *cobra.Command {
 			if err := ApplyEnv(cmd.Flags()); err != nil {
 				return err
 			}
+			if err := logsapi.ValidateAndApply(logging, gate); err != nil {
+				return err
+			}
+			defer klog.Flush()
 			if err := o.Complete(); err != nil {
 				return err
 			}
@@ -52,14 +81,11 @@ func NewCommand(use, short string, o Options) *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			ctx = klog.NewContext(ctx, klog.Background().WithName(use))
-			defer klog.Flush()
 			return o.Run(ctx)
 		},
 	}
 	cmd.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	o.AddFlags(cmd.Flags())
-	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	cmd.Flags().AddGoFlag(klogFlags.Lookup("v"))
+	logsapi.AddFlags(logging, cmd.Flags())
 	return cmd
 }

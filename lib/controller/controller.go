@@ -248,6 +248,7 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 			LeaseMeta:  meta,
 			Client:     c.client.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: c.cfg.identity},
+			Labels:     c.cfg.leaseLabels,
 		},
 		observe: func(err error) { c.access.observe(ctx, leaseName, err) },
 	}

@@ -6,6 +6,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -90,6 +91,7 @@ type config struct {
 	leaseDuration            time.Duration
 	renewDeadline            time.Duration
 	retryPeriod              time.Duration
+	leaseLabels              map[string]string
 	identity                 string
 	registerer               prometheus.Registerer
 	informerFactory          informers.SharedInformerFactory
@@ -255,6 +257,25 @@ func WithLeaderElectionTimings(leaseDuration, renewDeadline, retryPeriod time.Du
 	return optionFunc(func(c *config) error {
 		c.leaseDuration, c.renewDeadline, c.retryPeriod = leaseDuration, renewDeadline, retryPeriod
 		return nil
+	})
+}
+
+// WithLeaseLabels puts labels on the leader Lease, written by whichever
+// replica holds it (for example to find a driver's Leases with a label
+// selector). Default: none.
+func WithLeaseLabels(labels map[string]string) Option {
+	return optionFunc(func(c *config) error {
+		var errs []error
+		for k, v := range labels {
+			if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("WithLeaseLabels: key %q: %s", k, strings.Join(msgs, "; ")))
+			}
+			if msgs := validation.IsValidLabelValue(v); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("WithLeaseLabels: value %q of %q: %s", v, k, strings.Join(msgs, "; ")))
+			}
+		}
+		c.leaseLabels = maps.Clone(labels)
+		return errors.Join(errs...)
 	})
 }
 

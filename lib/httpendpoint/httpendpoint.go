@@ -8,6 +8,7 @@ package httpendpoint
 import (
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -59,6 +60,8 @@ type Options struct {
 	// Ready checks answer /readyz: failing means do not send work yet
 	// (caches not synced, driver socket or backend unreachable).
 	Ready map[string]Check
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/.
+	Pprof bool
 }
 
 // NewHandler returns the mux. Each check endpoint answers 200 "ok" or 503
@@ -71,6 +74,15 @@ func NewHandler(o Options) http.Handler {
 			path = DefaultMetricsPath
 		}
 		mux.Handle(path, promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
+	}
+	if o.Pprof {
+		// Registered on this mux, not through the package's import side
+		// effect on http.DefaultServeMux.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.Handle("/healthz", checksHandler(o.Live))
 	mux.Handle("/readyz", checksHandler(o.Ready))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,5 +43,24 @@ func TestReadinessProbesDoNotHammerTheBackend(t *testing.T) {
 	_ = check(nil)
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("backend called %d times in all, want 3", n)
+	}
+}
+
+// TestPprofOnlyWhenAsked: profiles are served only with Pprof set.
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		h := NewHandler(Options{Pprof: on})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/", nil))
+		want := http.StatusNotFound
+		if on {
+			want = http.StatusOK
+		}
+		if rec.Code != want {
+			t.Errorf("Pprof %v: /debug/pprof/ answered %d, want %d", on, rec.Code, want)
+		}
+		if on && !strings.Contains(rec.Body.String(), "goroutine") {
+			t.Errorf("/debug/pprof/ does not list the goroutine profile:\n%s", rec.Body)
+		}
 	}
 }

@@ -53,8 +53,8 @@ func Target(address string) (string, error) {
 // Dial returns a client connection to the driver's socket. Connecting is
 // lazy and, once the driver is reachable, automatic after every loss, with
 // backoff capped at reconnectMaxDelay; use WaitForConnection to wait for the
-// first one.
-func Dial(address string) (*grpc.ClientConn, error) {
+// first one. interceptors (such as Metrics.Interceptor) see every call.
+func Dial(address string, interceptors ...grpc.UnaryClientInterceptor) (*grpc.ClientConn, error) {
 	target, err := Target(address)
 	if err != nil {
 		return nil, err
@@ -64,7 +64,7 @@ func Dial(address string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: time.Second}),
-		grpc.WithChainUnaryInterceptor(logCalls),
+		grpc.WithChainUnaryInterceptor(append([]grpc.UnaryClientInterceptor{logCalls}, interceptors...)...),
 	)
 }
 

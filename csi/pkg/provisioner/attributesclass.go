@@ -19,7 +19,7 @@ import (
 // nil when the claim names none.
 func (p *Provisioner) mutableParameters(ctx context.Context, claim *corev1.PersistentVolumeClaim) (map[string]string, error) {
 	name := ptr.Deref(claim.Spec.VolumeAttributesClassName, "")
-	if name == "" {
+	if name == "" || p.cfg.IgnoreVolumeAttributesClass {
 		return nil, nil
 	}
 	vac, err := p.cfg.Client.StorageV1().VolumeAttributesClasses().Get(ctx, name, metav1.GetOptions{})

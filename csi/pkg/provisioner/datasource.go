@@ -22,6 +22,11 @@ import (
 // The VolumeSnapshot API, installed with the external-snapshotter CRDs.
 const snapshotGroup = "snapshot.storage.k8s.io"
 
+// AnnAllowVolumeModeChange on a VolumeSnapshotContent, set to "true" by an
+// administrator, allows restoring its snapshot into a volume of another
+// volumeMode than the snapshot's source (see PreventVolumeModeConversion).
+const AnnAllowVolumeModeChange = "snapshot.storage.kubernetes.io/allow-volume-mode-change"
+
 var (
 	snapshotGroupVersion = schema.GroupVersion{Group: snapshotGroup, Version: "v1"}
 	snapshotResource     = snapshotGroupVersion.WithResource("volumesnapshots")
@@ -174,6 +179,16 @@ func (p *Provisioner) snapshotSource(ctx context.Context, claim *corev1.Persiste
 		return nil, fmt.Errorf("%s was taken by CSI driver %q, not %s: restore it with a StorageClass of that driver", what, driver, p.cfg.DriverName)
 	case handle == "":
 		return nil, fmt.Errorf("%s is not ready to use yet: its VolumeSnapshotContent %s has no snapshot handle", what, contentName)
+	}
+	if p.cfg.PreventVolumeModeConversion {
+		// A content made before the snapshotter recorded the mode has none:
+		// nothing to compare, as upstream.
+		sourceMode, _, _ := unstructured.NestedString(content.Object, "spec", "sourceVolumeMode")
+		if sourceMode != "" && corev1.PersistentVolumeMode(sourceMode) != volumeMode(claim) && content.GetAnnotations()[AnnAllowVolumeModeChange] != "true" {
+			return nil, fmt.Errorf("%s was taken of a volume with volumeMode %s, but the claim asks for %s: "+
+				"use volumeMode %s, or have an administrator annotate VolumeSnapshotContent %s with %s: \"true\"",
+				what, sourceMode, volumeMode(claim), sourceMode, contentName, AnnAllowVolumeModeChange)
+		}
 	}
 	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
 		Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: handle},

@@ -135,6 +135,15 @@ func snapshotObjects(ready bool, driver, refName, restoreSize string) []runtime.
 	return []runtime.Object{snap, content}
 }
 
+// sourceMode records volumeMode as the snapshot's source mode on the
+// content of objects (snapshotObjects), and its annotations.
+func sourceMode(objects []runtime.Object, mode string, annotations map[string]string) []runtime.Object {
+	content := objects[1].(*unstructured.Unstructured)
+	_ = unstructured.SetNestedField(content.Object, mode, "spec", "sourceVolumeMode")
+	content.SetAnnotations(annotations)
+	return objects
+}
+
 func TestSnapshotSource(t *testing.T) {
 	restore := newClaim(func(c *corev1.PersistentVolumeClaim) {
 		c.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptr.To(snapshotGroup), Kind: "VolumeSnapshot", Name: "snap"}
@@ -143,6 +152,7 @@ func TestSnapshotSource(t *testing.T) {
 		name       string
 		noAPI      bool
 		objects    []runtime.Object
+		mayConvert bool // --prevent-volume-mode-conversion=false
 		wantHandle string
 		wantErr    string
 	}{
@@ -154,10 +164,20 @@ func TestSnapshotSource(t *testing.T) {
 		{name: "other driver", objects: snapshotObjects(true, "other.example.com", "snap", "512Mi"), wantErr: `was taken by CSI driver "other.example.com"`},
 		{name: "content of another snapshot", objects: snapshotObjects(true, testDriver, "theirs", "512Mi"), wantErr: "does not belong to VolumeSnapshot team-a/snap"},
 		{name: "restore size above the request", objects: snapshotObjects(true, testDriver, "snap", "2Gi"), wantErr: "less than the restore size"},
+		{name: "same volume mode", objects: sourceMode(snapshotObjects(true, testDriver, "snap", "512Mi"), "Filesystem", nil), wantHandle: "snap-handle"},
+		{name: "volume mode conversion refused", objects: sourceMode(snapshotObjects(true, testDriver, "snap", "512Mi"), "Block", nil),
+			wantErr: "VolumeSnapshot team-a/snap was taken of a volume with volumeMode Block, but the claim asks for Filesystem: " +
+				`use volumeMode Block, or have an administrator annotate VolumeSnapshotContent content with snapshot.storage.kubernetes.io/allow-volume-mode-change: "true"`},
+		{name: "volume mode conversion allowed by the content", wantHandle: "snap-handle",
+			objects: sourceMode(snapshotObjects(true, testDriver, "snap", "512Mi"), "Block", map[string]string{AnnAllowVolumeModeChange: "true"})},
+		{name: "annotation other than true allows nothing", wantErr: "was taken of a volume with volumeMode Block",
+			objects: sourceMode(snapshotObjects(true, testDriver, "snap", "512Mi"), "Block", map[string]string{AnnAllowVolumeModeChange: "yes"})},
+		{name: "volume mode conversion not prevented", mayConvert: true, wantHandle: "snap-handle",
+			objects: sourceMode(snapshotObjects(true, testDriver, "snap", "512Mi"), "Block", nil)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, fc := newTestProvisioner(t, Config{})
+			p, fc := newTestProvisioner(t, Config{PreventVolumeModeConversion: !tc.mayConvert})
 			if !tc.noAPI {
 				p.cfg.Client.(*fake.Clientset).Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{{
 					GroupVersion: snapshotGroupVersion.String(),

@@ -78,9 +78,20 @@ type Config struct {
 	// ImmediateTopology gives Immediate volumes without allowedTopologies the
 	// segments of all nodes of the driver as requirement.
 	ImmediateTopology bool
+	// IgnoreVolumeAttributesClass leaves the claims' VolumeAttributesClass
+	// out of CreateVolume and the PV (feature gate VolumeAttributesClass off).
+	IgnoreVolumeAttributesClass bool
 	// ForwardPVCLabels and ForwardPVCAnnotations are the claim labels and
 	// annotations passed to the driver as parameters.
 	ForwardPVCLabels, ForwardPVCAnnotations []string
+	// ControllerPublishReadOnly marks the PVs of claims whose only access
+	// mode is ReadOnlyMany read-only (spec.csi.readOnly), so that
+	// ControllerPublishVolume is asked for a read-only attachment.
+	ControllerPublishReadOnly bool
+	// PreventVolumeModeConversion refuses to restore a snapshot into a
+	// volume of another volumeMode than the snapshot's source, unless its
+	// VolumeSnapshotContent allows it (AnnAllowVolumeModeChange).
+	PreventVolumeModeConversion bool
 }
 
 // Provisioner is a controller.Provisioner backed by a CSI driver.
@@ -349,6 +360,7 @@ func (p *Provisioner) newVolume(o controller.ProvisionOptions, vol *csi.Volume, 
 		NodePublishSecretRef:       refs[SecretNodePublish],
 		ControllerExpandSecretRef:  refs[SecretControllerExpand],
 		NodeExpandSecretRef:        refs[SecretNodeExpand],
+		ReadOnly:                   p.cfg.ControllerPublishReadOnly && onlyReadOnlyMany(o.PVC),
 	}
 	spec := controller.VolumeSpec{
 		Source:       corev1.PersistentVolumeSource{CSI: source},
@@ -366,7 +378,9 @@ func (p *Provisioner) newVolume(o controller.ProvisionOptions, vol *csi.Volume, 
 	spec.Annotations = map[string]string{AnnDeletionSecretName: ref.Name, AnnDeletionSecretNamespace: ref.Namespace}
 	pv := o.NewVolume(spec)
 	// The volume was created with the class's mutable parameters.
-	pv.Spec.VolumeAttributesClassName = o.PVC.Spec.VolumeAttributesClassName
+	if !p.cfg.IgnoreVolumeAttributesClass {
+		pv.Spec.VolumeAttributesClassName = o.PVC.Spec.VolumeAttributesClassName
+	}
 	return pv
 }
 
@@ -384,6 +398,12 @@ func volumeAttributes(context map[string]string, identity string) map[string]str
 // random number and the driver name.
 func NewIdentity(driverName string, start time.Time) string {
 	return fmt.Sprintf("%d-%d-%s", start.UnixMilli(), rand.IntN(10000), driverName) //nolint:gosec // tells instances apart, not a secret
+}
+
+// onlyReadOnlyMany tells whether ReadOnlyMany is the claim's only access mode.
+func onlyReadOnlyMany(claim *corev1.PersistentVolumeClaim) bool {
+	modes := claim.Spec.AccessModes
+	return len(modes) > 0 && !slices.ContainsFunc(modes, func(m corev1.PersistentVolumeAccessMode) bool { return m != corev1.ReadOnlyMany })
 }
 
 // undoTooSmall deletes a volume smaller than asked for. If that fails the

@@ -349,6 +349,36 @@ func TestProvisionVolume(t *testing.T) {
 	}
 }
 
+// TestControllerPublishReadOnly: with --controller-publish-readonly, the PV
+// of a claim that only reads is read-only, so the driver attaches it so.
+func TestControllerPublishReadOnly(t *testing.T) {
+	rox, rwo := corev1.ReadOnlyMany, corev1.ReadWriteOnce
+	tests := []struct {
+		name  string
+		flag  bool
+		modes []corev1.PersistentVolumeAccessMode
+		want  bool
+	}{
+		{name: "ReadOnlyMany", flag: true, modes: []corev1.PersistentVolumeAccessMode{rox}, want: true},
+		{name: "ReadOnlyMany and ReadWriteOnce", flag: true, modes: []corev1.PersistentVolumeAccessMode{rox, rwo}},
+		{name: "ReadWriteOnce", flag: true, modes: []corev1.PersistentVolumeAccessMode{rwo}},
+		{name: "ReadOnlyMany without the flag", modes: []corev1.PersistentVolumeAccessMode{rox}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := newTestProvisioner(t, Config{ControllerPublishReadOnly: tc.flag})
+			claim := newClaim(func(c *corev1.PersistentVolumeClaim) { c.Spec.AccessModes = tc.modes })
+			pv, _, err := p.Provision(testContext(t), options(claim, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pv.Spec.CSI.ReadOnly; got != tc.want {
+				t.Errorf("spec.csi.readOnly %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestCreateVolumeErrors maps the driver's answers to provisioning states.
 func TestCreateVolumeErrors(t *testing.T) {
 	tests := []struct {
