@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/dynamic"
@@ -61,6 +62,11 @@ func (o *Options) Run(ctx context.Context) error {
 			"it cannot create volumes, so csi-provisioner has nothing to do; remove it from this driver's deployment", info.Name)
 	}
 
+	if o.Capacity.Enabled && !info.Capabilities.GetCapacity {
+		return fmt.Errorf("--enable-capacity: CSI driver %s does not support GET_CAPACITY (ControllerGetCapabilities), "+
+			"so it cannot report the capacity to publish; remove --enable-capacity", info.Name)
+	}
+
 	clients, err := o.NewClients(BinaryName)
 	if err != nil {
 		return err
@@ -74,7 +80,7 @@ func (o *Options) Run(ctx context.Context) error {
 	// Node and CSINode caches only for drivers with topology: on a large
 	// cluster the Node cache is the provisioner's biggest.
 	var factory informers.SharedInformerFactory
-	if info.Capabilities.Topology {
+	if info.Capabilities.Topology || o.Capacity.Enabled {
 		// Trimmed as the controller's own: of a node, labels, taints and
 		// addresses, not its image list.
 		factory = controller.NewInformerFactory(clients.Kube, controller.DefaultResyncPeriod, nil)
@@ -96,12 +102,28 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	registry := prometheus.NewRegistry()
+	ctrlOpts := []controller.Option{controller.WithVolumeNameFunc(o.VolumeName)}
+	if o.Capacity.Enabled {
+		capacityController, err := o.newCapacityController(ctx, clients, info, conn, factory, registry)
+		if err != nil {
+			return err
+		}
+		// Only the active replica (the leader) publishes: two would each
+		// create objects for the same class and segment.
+		ctrlOpts = append(ctrlOpts, controller.WithActiveTask(func(ctx context.Context) {
+			if err := capacityController.Run(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "Storage capacity tracking stopped")
+			}
+		}))
+	}
 	if factory != nil {
 		factory.Start(ctx.Done())
 	}
 	return o.Common.Run(ctx, clients, info.Name, prov, cli.RunOptions{
 		Ready:      map[string]httpendpoint.Check{"csi-driver": o.driverReady(conn)},
-		Controller: []controller.Option{controller.WithVolumeNameFunc(o.VolumeName)},
+		Controller: ctrlOpts,
+		Registry:   registry,
 	})
 }
 
