@@ -74,6 +74,11 @@ func (o *Options) Run(ctx context.Context) error {
 			"it cannot create volumes, so csi-provisioner has nothing to do; remove it from this driver's deployment", info.Name)
 	}
 
+	if o.Capacity.Enabled && !info.Capabilities.GetCapacity {
+		return fmt.Errorf("--enable-capacity: CSI driver %s does not support GET_CAPACITY (ControllerGetCapabilities), "+
+			"so it cannot report the capacity to publish; remove --enable-capacity", info.Name)
+	}
+
 	clients, err := o.NewClients(BinaryName)
 	if err != nil {
 		return err
@@ -111,24 +116,38 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ctrlOpts := []controller.Option{
+		controller.WithVolumeNameFunc(o.VolumeName),
+		// As the upstream sidecar: its finalizer on every PV, so that a PV
+		// deleted before its claim still has its volume deleted, and
+		// either sidecar can take the other's PVs.
+		controller.WithFinalizer(true),
+		controller.WithFinalizerName(controller.SigStorageLibFinalizer),
+		// Old and new replicas of a rolling update elect one leader.
+		controller.WithLeaseName(UpstreamLeaseName(info.Name)),
+		// Final errors are retried forever, with backoff up to
+		// --retry-interval-max, as the upstream sidecar does.
+		controller.WithFailedProvisionThreshold(0),
+		controller.WithFailedDeleteThreshold(0),
+	}
+	if o.Capacity.Enabled {
+		capacityController, err := o.newCapacityController(ctx, clients, info, conn, factory, registry)
+		if err != nil {
+			return err
+		}
+		// Only the active replica (the leader) publishes: two would each
+		// create objects for the same class and segment.
+		ctrlOpts = append(ctrlOpts, controller.WithActiveTask(func(ctx context.Context) {
+			if err := capacityController.Run(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "Storage capacity tracking stopped")
+			}
+		}))
+	}
 	factory.Start(ctx.Done())
 	return o.Common.Run(ctx, clients, info.Name, prov, cli.RunOptions{
-		Ready:    map[string]httpendpoint.Check{"csi-driver": o.driverReady(conn)},
-		Registry: registry,
-		Controller: []controller.Option{
-			controller.WithVolumeNameFunc(o.VolumeName),
-			// As the upstream sidecar: its finalizer on every PV, so that a PV
-			// deleted before its claim still has its volume deleted, and
-			// either sidecar can take the other's PVs.
-			controller.WithFinalizer(true),
-			controller.WithFinalizerName(controller.SigStorageLibFinalizer),
-			// Old and new replicas of a rolling update elect one leader.
-			controller.WithLeaseName(UpstreamLeaseName(info.Name)),
-			// Final errors are retried forever, with backoff up to
-			// --retry-interval-max, as the upstream sidecar does.
-			controller.WithFailedProvisionThreshold(0),
-			controller.WithFailedDeleteThreshold(0),
-		},
+		Ready:      map[string]httpendpoint.Check{"csi-driver": o.driverReady(conn)},
+		Controller: ctrlOpts,
+		Registry:   registry,
 	})
 }
 

@@ -171,6 +171,7 @@ func (o *Options) Validate() error {
 	if o.CloningProtectionThreads < 1 {
 		errs = append(errs, fmt.Errorf("--cloning-protection-threads must be at least 1, got %d", o.CloningProtectionThreads))
 	}
+	errs = append(errs, o.Capacity.Validate())
 	return errors.Join(errs...)
 }
 

@@ -304,7 +304,12 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 	}
 	wg.Go(func() { c.work(ctx, c.saveQueue, c.syncSave) })
 	logger.Info("Workers started", "threadiness", c.cfg.threadiness)
+	var tasks sync.WaitGroup
+	for _, task := range c.cfg.activeTasks {
+		tasks.Go(func() { task(ctx) })
+	}
 	<-ctx.Done()
+	tasks.Wait()
 	c.claimQueue.ShutDownWithDrain()
 	c.volumeQueue.ShutDownWithDrain()
 	c.saveQueue.ShutDown()

@@ -888,3 +888,43 @@ func TestClassNotYetCachedIsReadFromTheAPI(t *testing.T) {
 		t.Fatalf("class missing from the cache gave a false warning: %+v", f.pendingEvents())
 	}
 }
+
+func TestActiveTaskRunsWhileActiveAndRunWaitsForIt(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	started, finished := make(chan struct{}), make(chan struct{})
+	task := func(ctx context.Context) {
+		close(started)
+		<-ctx.Done()
+		close(finished)
+	}
+	c, err := NewProvisionController(fake.NewClientset(), testProvisioner, newStore(t), WithoutLeaderElection(), WithActiveTask(task))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the active task did not start")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	select {
+	case <-finished:
+	default:
+		t.Fatal("Run returned before the active task")
+	}
+	if _, err := NewProvisionController(fake.NewClientset(), testProvisioner, newStore(t), WithActiveTask(nil)); err == nil {
+		t.Error("WithActiveTask(nil) accepted")
+	}
+}

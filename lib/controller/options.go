@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -103,6 +104,7 @@ type config struct {
 	journalName              string
 	eventClient              kubernetes.Interface
 	eventFlushInterval       time.Duration
+	activeTasks              []func(context.Context)
 }
 
 func defaultConfig() config {
@@ -362,4 +364,20 @@ func WithEventClient(client kubernetes.Interface) Option {
 // are written. Default DefaultEventFlushInterval.
 func WithEventFlushInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error { c.eventFlushInterval = d; return nil })
+}
+
+// WithActiveTask runs task while this instance is the active one: from when
+// its workers start (after leader election is won, with leader election)
+// until they stop, when the context task gets ends (leadership lost or Run
+// returning). Run waits for task to return. Use it for work that, like
+// provisioning, only one replica may do at a time, such as publishing
+// objects that replicas would otherwise write over each other.
+func WithActiveTask(task func(ctx context.Context)) Option {
+	return optionFunc(func(c *config) error {
+		if task == nil {
+			return errors.New("WithActiveTask: task must not be nil")
+		}
+		c.activeTasks = append(c.activeTasks, task)
+		return nil
+	})
 }

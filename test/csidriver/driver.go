@@ -41,7 +41,8 @@ const DefaultCapacityBytes = 1 << 30
 type Options struct {
 	// Name is returned by GetPluginInfo.
 	Name string
-	// ControllerCapabilities default to CREATE_DELETE_VOLUME and CLONE_VOLUME.
+	// ControllerCapabilities default to CREATE_DELETE_VOLUME, CLONE_VOLUME
+	// and GET_CAPACITY.
 	ControllerCapabilities []csi.ControllerServiceCapability_RPC_Type
 	// NoControllerService drops the CONTROLLER_SERVICE plugin capability.
 	NoControllerService bool
@@ -92,6 +93,10 @@ type Driver struct {
 	deleteFaults []Fault
 	creates      []*csi.CreateVolumeRequest
 	deletes      []*csi.DeleteVolumeRequest
+	capacity     map[capacityKey]int64 // total size of each pool in each segment
+	maxVolume    int64                 // 0: not reported
+	capFaults    []Fault
+	capRequests  []*csi.GetCapacityRequest
 
 	server *driver.CSIDriver
 }
@@ -102,9 +107,11 @@ func New(opts Options) *Driver {
 		opts.ControllerCapabilities = []csi.ControllerServiceCapability_RPC_Type{
 			csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 			csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
+			csi.ControllerServiceCapability_RPC_GET_CAPACITY,
 		}
 	}
-	return &Driver{opts: opts, volumes: map[string]*Volume{}, snapshots: map[string]int64{}, inProgress: map[string]bool{}}
+	return &Driver{opts: opts, volumes: map[string]*Volume{}, snapshots: map[string]int64{}, inProgress: map[string]bool{},
+		capacity: map[capacityKey]int64{}}
 }
 
 // Start serves the driver on a unix socket at path (removed first if stale).
@@ -175,6 +182,59 @@ func (d *Driver) FailDelete(faults ...Fault) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.deleteFaults = append(d.deleteFaults, faults...)
+}
+
+// PoolParameter is the StorageClass parameter naming the storage pool a
+// volume comes from; without it, the pool "".
+const PoolParameter = "pool"
+
+// capacityKey is a pool in a segment (segmentKey).
+type capacityKey struct{ pool, segment string }
+
+// segmentKey is a segment as sorted key=value pairs; "" for none.
+func segmentKey(segments map[string]string) string {
+	keys := make([]string, 0, len(segments))
+	for k := range segments {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"="+segments[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+// SetCapacity sets the total size of a pool (the class parameter
+// PoolParameter, "" without it) in a topology segment (nil for a driver
+// without topology). GetCapacity answers it minus the volumes of that pool
+// created in that segment; a pool or segment never set has no room.
+func (d *Driver) SetCapacity(pool string, segment map[string]string, bytes int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.capacity[capacityKey{pool, segmentKey(segment)}] = bytes
+}
+
+// SetMaximumVolumeSize sets the largest volume GetCapacity reports; 0
+// reports none.
+func (d *Driver) SetMaximumVolumeSize(bytes int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.maxVolume = bytes
+}
+
+// FailGetCapacity queues faults for the next GetCapacity calls, one per call.
+func (d *Driver) FailGetCapacity(faults ...Fault) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.capFaults = append(d.capFaults, faults...)
+}
+
+// CapacityRequests returns copies of every GetCapacity request received.
+func (d *Driver) CapacityRequests() []*csi.GetCapacityRequest {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return cloneAll(d.capRequests)
 }
 
 // AddSnapshot makes a snapshot of the given size available for restores.
@@ -429,6 +489,37 @@ func (v *Volume) csiVolume() *csi.Volume {
 		out.ContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: v.SourceSnapshotID}}}
 	}
 	return out
+}
+
+func (s *controller) GetCapacity(_ context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
+	d := s.d
+	d.mu.Lock()
+	d.capRequests = append(d.capRequests, proto.Clone(req).(*csi.GetCapacityRequest))
+	if !slices.Contains(d.opts.ControllerCapabilities, csi.ControllerServiceCapability_RPC_GET_CAPACITY) {
+		d.mu.Unlock()
+		return nil, status.Error(codes.Unimplemented, "GetCapacity is not supported")
+	}
+	fault, faulted := nextFault(&d.capFaults)
+	d.mu.Unlock()
+	if faulted {
+		if err := fault.apply(); err != nil {
+			return nil, err
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	pool, segment := req.GetParameters()[PoolParameter], segmentKey(req.GetAccessibleTopology().GetSegments())
+	free := d.capacity[capacityKey{pool, segment}]
+	for _, v := range d.volumes {
+		if v.Parameters[PoolParameter] == pool && segmentKey(v.Topology.GetSegments()) == segment {
+			free -= v.CapacityBytes
+		}
+	}
+	rsp := &csi.GetCapacityResponse{AvailableCapacity: max(free, 0)}
+	if d.maxVolume > 0 {
+		rsp.MaximumVolumeSize = wrapperspb.Int64(d.maxVolume)
+	}
+	return rsp, nil
 }
 
 func (s *controller) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {

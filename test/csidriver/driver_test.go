@@ -143,3 +143,62 @@ func TestFaults(t *testing.T) {
 		t.Error("the released call created no volume")
 	}
 }
+
+// TestGetCapacity: capacity per pool and segment, less the volumes created
+// there; the maximum volume size when set; faults.
+func TestGetCapacity(t *testing.T) {
+	d, c, _ := start(t, Options{Name: "test.example.com", Topology: true})
+	ctx := t.Context()
+	zoneA, zoneB := map[string]string{"zone": "a"}, map[string]string{"zone": "b"}
+	d.SetCapacity("", zoneA, 10<<30)
+	d.SetCapacity("", zoneB, 20<<30)
+	d.SetCapacity("fast", zoneA, 1<<30)
+	capacity := func(pool string, segment map[string]string) *csi.GetCapacityResponse {
+		t.Helper()
+		req := &csi.GetCapacityRequest{AccessibleTopology: &csi.Topology{Segments: segment}}
+		if pool != "" {
+			req.Parameters = map[string]string{PoolParameter: pool}
+		}
+		rsp, err := c.GetCapacity(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rsp
+	}
+	for _, tc := range []struct {
+		pool    string
+		segment map[string]string
+		want    int64
+	}{{"", zoneA, 10 << 30}, {"", zoneB, 20 << 30}, {"fast", zoneA, 1 << 30}, {"fast", zoneB, 0}, {"", map[string]string{"zone": "c"}, 0}} {
+		if got := capacity(tc.pool, tc.segment).GetAvailableCapacity(); got != tc.want {
+			t.Errorf("pool %q segment %v: %d bytes, want %d", tc.pool, tc.segment, got, tc.want)
+		}
+	}
+	create := request("v", 3<<30)
+	create.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: []*csi.Topology{{Segments: zoneB}}}
+	if _, err := c.CreateVolume(ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	if got := capacity("", zoneB).GetAvailableCapacity(); got != 17<<30 {
+		t.Errorf("after a 3 GiB volume in zone b: %d bytes free, want 17 GiB", got)
+	}
+	if capacity("", zoneA).GetMaximumVolumeSize() != nil {
+		t.Error("maximum volume size reported without being set")
+	}
+	d.SetMaximumVolumeSize(2 << 30)
+	if got := capacity("", zoneA).GetMaximumVolumeSize().GetValue(); got != 2<<30 {
+		t.Errorf("maximum volume size %d, want 2 GiB", got)
+	}
+	d.FailGetCapacity(Fault{Code: codes.Unavailable, Message: "backend down"})
+	if _, err := c.GetCapacity(ctx, &csi.GetCapacityRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("faulted GetCapacity: %v, want Unavailable", err)
+	}
+	if n := len(d.CapacityRequests()); n != 9 {
+		t.Errorf("%d recorded GetCapacity requests, want 9", n)
+	}
+
+	_, c, _ = start(t, Options{Name: "test.example.com", ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}})
+	if _, err := c.GetCapacity(ctx, &csi.GetCapacityRequest{}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("GetCapacity without GET_CAPACITY: %v, want Unimplemented", err)
+	}
+}

@@ -114,6 +114,8 @@ type Capabilities struct {
 	// SingleNodeMultiWriter: the driver knows the SINGLE_NODE_SINGLE_WRITER
 	// and SINGLE_NODE_MULTI_WRITER access modes.
 	SingleNodeMultiWriter bool
+	// GetCapacity: the driver reports its free capacity (GET_CAPACITY).
+	GetCapacity bool
 }
 
 // DriverInfo is the driver's identity and capabilities.
@@ -197,6 +199,8 @@ func GetDriverInfo(ctx context.Context, conn grpc.ClientConnInterface) (DriverIn
 			out.Capabilities.CloneVolume = true
 		case csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER:
 			out.Capabilities.SingleNodeMultiWriter = true
+		case csi.ControllerServiceCapability_RPC_GET_CAPACITY:
+			out.Capabilities.GetCapacity = true
 		}
 	}
 	return out, nil

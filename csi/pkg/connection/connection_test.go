@@ -115,7 +115,7 @@ func TestWaitsForTheSocket(t *testing.T) {
 	go func() { done <- WaitForConnection(ctx, conn) }()
 	p := &plugin{ready: true, topology: true, rpcs: []csi.ControllerServiceCapability_RPC_Type{
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME, csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
-		csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+		csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER, csi.ControllerServiceCapability_RPC_GET_CAPACITY,
 	}}
 	serve(t, path, p)
 	if err := <-done; err != nil {
@@ -129,7 +129,7 @@ func TestWaitsForTheSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := DriverInfo{Name: "test.example.com", VendorVersion: "1.0", Capabilities: Capabilities{
-		ControllerService: true, Topology: true, CreateDeleteVolume: true, CloneVolume: true, SingleNodeMultiWriter: true,
+		ControllerService: true, Topology: true, CreateDeleteVolume: true, CloneVolume: true, SingleNodeMultiWriter: true, GetCapacity: true,
 	}}
 	if info != want {
 		t.Errorf("driver info %+v, want %+v", info, want)

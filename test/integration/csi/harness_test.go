@@ -106,9 +106,16 @@ func (e *env) on(t *testing.T) *env {
 // the env's driver with the extra flags, and returns once it has started.
 // It is stopped when the test ends, which fails if it found a data race.
 func (e *env) startProvisioner(args ...string) *framework.Process {
+	e.t.Helper()
+	return e.startProvisionerWithEnv(nil, args...)
+}
+
+// startProvisionerWithEnv is startProvisioner with environment variables
+// (NAME=value) added.
+func (e *env) startProvisionerWithEnv(environ []string, args ...string) *framework.Process {
 	t := e.t
 	t.Helper()
-	p, err := e.backend.StartReplica(e.ctx, backend.Replica{Identity: strconv.FormatInt(counter.Add(1), 10), Args: args, NoWait: true})
+	p, err := e.backend.StartReplica(e.ctx, backend.Replica{Identity: strconv.FormatInt(counter.Add(1), 10), Args: args, NoWait: true, Env: environ})
 	if err != nil {
 		t.Fatal(err)
 	}
