@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/csi/app"
 	"github.com/kubeprov/external-storage/test/csidriver"
 )
 
@@ -75,7 +75,7 @@ func TestUpstreamDeploymentArguments(t *testing.T) {
 	// --leader-election-labels: the leader writes them on its Lease.
 	wantLabels := map[string]string{"app.kubernetes.io/name": "csi-provisioner", "example.com/driver": "test"}
 	e.eventually("the Lease labelled by --leader-election-labels", func() bool {
-		lease, err := cp.Client.CoordinationV1().Leases(journalNamespace).Get(e.ctx, controller.LeaseName(e.name), metav1.GetOptions{})
+		lease, err := cp.Client.CoordinationV1().Leases(journalNamespace).Get(e.ctx, app.UpstreamLeaseName(e.name), metav1.GetOptions{})
 		return err == nil && lease.Spec.HolderIdentity != nil && maps.Equal(lease.Labels, wantLabels)
 	})
 
