@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
+	"github.com/kubeprov/external-storage/csi/pkg/cloneprotection"
 	"github.com/kubeprov/external-storage/csi/pkg/connection"
 	"github.com/kubeprov/external-storage/csi/pkg/provisioner"
 	"github.com/kubeprov/external-storage/lib/cli"
@@ -130,6 +131,20 @@ func (o *Options) Run(ctx context.Context) error {
 		controller.WithFailedProvisionThreshold(0),
 		controller.WithFailedDeleteThreshold(0),
 	}
+	if info.Capabilities.CloneVolume {
+		// The lib's claim cache, shared: no second copy of every claim.
+		ctrlOpts = append(ctrlOpts, controller.WithInformerFactory(factory))
+		protection, err := cloneprotection.New(clients.Kube, factory.Core().V1().PersistentVolumeClaims(), o.CloningProtectionThreads)
+		if err != nil {
+			return err
+		}
+		// The active replica clones, so it lets go of the sources.
+		ctrlOpts = append(ctrlOpts, controller.WithActiveTask(func(ctx context.Context) {
+			if err := protection.Run(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "Cloning protection stopped")
+			}
+		}))
+	}
 	if o.Capacity.Enabled {
 		capacityController, err := o.newCapacityController(ctx, clients, info, conn, factory, registry)
 		if err != nil {
@@ -184,9 +199,6 @@ func (o *Options) ignoredFlags() []ignored {
 	if given("snapshot-orphan-sweep-interval") {
 		out = append(out, ignored{"--snapshot-orphan-sweep-interval",
 			"csi-provisioner puts no protection finalizer on snapshot sources, so there are no orphaned ones to sweep"})
-	}
-	if given("cloning-protection-threads") {
-		out = append(out, ignored{"--cloning-protection-threads", "the cloning-protection finalizer on clone sources is not implemented yet"})
 	}
 	if o.FeatureGates[string(CrossNamespaceVolumeDataSource)] {
 		out = append(out, ignored{"--feature-gates=" + string(CrossNamespaceVolumeDataSource) + "=true",

@@ -6,6 +6,7 @@ package provisioner
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +64,16 @@ func claimDataSource(claim *corev1.PersistentVolumeClaim) *dataSource {
 		return d
 	}
 	return nil
+}
+
+// CloneSourceName returns the name of the claim a claim is cloned from, in
+// its own namespace; ok is false for a claim that is not a clone.
+func CloneSourceName(claim *corev1.PersistentVolumeClaim) (name string, ok bool) {
+	d := claimDataSource(claim)
+	if d == nil || !d.isClaim() || d.namespace != claim.Namespace {
+		return "", false
+	}
+	return d.name, true
 }
 
 // checkDataSourceKind leaves claims with a data source this provisioner does
@@ -129,9 +140,29 @@ func (p *Provisioner) cloneSource(ctx context.Context, claim *corev1.PersistentV
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.cfg.DriverName {
 		return nil, fmt.Errorf("volume %s of %s is not a volume of CSI driver %s: only its own volumes can be cloned", pv.Name, what, p.cfg.DriverName)
 	}
+	if err := p.protectCloneSource(ctx, src); err != nil {
+		return nil, fmt.Errorf("protecting %s: %w", what, err)
+	}
 	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
 		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: pv.Spec.CSI.VolumeHandle},
 	}}, nil
+}
+
+// CloningProtectionFinalizer keeps a clone's source claim, and so its
+// volume, while the clone is being made; package cloneprotection removes it
+// once no clone of the claim is pending. The upstream sidecar's name.
+const CloningProtectionFinalizer = "provisioner.storage.kubernetes.io/cloning-protection"
+
+// protectCloneSource puts CloningProtectionFinalizer on src before the
+// driver is asked to copy its volume.
+func (p *Provisioner) protectCloneSource(ctx context.Context, src *corev1.PersistentVolumeClaim) error {
+	if slices.Contains(src.Finalizers, CloningProtectionFinalizer) {
+		return nil
+	}
+	updated := src.DeepCopy()
+	updated.Finalizers = append(updated.Finalizers, CloningProtectionFinalizer)
+	_, err := p.cfg.Client.CoreV1().PersistentVolumeClaims(src.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	return err
 }
 
 // snapshotSource checks that a claim can be restored from a VolumeSnapshot

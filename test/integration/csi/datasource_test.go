@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubeprov/external-storage/test/csidriver"
+	"github.com/kubeprov/external-storage/test/framework"
 )
 
 func cloneOf(source string) func(*corev1.PersistentVolumeClaim) {
@@ -208,3 +210,45 @@ func TestSnapshotRestore(t *testing.T) {
 	claim = e.createClaim(class.Name, "512Mi", restoreFrom("snap"))
 	e.event(claim, "ProvisioningFailed", "the claim requests 512Mi, less than the restore size")
 }
+
+// TestCloneProtection: while a clone is being made its source claim carries
+// the cloning-protection finalizer, so deleting the source waits; once the
+// clone is bound the finalizer goes and so does the source.
+func TestCloneProtection(t *testing.T) {
+	e := setup(t, csidriver.Options{})
+	class := e.createClass(nil)
+	source, _ := e.bound(e.createClaim(class.Name, "1Gi"))
+	started, release := make(chan struct{}), make(chan struct{})
+	e.driver.FailCreate(csidriver.Fault{Started: started, Release: release})
+	clone := e.createClaim(class.Name, "1Gi", cloneOf(source.Name))
+	select {
+	case <-started:
+	case <-e.ctx.Done():
+		t.Fatal("CreateVolume of the clone never came")
+	}
+
+	claims := cp.Client.CoreV1().PersistentVolumeClaims(e.ns)
+	got, err := claims.Get(e.ctx, source.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got.Finalizers, cloningProtection) {
+		t.Fatalf("source finalizers %v during the clone, want %s", got.Finalizers, cloningProtection)
+	}
+	if err := claims.Delete(e.ctx, source.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the source to wait, Terminating, for the clone", func() bool {
+		got, err := claims.Get(e.ctx, source.Name, metav1.GetOptions{})
+		return err == nil && got.DeletionTimestamp != nil && slices.Equal(got.Finalizers, []string{cloningProtection})
+	})
+
+	close(release)
+	e.bound(clone)
+	if err := framework.WaitForPVCDeleted(e.ctx, cp.Client, e.ns, source.Name); err != nil {
+		t.Fatalf("the source stays after its clone is bound: %v", err)
+	}
+}
+
+// cloningProtection is the finalizer on a clone's source, upstream's name.
+const cloningProtection = "provisioner.storage.kubernetes.io/cloning-protection"

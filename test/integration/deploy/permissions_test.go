@@ -66,6 +66,8 @@ var permissions = map[string][]permission{
 	"csi": {
 		{group: "", resource: "persistentvolumeclaims", verbs: []string{"patch"}, scope: cluster,
 			why: "controller: dropSelectedNode on ProvisioningReschedule (csi/pkg/provisioner errors.go, topology.go)"},
+		{group: "", resource: "persistentvolumeclaims", verbs: []string{"update"}, scope: cluster,
+			why: "csi/pkg/provisioner protectCloneSource, csi/pkg/cloneprotection: the cloning-protection finalizer on a clone's source"},
 		{group: "", resource: "secrets", verbs: []string{"get"}, scope: cluster,
 			why: "csi/pkg/provisioner: the provisioner/controller secrets a StorageClass names, in any namespace"},
 		{group: "snapshot.storage.k8s.io", resource: "volumesnapshots", verbs: []string{"get"}, scope: cluster,

@@ -1,0 +1,142 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package cloneprotection removes the cloning-protection finalizer that the
+// provisioner puts on a clone's source claim, once no clone of that claim is
+// pending any more (each one bound, or deleted).
+package cloneprotection
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/kubeprov/external-storage/csi/pkg/provisioner"
+)
+
+// Controller watches clone claims and lets go of their sources.
+type Controller struct {
+	client  kubernetes.Interface
+	claims  corelisters.PersistentVolumeClaimLister
+	synced  cache.InformerSynced
+	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	threads int
+}
+
+// New returns a Controller on the claims informer (the caller starts it)
+// with threads workers.
+func New(client kubernetes.Interface, claims coreinformers.PersistentVolumeClaimInformer, threads int) (*Controller, error) {
+	if threads < 1 {
+		return nil, fmt.Errorf("cloning protection: threads must be at least 1, got %d", threads)
+	}
+	c := &Controller{
+		client:  client,
+		claims:  claims.Lister(),
+		synced:  claims.Informer().HasSynced,
+		threads: threads,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "cloning-protection"}),
+	}
+	_, err := claims.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueSource,
+		// The old form matters: a clone's bound form is trimmed in the
+		// cache and no longer names its source.
+		UpdateFunc: func(old, updated any) { c.enqueueSource(old); c.enqueueSource(updated) },
+		DeleteFunc: c.enqueueSource,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Controller) enqueueSource(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	claim, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return
+	}
+	if source, ok := provisioner.CloneSourceName(claim); ok {
+		c.queue.Add(cache.ObjectName{Namespace: claim.Namespace, Name: source})
+	}
+}
+
+// Run works until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
+		return fmt.Errorf("cloning protection: waiting for the claim cache: %w", ctx.Err())
+	}
+	for range c.threads {
+		go wait.UntilWithContext(ctx, c.runWorker, 0)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.sync(ctx, key); err != nil {
+		klog.FromContext(ctx).V(2).Info("Will retry letting go of a clone source", "claim", key.String(), "err", err)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// sync removes the finalizer from the source claim unless a clone of it is
+// still pending.
+func (c *Controller) sync(ctx context.Context, source cache.ObjectName) error {
+	claims, err := c.claims.PersistentVolumeClaims(source.Namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, claim := range claims {
+		if name, ok := provisioner.CloneSourceName(claim); ok && name == source.Name && claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil {
+			return nil // still being cloned
+		}
+	}
+	// Bound claims are trimmed in the cache: their finalizers come from the
+	// API server.
+	src, err := c.client.CoreV1().PersistentVolumeClaims(source.Namespace).Get(ctx, source.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(src.Finalizers, provisioner.CloningProtectionFinalizer) {
+		return nil
+	}
+	updated := src.DeepCopy()
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == provisioner.CloningProtectionFinalizer })
+	if _, err := c.client.CoreV1().PersistentVolumeClaims(source.Namespace).Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer %s from claim %s: %w", provisioner.CloningProtectionFinalizer, source.String(), err)
+	}
+	klog.FromContext(ctx).V(2).Info("No clone pending: source claim let go", "claim", source.String())
+	return nil
+}
