@@ -100,9 +100,16 @@ func (o *Options) Run(ctx context.Context) error {
 	if factory != nil {
 		factory.Start(ctx.Done())
 	}
-	return o.Common.Run(ctx, clients, info.Name, prov, cli.RunOptions{
-		Ready:      map[string]httpendpoint.Check{"csi-driver": o.driverReady(conn)},
-		Controller: []controller.Option{
+	var p controller.Provisioner = prov
+	var nodeOptions []controller.Option // later options win
+	if o.NodeDeployment.Enabled {
+		if p, nodeOptions, err = o.NodeDeployment.nodeDeployment(ctx, clients.Kube, o.Namespace(), info.Name, prov); err != nil {
+			return err
+		}
+	}
+	return o.Common.Run(ctx, clients, info.Name, p, cli.RunOptions{
+		Ready: map[string]httpendpoint.Check{"csi-driver": o.driverReady(conn)},
+		Controller: append([]controller.Option{
 			controller.WithVolumeNameFunc(o.VolumeName),
 			// As the upstream sidecar: its finalizer on every PV, so that a PV
 			// deleted before its claim still has its volume deleted, and
@@ -115,7 +122,7 @@ func (o *Options) Run(ctx context.Context) error {
 			// --retry-interval-max, as the upstream sidecar does.
 			controller.WithFailedProvisionThreshold(0),
 			controller.WithFailedDeleteThreshold(0),
-		},
+		}, nodeOptions...),
 	})
 }
 

@@ -103,6 +103,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--volume-name-uuid-length must be -1 (the whole uid) or more than 0, got %d", o.VolumeNameUUIDLength))
 	}
 	errs = append(errs, validKeys("--forward-pvc-labels", o.ForwardPVCLabels), validKeys("--forward-pvc-annotations", o.ForwardPVCAnnotations))
+	errs = append(errs, o.NodeDeployment.Validate())
 	return errors.Join(errs...)
 }
 
