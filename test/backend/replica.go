@@ -39,6 +39,9 @@ type Replica struct {
 	Args []string
 	// NoWait returns once the process has started, before it is ready.
 	NoWait bool
+	// Env is added to the replica's environment ("KEY=value"), for
+	// example NODE_NAME for one instance per node.
+	Env []string
 }
 
 // Replicas starts the replicas of a backend's provisioner binary.
@@ -99,6 +102,7 @@ func (r *Replicas) Start(ctx context.Context, rep Replica) (*framework.Process, 
 		Args:    slices.Concat(common, r.args, r.cfg.ExtraArgs, rep.Args),
 		LogPath: logPath,
 		NoWait:  rep.NoWait,
+		Env:     rep.Env,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting %s replica %s: %w", r.bin.Name, rep.Identity, err)

@@ -106,9 +106,16 @@ func (e *env) on(t *testing.T) *env {
 // the env's driver with the extra flags, and returns once it has started.
 // It is stopped when the test ends, which fails if it found a data race.
 func (e *env) startProvisioner(args ...string) *framework.Process {
+	e.t.Helper()
+	return e.startReplica(backend.Replica{Args: args})
+}
+
+// startReplica is startProvisioner with the replica's environment too.
+func (e *env) startReplica(rep backend.Replica) *framework.Process {
 	t := e.t
 	t.Helper()
-	p, err := e.backend.StartReplica(e.ctx, backend.Replica{Identity: strconv.FormatInt(counter.Add(1), 10), Args: args, NoWait: true})
+	rep.Identity, rep.NoWait = strconv.FormatInt(counter.Add(1), 10), true
+	p, err := e.backend.StartReplica(e.ctx, rep)
 	if err != nil {
 		t.Fatal(err)
 	}
