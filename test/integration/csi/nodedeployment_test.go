@@ -32,11 +32,19 @@ func TestNodeDeployment(t *testing.T) {
 	nodeA := e.createNode(zoneA, true)
 	nodeB := e.createNode(zoneB, true)
 	nodes[nodeA], nodes[nodeB] = zoneA, zoneB
+	// Both run with exactly the permissions csi/deploy grants.
+	user := uniqueName("csi-provisioner")
+	home := cp.CreateTestNamespace(t, "csi-home")
+	e.grantDeployRBAC(user, home)
+	_, kubeconfig, err := cp.AddUser(user, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	instances := map[string]*framework.Process{}
 	for _, node := range []string{nodeA, nodeB} {
 		instances[node] = e.startReplica(backend.Replica{
 			Env: []string{"NODE_NAME=" + node},
-			Args: []string{"--node-deployment",
+			Args: []string{"--kubeconfig=" + kubeconfig, "--leader-election-namespace=" + home, "--node-deployment",
 				"--node-deployment-base-delay=1s", "--node-deployment-max-delay=2s"},
 		})
 	}
@@ -135,13 +143,26 @@ func TestNodeDeployment(t *testing.T) {
 		}
 	})
 
-	// Each instance keeps its own in-flight journal.
+	// Each instance keeps its own in-flight journal; none elects a leader.
 	for _, node := range []string{nodeA, nodeB} {
 		name := controller.JournalName(e.name, node)
-		if _, err := cp.Client.CoreV1().ConfigMaps(journalNamespace).Get(e.ctx, name, metav1.GetOptions{}); err != nil {
+		if _, err := cp.Client.CoreV1().ConfigMaps(home).Get(e.ctx, name, metav1.GetOptions{}); err != nil {
 			t.Errorf("in-flight journal of node %s: %v", node, err)
 		}
 	}
+	leases, err := cp.Client.CoordinationV1().Leases(home).List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases.Items) != 0 {
+		t.Errorf("%d leader Leases in namespace %s, want none", len(leases.Items), home)
+	}
+	for _, p := range instances {
+		if err := p.Stop(); err != nil {
+			t.Error(err)
+		}
+	}
+	cp.ExpectNoForbidden(t, user)
 }
 
 // TestNodeDeploymentNeedsNodeName: without NODE_NAME the instance does not
