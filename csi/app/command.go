@@ -103,7 +103,7 @@ func (o *Options) Run(ctx context.Context) error {
 	var p controller.Provisioner = prov
 	var nodeOptions []controller.Option // later options win
 	if o.NodeDeployment.Enabled {
-		if p, nodeOptions, err = o.NodeDeployment.nodeDeployment(ctx, clients.Kube, o.Namespace(), info.Name, prov); err != nil {
+		if p, nodeOptions, err = o.NodeDeployment.nodeDeployment(ctx, clients.Kube, o.Namespace(), info.Name, prov, o.LeaderElection); err != nil {
 			return err
 		}
 	}

@@ -87,8 +87,11 @@ func (o *NodeDeploymentOptions) Validate() error {
 // is active) and an in-flight journal of its own. It starts the caches it
 // needs, this node's Node and the StorageClasses, and waits for them: the
 // deletion guard must know the node's labels before the first volume.
-func (o *NodeDeploymentOptions) nodeDeployment(ctx context.Context, client kubernetes.Interface, namespace, driver string, prov *provisioner.Provisioner) (*nodedeployment.Provisioner, []controller.Option, error) {
+func (o *NodeDeploymentOptions) nodeDeployment(ctx context.Context, client kubernetes.Interface, namespace, driver string, prov *provisioner.Provisioner, leaderElection bool) (*nodedeployment.Provisioner, []controller.Option, error) {
 	nodeName := os.Getenv(NodeNameEnv)
+	if leaderElection {
+		klog.FromContext(ctx).Info("Ignoring --leader-election: with --node-deployment every instance is active")
+	}
 	ownNode := informers.NewSharedInformerFactoryWithOptions(client, controller.DefaultResyncPeriod,
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
