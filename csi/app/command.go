@@ -158,8 +158,16 @@ func (o *Options) Run(ctx context.Context) error {
 			}
 		}))
 	}
+	var p controller.Provisioner = prov
+	if o.NodeDeployment.Enabled {
+		var nodeOptions []controller.Option // later options win
+		if p, nodeOptions, err = o.NodeDeployment.nodeDeployment(ctx, clients.Kube, o.Namespace(), info.Name, prov, o.LeaderElection); err != nil {
+			return err
+		}
+		ctrlOpts = append(ctrlOpts, nodeOptions...)
+	}
 	factory.Start(ctx.Done())
-	return o.Common.Run(ctx, clients, info.Name, prov, cli.RunOptions{
+	return o.Common.Run(ctx, clients, info.Name, p, cli.RunOptions{
 		Ready:      map[string]httpendpoint.Check{"csi-driver": o.driverReady(conn)},
 		Controller: ctrlOpts,
 		Registry:   registry,

@@ -172,6 +172,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--cloning-protection-threads must be at least 1, got %d", o.CloningProtectionThreads))
 	}
 	errs = append(errs, o.Capacity.Validate())
+	errs = append(errs, o.NodeDeployment.Validate())
 	return errors.Join(errs...)
 }
 

@@ -10,9 +10,10 @@
 //
 // A provisioner implements two methods (Provisioner, in provisioner.go) and,
 // when it needs them, optional ones found by type assertion (Qualifier,
-// DeletionGuard, BlockProvisioner, DataSourceProvisioner,
-// ClaimMetadataReader, SelectedNodeReader). ProvisionOptions.NewVolume builds a correct PV from the
-// claim and class so that only the volume source is the provisioner's job.
+// RetryingQualifier, DeletionGuard, BlockProvisioner, DataSourceProvisioner,
+// ClaimMetadataReader, SelectedNodeReader). ProvisionOptions.NewVolume builds
+// a correct PV from the claim and class so that only the volume source is the
+// provisioner's job.
 //
 // What the controller guarantees:
 //

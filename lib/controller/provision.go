@@ -72,7 +72,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 	if class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer && selectedNode == "" {
 		return nil
 	}
-	if q, ok := c.provisioner.(Qualifier); ok && !q.ShouldProvision(ctx, claim) {
+	if !c.qualifies(ctx, claim) {
 		return nil
 	}
 	node, err := c.selectedNode(ctx, selectedNode)
@@ -421,6 +421,23 @@ func (c *ProvisionController) selectedNode(ctx context.Context, name string) (*c
 		node, err = c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	}
 	return node, err
+}
+
+// qualifies asks the provisioner's Qualifier, if any, whether the claim is
+// its to provision; a RetryingQualifier's claim is looked at again after the
+// delay it asks for.
+func (c *ProvisionController) qualifies(ctx context.Context, claim *corev1.PersistentVolumeClaim) bool {
+	switch q := c.provisioner.(type) {
+	case RetryingQualifier:
+		ok, retryAfter := q.QualifyClaim(ctx, claim)
+		if !ok && retryAfter > 0 {
+			c.claimQueue.AddAfter(claimKey(claim), retryAfter)
+		}
+		return ok
+	case Qualifier:
+		return q.ShouldProvision(ctx, claim)
+	}
+	return true
 }
 
 // dropSelectedNode asks the scheduler to choose another node.

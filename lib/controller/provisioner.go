@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -14,9 +15,9 @@ import (
 
 // Provisioner creates and deletes the storage asset behind a PersistentVolume.
 // It is the whole contract between a provisioner and the ProvisionController;
-// extra capabilities are optional interfaces (Qualifier, DeletionGuard,
-// BlockProvisioner, DataSourceProvisioner, ClaimMetadataReader) found by type
-// assertion.
+// extra capabilities are optional interfaces (Qualifier, RetryingQualifier,
+// DeletionGuard, BlockProvisioner, DataSourceProvisioner, ClaimMetadataReader)
+// found by type assertion.
 type Provisioner interface {
 	// Provision creates the asset for options.PVC and returns the PV that
 	// represents it. The PV should be built with options.NewVolume so that claim
@@ -85,6 +86,18 @@ type ProvisionOptions struct {
 // is skipped silently: no event, no retry.
 type Qualifier interface {
 	ShouldProvision(ctx context.Context, claim *corev1.PersistentVolumeClaim) bool
+}
+
+// RetryingQualifier is a Qualifier whose answer can change with time alone,
+// not only when the claim changes: for example instances of a provisioner,
+// one per node, that each wait a while before they compete for a claim. The
+// controller calls QualifyClaim instead of ShouldProvision. A claim that does
+// not qualify is skipped silently, as with Qualifier; with retryAfter > 0
+// the controller looks at it again after that delay (no event, no failure
+// counted), and earlier whenever the claim changes.
+type RetryingQualifier interface {
+	Qualifier
+	QualifyClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (ok bool, retryAfter time.Duration)
 }
 
 // DeletionGuard is implemented by provisioners that must veto the deletion of

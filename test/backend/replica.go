@@ -39,8 +39,8 @@ type Replica struct {
 	Args []string
 	// NoWait returns once the process has started, before it is ready.
 	NoWait bool
-	// Env is added to the replica's environment (NAME=value), as a pod's
-	// downward API would set it.
+	// Env is added to the replica's environment ("KEY=value"), for
+	// example NODE_NAME for one instance per node.
 	Env []string
 }
 

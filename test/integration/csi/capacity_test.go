@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubeprov/external-storage/test/backend"
 	"github.com/kubeprov/external-storage/test/csidriver"
 )
 
@@ -127,9 +128,9 @@ func TestCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e.prov = e.startProvisionerWithEnv([]string{"NAMESPACE=" + home, "POD_NAME=" + pod.Name},
-		"--kubeconfig="+kubeconfig, "--leader-election-namespace="+home,
-		"--enable-capacity", "--capacity-poll-interval=2s", "--capacity-ownerref-level=0")
+	e.prov = e.startReplica(backend.Replica{Env: []string{"NAMESPACE=" + home, "POD_NAME=" + pod.Name}, Args: []string{
+		"--kubeconfig=" + kubeconfig, "--leader-election-namespace=" + home,
+		"--enable-capacity", "--capacity-poll-interval=2s", "--capacity-ownerref-level=0"}})
 	if err := e.prov.WaitReady(e.ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -213,8 +214,8 @@ func TestCapacityWithoutTopology(t *testing.T) {
 	e.driver.SetCapacity("fast", nil, 1<<30)
 	wffc := e.createClass(map[string]string{csidriver.PoolParameter: "fast", "csi.storage.k8s.io/fstype": "xfs"}, waitForFirstConsumer)
 	immediate := e.createClass(nil)
-	e.prov = e.startProvisionerWithEnv([]string{"NAMESPACE=" + e.ns},
-		"--enable-capacity", "--capacity-poll-interval=2s", "--capacity-ownerref-level=-1", "--capacity-for-immediate-binding")
+	e.prov = e.startReplica(backend.Replica{Env: []string{"NAMESPACE=" + e.ns}, Args: []string{
+		"--enable-capacity", "--capacity-poll-interval=2s", "--capacity-ownerref-level=-1", "--capacity-for-immediate-binding"}})
 	if err := e.prov.WaitReady(e.ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}

@@ -107,15 +107,15 @@ func (e *env) on(t *testing.T) *env {
 // It is stopped when the test ends, which fails if it found a data race.
 func (e *env) startProvisioner(args ...string) *framework.Process {
 	e.t.Helper()
-	return e.startProvisionerWithEnv(nil, args...)
+	return e.startReplica(backend.Replica{Args: args})
 }
 
-// startProvisionerWithEnv is startProvisioner with environment variables
-// (NAME=value) added.
-func (e *env) startProvisionerWithEnv(environ []string, args ...string) *framework.Process {
+// startReplica is startProvisioner with the replica's environment too.
+func (e *env) startReplica(rep backend.Replica) *framework.Process {
 	t := e.t
 	t.Helper()
-	p, err := e.backend.StartReplica(e.ctx, backend.Replica{Identity: strconv.FormatInt(counter.Add(1), 10), Args: args, NoWait: true, Env: environ})
+	rep.Identity, rep.NoWait = strconv.FormatInt(counter.Add(1), 10), true
+	p, err := e.backend.StartReplica(e.ctx, rep)
 	if err != nil {
 		t.Fatal(err)
 	}
