@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	th "github.com/gophercloud/gophercloud/v2/testhelper"
@@ -52,7 +53,17 @@ type fakeVolume struct {
 	Type     string            `json:"volume_type"`
 	Zone     string            `json:"availability_zone"`
 	Metadata map[string]string `json:"metadata"`
-	polls    int
+	// CreatedAt is as Cinder writes it (cinderTime); create sets it.
+	CreatedAt string `json:"created_at,omitempty"`
+	// neverScheduled: cinder-api wrote the volume but no scheduler ever
+	// saw it (no host), so Cinder accepts a plain delete in any status.
+	neverScheduled bool
+	polls          int
+}
+
+// cinderTime formats t as Cinder does: UTC, microseconds, no zone.
+func cinderTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000000")
 }
 
 func newFakeCinder(t *testing.T) *fakeCinder {
@@ -184,7 +195,7 @@ func (f *fakeCinder) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.nextID++
-	v := &fakeVolume{ID: fmt.Sprintf("vol-%d", f.nextID), Status: "creating", Metadata: map[string]string{}}
+	v := &fakeVolume{ID: fmt.Sprintf("vol-%d", f.nextID), Status: "creating", Metadata: map[string]string{}, CreatedAt: cinderTime(time.Now())}
 	v.Name, _ = body.Volume["name"].(string)
 	size, _ := body.Volume["size"].(float64)
 	v.Size = int(size)
@@ -235,6 +246,10 @@ func (f *fakeCinder) delete(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !ok:
 		notFound(w, id)
+	case v.neverScheduled:
+		// Cinder destroys the row at once.
+		delete(f.volumes, id)
+		w.WriteHeader(http.StatusAccepted)
 	case v.Status != statusAvailable && v.Status != "error" && v.Status != statusErrorDeleting:
 		writeJSON(w, http.StatusBadRequest, map[string]any{"badRequest": map[string]any{"code": 400,
 			"message": "Invalid volume: Volume status must be available or error or error_restoring or error_extending or error_managing and must not be migrating, attached, belong to a group, have snapshots, awaiting a transfer, or be disassociated from snapshots after volume transfer."}})
@@ -245,7 +260,8 @@ func (f *fakeCinder) delete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeCinder) action(w http.ResponseWriter, r *http.Request) {
-	var body map[string]map[string]any
+	// {"os-reserve": {}}, {"os-force_delete": ""}, ...
+	var body map[string]any
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 		f.t.Errorf("fake cinder: action body: %v", err)
 	}
@@ -258,9 +274,11 @@ func (f *fakeCinder) action(w http.ResponseWriter, r *http.Request) {
 	name = map[string]string{
 		"os-reserve": "reserve", "os-unreserve": "unreserve",
 		"os-initialize_connection": "initialize", "os-terminate_connection": "terminate",
+		"os-force_delete": "force-delete",
 	}[name]
 	if name == "initialize" || name == "terminate" {
-		conn, _ := body["os-"+name+"_connection"]["connector"].(map[string]any)
+		args, _ := body["os-"+name+"_connection"].(map[string]any)
+		conn, _ := args["connector"].(map[string]any)
 		f.connectors = append(f.connectors, conn)
 	}
 	if !f.record(w, name) {
@@ -291,6 +309,14 @@ func (f *fakeCinder) action(w http.ResponseWriter, r *http.Request) {
 	case "initialize":
 		writeJSON(w, http.StatusOK, map[string]any{"connection_info": f.connection})
 	case "terminate":
+		w.WriteHeader(http.StatusAccepted)
+	case "force-delete":
+		// Any status but attached.
+		if v.Status == statusInUse {
+			bad("Invalid volume: Volume must not be attached.")
+			return
+		}
+		v.Status = statusDeleting
 		w.WriteHeader(http.StatusAccepted)
 	default:
 		bad("unknown action")
