@@ -40,6 +40,8 @@ type fakeCinder struct {
 	// reads in "creating"; default available.
 	createdStatus string
 	creatingPolls int
+	// createStuck makes new volumes stuck (see fakeVolume.stuck).
+	createStuck bool
 	// connection is the connection_info answered to initialize.
 	connection map[string]any
 	messages   []userMessage
@@ -58,7 +60,9 @@ type fakeVolume struct {
 	// neverScheduled: cinder-api wrote the volume but no scheduler ever
 	// saw it (no host), so Cinder accepts a plain delete in any status.
 	neverScheduled bool
-	polls          int
+	// stuck: the volume stays creating whatever creatingPolls says.
+	stuck bool
+	polls int
 }
 
 // cinderTime formats t as Cinder does: UTC, microseconds, no zone.
@@ -195,7 +199,7 @@ func (f *fakeCinder) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.nextID++
-	v := &fakeVolume{ID: fmt.Sprintf("vol-%d", f.nextID), Status: "creating", Metadata: map[string]string{}, CreatedAt: cinderTime(time.Now())}
+	v := &fakeVolume{ID: fmt.Sprintf("vol-%d", f.nextID), Status: "creating", Metadata: map[string]string{}, CreatedAt: cinderTime(time.Now()), stuck: f.createStuck}
 	v.Name, _ = body.Volume["name"].(string)
 	size, _ := body.Volume["size"].(float64)
 	v.Size = int(size)
@@ -224,7 +228,7 @@ func (f *fakeCinder) get(w http.ResponseWriter, r *http.Request) {
 	}
 	switch v.Status {
 	case "creating":
-		if v.polls >= f.creatingPolls {
+		if !v.stuck && v.polls >= f.creatingPolls {
 			v.Status = f.createdStatus
 		}
 		v.polls++

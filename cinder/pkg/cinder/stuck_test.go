@@ -48,7 +48,7 @@ func TestProvisionReplacesStuckVolume(t *testing.T) {
 // it.
 func TestProvisionWaitEndsWhenStuck(t *testing.T) {
 	e := newEnv(t, WithStuckCreatingTimeout(50*time.Millisecond))
-	e.cinder.creatingPolls = 1 << 30
+	e.cinder.createStuck = true
 	c, cancel := context.WithTimeout(ctx(t), time.Minute)
 	defer cancel()
 	_, state, err := e.p.Provision(c, provisionOptions(nil, "1Gi"))
@@ -60,11 +60,12 @@ func TestProvisionWaitEndsWhenStuck(t *testing.T) {
 	}
 	assertCalls(t, e.cinder, "list", "create")
 
-	// Cinder's clock has passed the timeout too (created_at has
-	// microseconds): the retry replaces the volume.
-	time.Sleep(50 * time.Millisecond)
+	// The fake wrote created_at before the wait began, so by Cinder's
+	// clock too the volume is stuck now: the retry replaces it.
 	e.cinder.resetCalls()
-	e.cinder.creatingPolls = 0
+	e.cinder.mu.Lock()
+	e.cinder.createStuck = false
+	e.cinder.mu.Unlock()
 	pv, state, err := e.p.Provision(c, provisionOptions(nil, "1Gi"))
 	if err != nil {
 		t.Fatalf("retry: %v (state %s)", err, state)
@@ -81,31 +82,25 @@ func TestProvisionNeverForceDeletes(t *testing.T) {
 	young := cinderTime(time.Now().Add(-time.Minute))
 	otherPV := ourMetadata()
 	otherPV[MetaPVName] = "pvc-other"
+	adopted := []string{"list", "reserve", "initialize"}
 	cases := map[string]struct {
 		vol       fakeVolume
 		wantState controller.ProvisioningState
 		wantErr   string
 		wantCalls []string
 	}{
-		"young creating": {
-			vol:       fakeVolume{Status: statusCreating, CreatedAt: young, Metadata: ourMetadata()},
-			wantState: controller.ProvisioningInBackground, wantErr: "still creating",
-			wantCalls: []string{"list"},
+		// Waited for until it is available, then used.
+		"young creating":     {vol: fakeVolume{Status: statusCreating, CreatedAt: young, Metadata: ourMetadata()}, wantCalls: adopted},
+		"created_at missing": {vol: fakeVolume{Status: statusCreating, Metadata: ourMetadata()}, wantCalls: adopted},
+		"metadata names another PV": {
+			vol:       fakeVolume{Status: statusCreating, CreatedAt: longAgo(), Metadata: otherPV},
+			wantCalls: adopted,
 		},
-		"created_at missing": {
-			vol:       fakeVolume{Status: statusCreating, Metadata: ourMetadata()},
-			wantState: controller.ProvisioningInBackground, wantErr: "still creating",
-			wantCalls: []string{"list"},
-		},
+		"old but available": {vol: fakeVolume{Status: statusAvailable, CreatedAt: longAgo(), Metadata: ourMetadata()}, wantCalls: adopted},
 		// gophercloud fails the whole list: no age, nothing done.
 		"created_at unparseable": {
 			vol:       fakeVolume{Status: statusCreating, CreatedAt: "last tuesday", Metadata: ourMetadata()},
 			wantState: controller.ProvisioningNoChange, wantErr: "listing Cinder volumes",
-			wantCalls: []string{"list"},
-		},
-		"metadata names another PV": {
-			vol:       fakeVolume{Status: statusCreating, CreatedAt: longAgo(), Metadata: otherPV},
-			wantState: controller.ProvisioningInBackground, wantErr: "still creating",
 			wantCalls: []string{"list"},
 		},
 		"foreign": {
@@ -113,24 +108,22 @@ func TestProvisionNeverForceDeletes(t *testing.T) {
 			wantState: controller.ProvisioningFinished, wantErr: "not created by this provisioner",
 			wantCalls: []string{"list"},
 		},
-		"old but available": {
-			vol:       fakeVolume{Status: statusAvailable, CreatedAt: longAgo(), Metadata: ourMetadata()},
-			wantCalls: []string{"list", "reserve", "initialize"},
-		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			e.cinder.creatingPolls = 1 << 30
+			e.cinder.creatingPolls = 3
 			tc.vol.Name, tc.vol.Size = testPV, 1
 			v := e.cinder.addVolume(tc.vol)
-			c, cancel := context.WithTimeout(ctx(t), 100*time.Millisecond)
-			defer cancel()
-			_, state, err := e.p.Provision(c, provisionOptions(nil, "1Gi"))
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Errorf("Provision: %v", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || state != tc.wantState):
+			pv, state, err := e.p.Provision(ctx(t), provisionOptions(nil, "1Gi"))
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Provision: %v", err)
+				}
+				if pv.Annotations[AnnVolumeID] != v.ID {
+					t.Errorf("PV names volume %s, want %s", pv.Annotations[AnnVolumeID], v.ID)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), tc.wantErr) || state != tc.wantState {
 				t.Errorf("state = %s, err = %v; want %s, %q", state, err, tc.wantState, tc.wantErr)
 			}
 			assertCalls(t, e.cinder, tc.wantCalls...)
@@ -138,6 +131,23 @@ func TestProvisionNeverForceDeletes(t *testing.T) {
 				t.Errorf("volume %s deleted", v.ID)
 			}
 		})
+	}
+}
+
+// A young volume that stays creating is waited for until the operation's
+// context ends, and kept.
+func TestProvisionYoungCreatingVolumeKept(t *testing.T) {
+	e := newEnv(t)
+	v := e.cinder.addVolume(fakeVolume{Name: testPV, Size: 1, Status: statusCreating, CreatedAt: cinderTime(time.Now()), Metadata: ourMetadata(), stuck: true})
+	c, cancel := context.WithTimeout(ctx(t), 100*time.Millisecond)
+	defer cancel()
+	_, state, err := e.p.Provision(c, provisionOptions(nil, "1Gi"))
+	if err == nil || state != controller.ProvisioningInBackground || !strings.Contains(err.Error(), "still creating") {
+		t.Errorf("state = %s, err = %v; want InBackground, still creating", state, err)
+	}
+	assertCalls(t, e.cinder, "list")
+	if e.cinder.volume(v.ID) == nil {
+		t.Errorf("volume %s deleted", v.ID)
 	}
 }
 
