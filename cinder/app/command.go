@@ -64,7 +64,8 @@ func (o *Options) Run(ctx context.Context) error {
 			Platform:  cinder.DefaultPlatform(),
 			OSType:    cinder.DefaultOSType,
 		}),
-		cinder.WithSecretNamespace(o.ChapSecretNamespace))
+		cinder.WithSecretNamespace(o.ChapSecretNamespace),
+		cinder.WithStuckCreatingTimeout(o.StuckCreatingTimeout))
 	if err != nil {
 		return err
 	}

@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kubeprov/external-storage/cinder/pkg/cinder"
 	"github.com/kubeprov/external-storage/cinder/pkg/cloudconfig"
 	"github.com/kubeprov/external-storage/lib/cli"
 )
@@ -41,6 +43,9 @@ type Options struct {
 	// ChapSecretNamespace holds the per-volume CHAP Secrets; empty means
 	// the claim's namespace.
 	ChapSecretNamespace string
+	// StuckCreatingTimeout is how long a volume of this provisioner may
+	// stay "creating" before it is force-deleted and created again.
+	StuckCreatingTimeout time.Duration
 
 	// cloud is the validated CloudConfig (or environment).
 	cloud *cloudconfig.Config
@@ -49,8 +54,9 @@ type Options struct {
 // NewOptions returns the options with their defaults.
 func NewOptions() *Options {
 	o := &Options{
-		Common:        cli.NewCommon(DefaultProvisioner),
-		ConnectorHost: DefaultConnectorHost,
+		Common:               cli.NewCommon(DefaultProvisioner),
+		ConnectorHost:        DefaultConnectorHost,
+		StuckCreatingTimeout: cinder.DefaultStuckCreatingTimeout,
 	}
 	// Derived in Run: it needs the API.
 	o.IdentityDefault = "<provisioner>/<UID of the kube-system namespace> (Cinder volumes carry it too)"
@@ -69,6 +75,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.WWPNs, "wwpns", o.WWPNs, "Fibre Channel WWPNs of the nodes, sent in the connector for backends that zone or mask by WWPN.")
 	fs.StringVar(&o.ChapSecretNamespace, "chap-secret-namespace", o.ChapSecretNamespace,
 		"Namespace for the per-volume iSCSI CHAP Secrets; empty means the claim's namespace.")
+	fs.DurationVar(&o.StuckCreatingTimeout, "stuck-creating-timeout", o.StuckCreatingTimeout,
+		"How long a volume of this provisioner may stay creating in Cinder before it counts as stuck and is force-deleted and created again. Set it above the time your slowest backend takes to create a volume.")
 
 	// The flags of the original standalone Cinder provisioner, so that its
 	// manifests keep working.
@@ -103,6 +111,9 @@ func (o *Options) Validate() error {
 		if b, err := hex.DecodeString(strings.ReplaceAll(w, ":", "")); err != nil || len(b) != 8 {
 			errs = append(errs, fmt.Errorf("--wwpns: %q is not a 16-digit WWPN", w))
 		}
+	}
+	if o.StuckCreatingTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--stuck-creating-timeout must be more than 0, got %v", o.StuckCreatingTimeout))
 	}
 	if o.ChapSecretNamespace != "" {
 		if msgs := validation.IsDNS1123Label(o.ChapSecretNamespace); len(msgs) > 0 {

@@ -56,6 +56,10 @@ func TestValidateNamesTheFlag(t *testing.T) {
 			args: []string{"--cloud-config", good, "--provisioner", "not a name!", "--chap-secret-namespace", "Bad_NS"},
 			want: []string{`--provisioner "not a name!"`, `--chap-secret-namespace "Bad_NS"`},
 		},
+		"stuck creating timeout": {
+			args: []string{"--cloud-config", good, "--stuck-creating-timeout", "0s"},
+			want: []string{"--stuck-creating-timeout must be more than 0, got 0s"},
+		},
 		"shared flag": {
 			args: []string{"--cloud-config", good, "--worker-threads", "0"},
 			want: []string{"--worker-threads must be at least 1"},

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	th "github.com/gophercloud/gophercloud/v2/testhelper"
@@ -39,6 +40,8 @@ type fakeCinder struct {
 	// reads in "creating"; default available.
 	createdStatus string
 	creatingPolls int
+	// createStuck makes new volumes stuck (see fakeVolume.stuck).
+	createStuck bool
 	// connection is the connection_info answered to initialize.
 	connection map[string]any
 	messages   []userMessage
@@ -52,7 +55,19 @@ type fakeVolume struct {
 	Type     string            `json:"volume_type"`
 	Zone     string            `json:"availability_zone"`
 	Metadata map[string]string `json:"metadata"`
-	polls    int
+	// CreatedAt is as Cinder writes it (cinderTime); create sets it.
+	CreatedAt string `json:"created_at,omitempty"`
+	// neverScheduled: cinder-api wrote the volume but no scheduler ever
+	// saw it (no host), so Cinder accepts a plain delete in any status.
+	neverScheduled bool
+	// stuck: the volume stays creating whatever creatingPolls says.
+	stuck bool
+	polls int
+}
+
+// cinderTime formats t as Cinder does: UTC, microseconds, no zone.
+func cinderTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000000")
 }
 
 func newFakeCinder(t *testing.T) *fakeCinder {
@@ -184,7 +199,7 @@ func (f *fakeCinder) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.nextID++
-	v := &fakeVolume{ID: fmt.Sprintf("vol-%d", f.nextID), Status: "creating", Metadata: map[string]string{}}
+	v := &fakeVolume{ID: fmt.Sprintf("vol-%d", f.nextID), Status: "creating", Metadata: map[string]string{}, CreatedAt: cinderTime(time.Now()), stuck: f.createStuck}
 	v.Name, _ = body.Volume["name"].(string)
 	size, _ := body.Volume["size"].(float64)
 	v.Size = int(size)
@@ -213,7 +228,7 @@ func (f *fakeCinder) get(w http.ResponseWriter, r *http.Request) {
 	}
 	switch v.Status {
 	case "creating":
-		if v.polls >= f.creatingPolls {
+		if !v.stuck && v.polls >= f.creatingPolls {
 			v.Status = f.createdStatus
 		}
 		v.polls++
@@ -235,6 +250,10 @@ func (f *fakeCinder) delete(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !ok:
 		notFound(w, id)
+	case v.neverScheduled:
+		// Cinder destroys the row at once.
+		delete(f.volumes, id)
+		w.WriteHeader(http.StatusAccepted)
 	case v.Status != statusAvailable && v.Status != "error" && v.Status != statusErrorDeleting:
 		writeJSON(w, http.StatusBadRequest, map[string]any{"badRequest": map[string]any{"code": 400,
 			"message": "Invalid volume: Volume status must be available or error or error_restoring or error_extending or error_managing and must not be migrating, attached, belong to a group, have snapshots, awaiting a transfer, or be disassociated from snapshots after volume transfer."}})
@@ -245,7 +264,8 @@ func (f *fakeCinder) delete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeCinder) action(w http.ResponseWriter, r *http.Request) {
-	var body map[string]map[string]any
+	// {"os-reserve": {}}, {"os-force_delete": ""}, ...
+	var body map[string]any
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 		f.t.Errorf("fake cinder: action body: %v", err)
 	}
@@ -258,9 +278,11 @@ func (f *fakeCinder) action(w http.ResponseWriter, r *http.Request) {
 	name = map[string]string{
 		"os-reserve": "reserve", "os-unreserve": "unreserve",
 		"os-initialize_connection": "initialize", "os-terminate_connection": "terminate",
+		"os-force_delete": "force-delete",
 	}[name]
 	if name == "initialize" || name == "terminate" {
-		conn, _ := body["os-"+name+"_connection"]["connector"].(map[string]any)
+		args, _ := body["os-"+name+"_connection"].(map[string]any)
+		conn, _ := args["connector"].(map[string]any)
 		f.connectors = append(f.connectors, conn)
 	}
 	if !f.record(w, name) {
@@ -291,6 +313,14 @@ func (f *fakeCinder) action(w http.ResponseWriter, r *http.Request) {
 	case "initialize":
 		writeJSON(w, http.StatusOK, map[string]any{"connection_info": f.connection})
 	case "terminate":
+		w.WriteHeader(http.StatusAccepted)
+	case "force-delete":
+		// Any status but attached.
+		if v.Status == statusInUse {
+			bad("Invalid volume: Volume must not be attached.")
+			return
+		}
+		v.Status = statusDeleting
 		w.WriteHeader(http.StatusAccepted)
 	default:
 		bad("unknown action")

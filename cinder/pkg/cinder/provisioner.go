@@ -75,6 +75,11 @@ const (
 	// DefaultRollbackTimeout bounds undoing a failed provisioning; it runs
 	// even when the operation's own context has ended.
 	DefaultRollbackTimeout = 2 * time.Minute
+	// DefaultStuckCreatingTimeout is how long a volume of this provisioner
+	// may stay "creating" before it is taken as stuck (cinder-api died
+	// before handing it to the scheduler, or the volume service died while
+	// creating it), force-deleted and created again.
+	DefaultStuckCreatingTimeout = 5 * time.Minute
 )
 
 const giB = 1 << 30
@@ -93,6 +98,7 @@ type config struct {
 	secretNamespace string
 	pollInterval    time.Duration
 	rollbackTimeout time.Duration
+	stuckCreating   time.Duration
 }
 
 // WithConnector sets the connector sent to Cinder. Default: no initiator,
@@ -129,6 +135,19 @@ func WithRollbackTimeout(d time.Duration) Option {
 	})
 }
 
+// WithStuckCreatingTimeout sets DefaultStuckCreatingTimeout's value. Set it
+// well above the time the slowest backend takes to create a volume: Cinder
+// reports no progress, so a volume creating for longer is deleted.
+func WithStuckCreatingTimeout(d time.Duration) Option {
+	return optionFunc(func(cfg *config) error {
+		if d <= 0 {
+			return fmt.Errorf("WithStuckCreatingTimeout: must be more than 0, got %v", d)
+		}
+		cfg.stuckCreating = d
+		return nil
+	})
+}
+
 // Provisioner implements controller.Provisioner on Cinder.
 type Provisioner struct {
 	volumes  *gophercloud.ServiceClient
@@ -156,6 +175,7 @@ func New(client *gophercloud.ServiceClient, kube kubernetes.Interface, identity 
 		connector:       Connector{Platform: DefaultPlatform(), OSType: DefaultOSType},
 		pollInterval:    DefaultPollInterval,
 		rollbackTimeout: DefaultRollbackTimeout,
+		stuckCreating:   DefaultStuckCreatingTimeout,
 	}
 	for _, o := range opts {
 		if err := o.apply(&cfg); err != nil {
@@ -190,7 +210,7 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	logger := klog.FromContext(ctx).WithValues("pv", o.PVName)
 	ctx = klog.NewContext(ctx, logger)
 
-	vol, state, err := p.findOrCreate(ctx, o, cp, size)
+	vol, stuckAt, state, err := p.findOrCreate(ctx, o, cp, size)
 	if err != nil {
 		return nil, state, err
 	}
@@ -203,11 +223,22 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	op.push("delete volume", func(ctx context.Context) error {
 		return deleteVolume(ctx, p.volumes, id, p.cfg.pollInterval)
 	})
-	vol, err = waitAvailable(ctx, p.volumes, id, p.cfg.pollInterval)
+	// The wait ends when the volume would count as stuck, so that the next
+	// attempt replaces it instead of waiting for the operation's timeout.
+	waitCtx := ctx
+	if !stuckAt.IsZero() {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithDeadline(ctx, stuckAt)
+		defer cancel()
+	}
+	vol, err = waitAvailable(waitCtx, p.volumes, id, p.cfg.pollInterval)
 	if err != nil {
 		var se *statusError
 		if errors.As(err, &se) {
 			return op.fail(ctx, err)
+		}
+		if ctx.Err() == nil && waitCtx.Err() != nil {
+			return nil, controller.ProvisioningInBackground, fmt.Errorf("cinder volume %s is still creating after --stuck-creating-timeout (%s): it is stuck; the next attempt deletes it and creates another", id, p.cfg.stuckCreating)
 		}
 		// Still creating (or Cinder unreachable): a creating volume cannot
 		// be deleted, so keep it and let the retry pick it up by name.
@@ -280,12 +311,15 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 }
 
 // findOrCreate returns this PV's volume: the one an earlier attempt created,
-// or a new one. Errors come with the state the controller must assume.
-func (p *Provisioner) findOrCreate(ctx context.Context, o controller.ProvisionOptions, cp classParams, size int) (*volumes.Volume, controller.ProvisioningState, error) {
+// or a new one, and when that volume counts as stuck if it is still
+// creating then (the zero time: never). An earlier attempt's volume that
+// is stuck already is deleted and replaced. Errors come with the state the
+// controller must assume.
+func (p *Provisioner) findOrCreate(ctx context.Context, o controller.ProvisionOptions, cp classParams, size int) (*volumes.Volume, time.Time, controller.ProvisioningState, error) {
 	logger := klog.FromContext(ctx)
 	found, err := findByName(ctx, p.volumes, o.PVName)
 	if err != nil {
-		return nil, controller.ProvisioningNoChange, fmt.Errorf("listing Cinder volumes named %s: %w", o.PVName, cinderError(err))
+		return nil, time.Time{}, controller.ProvisioningNoChange, fmt.Errorf("listing Cinder volumes named %s: %w", o.PVName, cinderError(err))
 	}
 	var ours, others []string
 	var vol *volumes.Volume
@@ -299,12 +333,19 @@ func (p *Provisioner) findOrCreate(ctx context.Context, o controller.ProvisionOp
 	}
 	switch {
 	case len(ours) > 1:
-		return nil, controller.ProvisioningNoChange, fmt.Errorf("several Cinder volumes named %s belong to this provisioner (%v): delete all but one", o.PVName, ours)
+		return nil, time.Time{}, controller.ProvisioningNoChange, fmt.Errorf("several Cinder volumes named %s belong to this provisioner (%v): delete all but one", o.PVName, ours)
 	case len(ours) == 1:
-		logger.V(2).Info("Found the Cinder volume of an earlier attempt", "volumeID", vol.ID, "status", vol.Status)
-		return vol, controller.ProvisioningNoChange, nil
+		stuckAt := p.stuckAt(vol, o.PVName)
+		if stuckAt.IsZero() || time.Now().Before(stuckAt) {
+			logger.V(2).Info("Found the Cinder volume of an earlier attempt", "volumeID", vol.ID, "status", vol.Status)
+			return vol, stuckAt, controller.ProvisioningNoChange, nil
+		}
+		if err := p.deleteStuck(ctx, vol); err != nil {
+			// The volume may still be there: the controller must retry.
+			return nil, time.Time{}, controller.ProvisioningInBackground, err
+		}
 	case len(others) > 0:
-		return nil, controller.ProvisioningFinished, fmt.Errorf("cinder volume(s) %v named %s exist but were not created by this provisioner (identity %s); they are left alone: remove or rename them", others, o.PVName, p.identity)
+		return nil, time.Time{}, controller.ProvisioningFinished, fmt.Errorf("cinder volume(s) %v named %s exist but were not created by this provisioner (identity %s); they are left alone: remove or rename them", others, o.PVName, p.identity)
 	}
 
 	opts := volumes.CreateOpts{
@@ -329,10 +370,55 @@ func (p *Provisioner) findOrCreate(ctx context.Context, o controller.ProvisionOp
 			// by name.
 			state = controller.ProvisioningInBackground
 		}
-		return nil, state, fmt.Errorf("creating a %d GiB Cinder volume (type %q, availability zone %q): %w", size, cp.volumeType, cp.availability, cinderError(err))
+		return nil, time.Time{}, state, fmt.Errorf("creating a %d GiB Cinder volume (type %q, availability zone %q): %w", size, cp.volumeType, cp.availability, cinderError(err))
 	}
 	logger.V(2).Info("Created Cinder volume", "volumeID", vol.ID, "sizeGiB", size)
-	return vol, controller.ProvisioningNoChange, nil
+	// By this clock rather than Cinder's created_at: a Cinder clock behind
+	// this one would make every new volume look stuck at once.
+	return vol, time.Now().Add(p.cfg.stuckCreating), controller.ProvisioningNoChange, nil
+}
+
+// stuckAt is when vol counts as stuck if it is still creating then: its
+// creation time plus the stuck-creating timeout. It is zero (never) for a
+// volume that is not creating, whose metadata does not name this
+// provisioner and pvName, or whose creation time is unknown.
+func (p *Provisioner) stuckAt(vol *volumes.Volume, pvName string) time.Time {
+	if vol.Status != statusCreating || vol.CreatedAt.IsZero() || vol.Metadata[MetaIdentity] != p.identity || p.checkOwner(vol, pvName) != nil {
+		return time.Time{}
+	}
+	return vol.CreatedAt.Add(p.cfg.stuckCreating)
+}
+
+// deleteStuck force-deletes vol, a volume of this provisioner stuck in
+// creating, and waits until it is gone. Cinder refuses to delete a creating
+// volume; os-force_delete is admin-only by Cinder's default policy, but a
+// plain delete is accepted for a volume that was never scheduled (no
+// host), which is how cinder-api leaves a volume when it dies before
+// casting it to the scheduler. Should the volume become available
+// meanwhile, deleting it loses nothing: no one has used it.
+func (p *Provisioner) deleteStuck(ctx context.Context, vol *volumes.Volume) error {
+	id := vol.ID
+	since := vol.CreatedAt.UTC().Format(time.RFC3339)
+	klog.FromContext(ctx).Info("Force-deleting a Cinder volume stuck in creating", "volumeID", id,
+		"age", time.Since(vol.CreatedAt).Round(time.Second), "createdAt", since)
+	err := volumes.ForceDelete(ctx, p.volumes, id).ExtractErr()
+	if err != nil && refused(err) && !isNotFound(err) {
+		if derr := volumes.Delete(ctx, p.volumes, id, nil).ExtractErr(); derr == nil || isNotFound(derr) {
+			err = nil
+		}
+	}
+	if err != nil && !isNotFound(err) {
+		msg := fmt.Sprintf("cinder volume %s has been creating since %s (longer than --stuck-creating-timeout, %s): it is stuck", id, since, p.cfg.stuckCreating)
+		if refused(err) {
+			return fmt.Errorf("%s; delete it with `openstack volume delete --force %s` or `cinder force-delete %s` (force-deleting it: %w)", msg, id, id, cinderError(err))
+		}
+		return fmt.Errorf("%s; force-deleting it: %w", msg, cinderError(err))
+	}
+	if err := waitGone(ctx, p.volumes, id, p.cfg.pollInterval); err != nil {
+		return fmt.Errorf("waiting for stuck Cinder volume %s to be deleted: %w", id, err)
+	}
+	klog.FromContext(ctx).Info("Deleted the stuck Cinder volume; creating another", "volumeID", id)
+	return nil
 }
 
 // operation records the steps of one provisioning so that a failure can

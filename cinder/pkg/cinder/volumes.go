@@ -21,6 +21,7 @@ import (
 
 // Cinder volume statuses the provisioner acts on.
 const (
+	statusCreating      = "creating"
 	statusAvailable     = "available"
 	statusAttaching     = "attaching"
 	statusReserved      = "reserved"

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -23,6 +24,9 @@ import (
 // Channel needs no per-volume Secret or iSCSI target: the cost of a claim is
 // Cinder's and the provisioner's alone.
 const VolumeType = "fibre_channel"
+
+// StuckCreatingTimeout is the replicas' --stuck-creating-timeout.
+const StuckCreatingTimeout = 30 * time.Second
 
 // ErrMissing is New's error when the machine lacks Cinder or RabbitMQ.
 var ErrMissing = errors.New("the Cinder stack cannot run here")
@@ -68,8 +72,11 @@ func NewWithOptions(ctx context.Context, cfg backend.Config, opts Options) (*Bac
 		return nil, errors.Join(err, stack.Stop())
 	}
 	b := &Backend{cfg: cfg, stack: stack}
+	// A create that cinder-api dies in the middle of (Outage) can leave a
+	// volume creating forever: it is replaced after StuckCreatingTimeout,
+	// well within a test's wait for the claims to settle.
 	b.replicas = backend.NewReplicas(cfg, backend.Binary{Module: "cinder", Name: "cinder-provisioner", BuildFlags: opts.BuildFlags},
-		"--provisioner="+cfg.ProvisionerName, "--cloud-config="+conf)
+		"--provisioner="+cfg.ProvisionerName, "--cloud-config="+conf, "--stuck-creating-timeout="+StuckCreatingTimeout.String())
 	return b, nil
 }
 

@@ -44,7 +44,8 @@ const (
 	// stackStartTimeout covers a busy two-core machine: RabbitMQ needs
 	// ~20 s, Cinder's services ~40 s to import and report their pools.
 	stackStartTimeout = 4 * time.Minute
-	// apiStartTimeout bounds a restart of cinder-api alone.
+	// apiStartTimeout bounds a restart of one service (cinder-api,
+	// cinder-scheduler).
 	apiStartTimeout = 2 * time.Minute
 )
 
@@ -78,8 +79,9 @@ type Stack struct {
 	dir    string
 	log    func(string, ...any)
 	client *gophercloud.ServiceClient
-	// apiOpts start cinder-api again after StopAPI.
-	apiOpts framework.ProcessOptions
+	// opts start a service again after it was stopped (StopAPI,
+	// StopScheduler), by binary name.
+	opts map[string]framework.ProcessOptions
 	// procs in start order; stopped in reverse.
 	procs []*service
 	// starts counts the starts of each binary, to name its logs.
@@ -144,7 +146,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, retErr error)
 		return nil, err
 	}
 	listen := cmp.Or(opts.ListenAddress, DefaultListenAddress)
-	s := &Stack{dir: dir, log: opts.Log, starts: map[string]int{}}
+	s := &Stack{dir: dir, log: opts.Log, starts: map[string]int{}, opts: map[string]framework.ProcessOptions{}}
 	if s.log == nil {
 		s.log = func(string, ...any) {}
 	}
@@ -204,9 +206,7 @@ func StartStack(ctx context.Context, opts StackOptions) (_ *Stack, retErr error)
 	}
 	for _, bin := range []string{"cinder-api", "cinder-scheduler", "cinder-volume"} {
 		opts := framework.ProcessOptions{Binary: bin, Args: []string{"--config-file", conf}, Env: env}
-		if bin == "cinder-api" {
-			s.apiOpts = opts
-		}
+		s.opts[bin] = opts
 		if _, err := s.start(ctx, opts); err != nil {
 			return nil, err
 		}
@@ -483,10 +483,10 @@ func (s *Stack) waitReady(ctx context.Context) error {
 	return nil
 }
 
-// apiIndex is where cinder-api is in s.procs, -1 while it is stopped.
-func (s *Stack) apiIndex() int {
+// index is where the service bin is in s.procs, -1 while it is stopped.
+func (s *Stack) index(bin string) int {
 	for i, p := range s.procs {
-		if p.Name == "cinder-api" {
+		if p.Name == bin {
 			return i
 		}
 	}
@@ -495,24 +495,43 @@ func (s *Stack) apiIndex() int {
 
 // StopAPI stops cinder-api (SIGTERM, as an operator or an orchestrator
 // stops it); the scheduler, the volume service and the volumes stay.
-func (s *Stack) StopAPI() error {
-	i := s.apiIndex()
-	if i < 0 {
-		return errors.New("cinder-api is not running")
-	}
-	s.stop(s.procs[i])
-	s.procs = append(s.procs[:i], s.procs[i+1:]...)
-	s.log("cinder: cinder-api stopped")
-	return nil
-}
+func (s *Stack) StopAPI() error { return s.stopService("cinder-api") }
 
 // StartAPI starts cinder-api again after StopAPI and returns once Cinder
 // answers.
-func (s *Stack) StartAPI(ctx context.Context) error {
-	if s.apiIndex() >= 0 {
-		return errors.New("cinder-api is running already")
+func (s *Stack) StartAPI(ctx context.Context) error { return s.startService(ctx, "cinder-api") }
+
+// StopScheduler stops cinder-scheduler (SIGTERM). The API still takes
+// creates: their volumes stay "creating" with no host, and the casts to the
+// scheduler wait in RabbitMQ.
+func (s *Stack) StopScheduler() error { return s.stopService("cinder-scheduler") }
+
+// StartScheduler starts cinder-scheduler again after StopScheduler and
+// returns once it lists the test backend's pool; it then handles the
+// creates that waited.
+func (s *Stack) StartScheduler(ctx context.Context) error {
+	return s.startService(ctx, "cinder-scheduler")
+}
+
+// stopService stops the service bin and forgets its process.
+func (s *Stack) stopService(bin string) error {
+	i := s.index(bin)
+	if i < 0 {
+		return fmt.Errorf("%s is not running", bin)
 	}
-	if _, err := s.start(ctx, s.apiOpts); err != nil {
+	s.stop(s.procs[i])
+	s.procs = append(s.procs[:i], s.procs[i+1:]...)
+	s.log("cinder: %s stopped", bin)
+	return nil
+}
+
+// startService starts the service bin again after stopService and returns
+// once the stack works again (see waitReady).
+func (s *Stack) startService(ctx context.Context, bin string) error {
+	if s.index(bin) >= 0 {
+		return fmt.Errorf("%s is running already", bin)
+	}
+	if _, err := s.start(ctx, s.opts[bin]); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiStartTimeout)
@@ -521,7 +540,7 @@ func (s *Stack) StartAPI(ctx context.Context) error {
 	if err := s.waitReady(ctx); err != nil {
 		return fmt.Errorf("%w%s", err, s.logTails())
 	}
-	s.log("cinder: cinder-api answers again after %s", time.Since(started).Round(time.Millisecond))
+	s.log("cinder: %s started again, stack ready after %s", bin, time.Since(started).Round(time.Millisecond))
 	return nil
 }
 
