@@ -98,6 +98,7 @@ func (o *Options) Run(ctx context.Context) error {
 	prov, err := provisioner.New(provisioner.Config{
 		DriverName:                  info.Name,
 		IgnoreVolumeAttributesClass: !o.FeatureGates[string(VolumeAttributesClass)],
+		CrossNamespaceDataSources:   o.FeatureGates[string(CrossNamespaceVolumeDataSource)],
 		Identity:                    provisioner.NewIdentity(info.Name, time.Now()),
 		Capabilities:                info.Capabilities,
 		Controller:                  csi.NewControllerClient(conn),
@@ -207,10 +208,6 @@ func (o *Options) ignoredFlags() []ignored {
 	if given("snapshot-orphan-sweep-interval") {
 		out = append(out, ignored{"--snapshot-orphan-sweep-interval",
 			"csi-provisioner puts no protection finalizer on snapshot sources, so there are no orphaned ones to sweep"})
-	}
-	if o.FeatureGates[string(CrossNamespaceVolumeDataSource)] {
-		out = append(out, ignored{"--feature-gates=" + string(CrossNamespaceVolumeDataSource) + "=true",
-			"data sources in other namespaces are not supported yet: such claims get a ProvisioningFailed event"})
 	}
 	return out
 }

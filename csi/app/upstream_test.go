@@ -143,7 +143,7 @@ func TestUpstreamArguments(t *testing.T) {
 	for _, f := range o.ignoredFlags() {
 		got = append(got, f.flag)
 	}
-	want := []string{"--automaxprocs", "--snapshot-orphan-sweep-interval", "--feature-gates=CrossNamespaceVolumeDataSource=true"}
+	want := []string{"--automaxprocs", "--snapshot-orphan-sweep-interval"}
 	if !slices.Equal(got, want) {
 		t.Errorf("ignored flags %v, want %v", got, want)
 	}

@@ -70,8 +70,8 @@ func (c *Controller) enqueueSource(obj any) {
 	if !ok {
 		return
 	}
-	if source, ok := provisioner.CloneSourceName(claim); ok {
-		c.queue.Add(cache.ObjectName{Namespace: claim.Namespace, Name: source})
+	if source, ok := provisioner.CloneSource(claim); ok {
+		c.queue.Add(source)
 	}
 }
 
@@ -111,12 +111,14 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 // sync removes the finalizer from the source claim unless a clone of it is
 // still pending.
 func (c *Controller) sync(ctx context.Context, source cache.ObjectName) error {
-	claims, err := c.claims.PersistentVolumeClaims(source.Namespace).List(labels.Everything())
+	// All namespaces: with CrossNamespaceVolumeDataSource a clone may be in
+	// another namespace than its source.
+	claims, err := c.claims.List(labels.Everything())
 	if err != nil {
 		return err
 	}
 	for _, claim := range claims {
-		if name, ok := provisioner.CloneSourceName(claim); ok && name == source.Name && claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil {
+		if s, ok := provisioner.CloneSource(claim); ok && s == source && claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil {
 			return nil // still being cloned
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/lib/controller"
@@ -66,14 +67,14 @@ func claimDataSource(claim *corev1.PersistentVolumeClaim) *dataSource {
 	return nil
 }
 
-// CloneSourceName returns the name of the claim a claim is cloned from, in
-// its own namespace; ok is false for a claim that is not a clone.
-func CloneSourceName(claim *corev1.PersistentVolumeClaim) (name string, ok bool) {
+// CloneSource returns the claim a claim is cloned from; ok is false for a
+// claim that is not a clone.
+func CloneSource(claim *corev1.PersistentVolumeClaim) (source cache.ObjectName, ok bool) {
 	d := claimDataSource(claim)
-	if d == nil || !d.isClaim() || d.namespace != claim.Namespace {
-		return "", false
+	if d == nil || !d.isClaim() {
+		return cache.ObjectName{}, false
 	}
-	return d.name, true
+	return cache.ObjectName{Namespace: d.namespace, Name: d.name}, true
 }
 
 // checkDataSourceKind leaves claims with a data source this provisioner does
@@ -92,26 +93,32 @@ func (p *Provisioner) contentSource(ctx context.Context, claim *corev1.Persisten
 	switch {
 	case d == nil:
 		return nil, nil
-	case d.namespace != claim.Namespace:
-		return nil, fmt.Errorf("the claim's data source %s %s/%s is in another namespace, which csi-provisioner does not support: use a source in namespace %s",
+	case d.namespace != claim.Namespace && !p.cfg.CrossNamespaceDataSources:
+		return nil, fmt.Errorf("the claim's data source %s %s/%s is in another namespace, which needs feature gate CrossNamespaceVolumeDataSource: use a source in namespace %s",
 			d.kind, d.namespace, d.name, claim.Namespace)
+	case d.namespace != claim.Namespace && (d.isClaim() || d.isSnapshot()):
+		if err := p.checkReferenceGrant(ctx, claim.Namespace, d); err != nil {
+			return nil, err
+		}
+	}
+	switch {
 	case d.isClaim():
-		return p.cloneSource(ctx, claim, className, d.name)
+		return p.cloneSource(ctx, claim, className, d.namespace, d.name)
 	case d.isSnapshot():
-		return p.snapshotSource(ctx, claim, d.name)
+		return p.snapshotSource(ctx, claim, d.namespace, d.name)
 	}
 	return nil, checkDataSourceKind(claim)
 }
 
-// cloneSource checks that a claim can be cloned from the claim source in its
-// namespace and returns the source volume.
-func (p *Provisioner) cloneSource(ctx context.Context, claim *corev1.PersistentVolumeClaim, className, source string) (*csi.VolumeContentSource, error) {
-	what := fmt.Sprintf("source claim %s/%s of the clone", claim.Namespace, source)
+// cloneSource checks that a claim can be cloned from the claim source and
+// returns the source volume.
+func (p *Provisioner) cloneSource(ctx context.Context, claim *corev1.PersistentVolumeClaim, className, namespace, source string) (*csi.VolumeContentSource, error) {
+	what := fmt.Sprintf("source claim %s/%s of the clone", namespace, source)
 	if !p.cfg.Capabilities.CloneVolume {
 		return nil, fmt.Errorf("CSI driver %s cannot clone volumes (no CLONE_VOLUME capability): remove the claim's data source or use a StorageClass of another driver",
 			p.cfg.DriverName)
 	}
-	src, err := p.cfg.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, source, metav1.GetOptions{})
+	src, err := p.cfg.Client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, source, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("%s does not exist: create it or fix the claim's data source", what)
 	}
@@ -166,14 +173,14 @@ func (p *Provisioner) protectCloneSource(ctx context.Context, src *corev1.Persis
 }
 
 // snapshotSource checks that a claim can be restored from a VolumeSnapshot
-// in its namespace and returns the snapshot.
-func (p *Provisioner) snapshotSource(ctx context.Context, claim *corev1.PersistentVolumeClaim, name string) (*csi.VolumeContentSource, error) {
-	what := fmt.Sprintf("VolumeSnapshot %s/%s", claim.Namespace, name)
+// and returns the snapshot.
+func (p *Provisioner) snapshotSource(ctx context.Context, claim *corev1.PersistentVolumeClaim, namespace, name string) (*csi.VolumeContentSource, error) {
+	what := fmt.Sprintf("VolumeSnapshot %s/%s", namespace, name)
 	if !p.snapshotAPIInstalled(ctx) {
 		return nil, fmt.Errorf("the claim's data source is %s, but the VolumeSnapshot API (%s) is not installed in this cluster: "+
 			"install the snapshot CRDs and snapshot controller, or remove the data source", what, snapshotGroupVersion.String())
 	}
-	snap, err := p.cfg.Dynamic.Resource(snapshotResource).Namespace(claim.Namespace).Get(ctx, name, metav1.GetOptions{})
+	snap, err := p.cfg.Dynamic.Resource(snapshotResource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("%s does not exist: create it or fix the claim's data source", what)
 	}

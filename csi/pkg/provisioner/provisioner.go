@@ -78,6 +78,10 @@ type Config struct {
 	// ImmediateTopology gives Immediate volumes without allowedTopologies the
 	// segments of all nodes of the driver as requirement.
 	ImmediateTopology bool
+	// CrossNamespaceDataSources allows data sources in other namespaces
+	// that a ReferenceGrant there shares (feature gate
+	// CrossNamespaceVolumeDataSource).
+	CrossNamespaceDataSources bool
 	// IgnoreVolumeAttributesClass leaves the claims' VolumeAttributesClass
 	// out of CreateVolume and the PV (feature gate VolumeAttributesClass off).
 	IgnoreVolumeAttributesClass bool

@@ -109,9 +109,16 @@ var (
 // installSnapshotCRDs installs the VolumeSnapshot API from testdata and
 // removes it when the test ends.
 func (e *env) installSnapshotCRDs(dyn dynamic.Interface) {
+	e.t.Helper()
+	e.installCRDs(dyn, "snapshot-crds.yaml", snapshotResource, contentResource)
+}
+
+// installCRDs creates the CRDs of testdata/csi/<file> for the test and
+// waits until the resources are served.
+func (e *env) installCRDs(dyn dynamic.Interface, file string, served ...schema.GroupVersionResource) {
 	t, ctx := e.t, e.ctx
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "csi", "snapshot-crds.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "csi", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,10 +133,13 @@ func (e *env) installSnapshotCRDs(dyn dynamic.Interface) {
 		name := obj.GetName()
 		t.Cleanup(func() { _ = dyn.Resource(crdResource).Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	}
-	e.eventually("the snapshot API to be served", func() bool {
-		_, err := dyn.Resource(snapshotResource).Namespace("default").List(ctx, metav1.ListOptions{})
-		_, err2 := dyn.Resource(contentResource).List(ctx, metav1.ListOptions{})
-		return err == nil && err2 == nil
+	e.eventually("the API of "+file+" to be served", func() bool {
+		for _, r := range served {
+			if _, err := dyn.Resource(r).List(ctx, metav1.ListOptions{}); err != nil {
+				return false
+			}
+		}
+		return true
 	})
 }
 
@@ -252,3 +262,44 @@ func TestCloneProtection(t *testing.T) {
 
 // cloningProtection is the finalizer on a clone's source, upstream's name.
 const cloningProtection = "provisioner.storage.kubernetes.io/cloning-protection"
+
+// TestCrossNamespaceClone: with --feature-gates=CrossNamespaceVolumeDataSource=true
+// a claim clones a claim of another namespace once a ReferenceGrant there
+// allows it; until then a Warning event says what is missing. Without the
+// gate such a claim is refused.
+func TestCrossNamespaceClone(t *testing.T) {
+	e := setup(t, csidriver.Options{}, "--feature-gates=CrossNamespaceVolumeDataSource=true")
+	dyn, err := dynamic.NewForConfig(cp.RestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	referenceGrants := schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1beta1", Resource: "referencegrants"}
+	e.installCRDs(dyn, "referencegrant-crd.yaml", referenceGrants)
+	class := e.createClass(nil)
+	source, sourcePV := e.bound(e.createClaim(class.Name, "1Gi"))
+	otherNS := cp.CreateTestNamespace(t, "csi-clone-to")
+	other := *e
+	other.ns = otherNS
+	fromOther := func(c *corev1.PersistentVolumeClaim) {
+		c.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: source.Name, Namespace: ptr.To(e.ns)}
+	}
+	clone := other.createClaim(class.Name, "1Gi", fromOther)
+	e.event(clone, "ProvisioningFailed", "no ReferenceGrant in namespace "+e.ns+" lets claims of namespace "+otherNS)
+
+	grants := dyn.Resource(referenceGrants)
+	grant := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+		"metadata": map[string]any{"name": "clones-from-" + otherNS, "namespace": e.ns},
+		"spec": map[string]any{
+			"from": []any{map[string]any{"group": "", "kind": "PersistentVolumeClaim", "namespace": otherNS}},
+			"to":   []any{map[string]any{"group": "", "kind": "PersistentVolumeClaim", "name": source.Name}},
+		},
+	}}
+	if _, err := grants.Namespace(e.ns).Create(e.ctx, grant, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, pv := other.bound(clone)
+	if got := e.driver.LastCreateRequest(pv.Name).GetVolumeContentSource().GetVolume().GetVolumeId(); got != sourcePV.Spec.CSI.VolumeHandle {
+		t.Errorf("content source %q, want the source's volume %q", got, sourcePV.Spec.CSI.VolumeHandle)
+	}
+}

@@ -17,5 +17,9 @@ import (
 var cp *framework.ControlPlane
 
 func TestMain(m *testing.M) {
-	framework.RunMain(m, framework.Options{AuditLog: true}, func(c *framework.ControlPlane) { cp = c })
+	framework.RunMain(m, framework.Options{
+		AuditLog: true,
+		// dataSourceRef.namespace is kept only with this gate (alpha).
+		APIServerArgs: map[string][]string{"feature-gates": {"CrossNamespaceVolumeDataSource=true"}},
+	}, func(c *framework.ControlPlane) { cp = c })
 }

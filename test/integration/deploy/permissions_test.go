@@ -80,6 +80,8 @@ var permissions = map[string][]permission{
 			why: "csi/app: CSINode informer, only for drivers with topology"},
 		{group: "storage.k8s.io", resource: "volumeattachments", verbs: []string{"get", "list", "watch"}, scope: cluster,
 			why: "csi/pkg/provisioner checkDetached: no DeleteVolume while a VolumeAttachment attaches the volume"},
+		{group: "gateway.networking.k8s.io", resource: "referencegrants", verbs: []string{"list"}, scope: cluster, optional: true,
+			why: "csi/pkg/provisioner referencegrant.go: with CrossNamespaceVolumeDataSource, the grants of a source's namespace"},
 		{group: "storage.k8s.io", resource: "volumeattributesclasses", verbs: []string{"get"}, scope: cluster, optional: true,
 			why: "csi/pkg/provisioner attributesclass.go: the VolumeAttributesClass a claim names"},
 		{group: "storage.k8s.io", resource: "csistoragecapacities", verbs: []string{"list", "watch", "create", "update", "delete"}, scope: own, when: "--enable-capacity",
