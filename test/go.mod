@@ -8,6 +8,7 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/gophercloud/gophercloud/v2 v2.15.0
 	github.com/kubeprov/external-storage/cinder v0.0.0-00010101000000-000000000000
+	github.com/kubeprov/external-storage/csi v0.0.0-00010101000000-000000000000
 	github.com/kubeprov/external-storage/flex v0.0.0-00010101000000-000000000000
 	github.com/kubeprov/external-storage/lib v0.0.0-00010101000000-000000000000
 	github.com/kubeprov/external-storage/nfs v0.0.0-00010101000000-000000000000
