@@ -105,7 +105,7 @@ func (o *Options) capacityNamespace() (string, string) {
 	if ns, ok := controller.InClusterNamespace(); ok {
 		return ns, "pod namespace"
 	}
-	return o.Common.Namespace(), "leader election namespace"
+	return o.Namespace(), "leader election namespace"
 }
 
 // newCapacityController builds the storage capacity controller with a

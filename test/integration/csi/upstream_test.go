@@ -74,7 +74,7 @@ func TestUpstreamDeploymentArguments(t *testing.T) {
 
 	// --leader-election-labels: the leader writes them on its Lease.
 	wantLabels := map[string]string{"app.kubernetes.io/name": "csi-provisioner", "example.com/driver": "test"}
-	e.eventually("the Lease labelled by --leader-election-labels", func() bool {
+	e.eventually("the Lease labeled by --leader-election-labels", func() bool {
 		lease, err := cp.Client.CoordinationV1().Leases(journalNamespace).Get(e.ctx, app.UpstreamLeaseName(e.name), metav1.GetOptions{})
 		return err == nil && lease.Spec.HolderIdentity != nil && maps.Equal(lease.Labels, wantLabels)
 	})
