@@ -238,8 +238,6 @@ func (c *PodConfig) mergeTemplate(s string, scSet bool) []error {
 		switch {
 		case scSet:
 			errs = append(errs, bad("field spec.containers[0].securityContext: key %q sets it too: set it in one place", ConfigSecurityContext))
-		case sc.Privileged != nil && *sc.Privileged:
-			errs = append(errs, bad("field spec.containers[0].securityContext.privileged: privileged containers are not allowed: add only the capabilities the driver needs"))
 		default:
 			c.SecurityContext = sc
 		}

@@ -109,6 +109,9 @@ func parsePodTemplate(s string) (*PodTemplate, *corev1.SecurityContext, map[stri
 			if sc := ctrs[0]["securityContext"]; sc != nil {
 				ctrSC = &corev1.SecurityContext{}
 				errs = append(errs, strictField("spec.containers[0].securityContext", sc, ctrSC))
+				if ctrSC.Privileged != nil && *ctrSC.Privileged {
+					errs = append(errs, errors.New("field spec.containers[0].securityContext.privileged: privileged containers are not allowed: add only the capabilities the driver needs"))
+				}
 			}
 		}
 	}

@@ -167,6 +167,8 @@ func TestPodTemplateRefusals(t *testing.T) {
 			want: []string{`field spec.nodeSelector: disk=hdd contradicts key "node-selector" (disk=ssd)`}},
 		"several at once": {template: "spec: {hostNetwork: true, hostIPC: true, nodeName: n1}",
 			want: []string{"spec.hostNetwork", "spec.hostIPC", "spec.nodeName: not allowed (use nodeSelector or affinity)"}},
+		"forbidden and privileged": {template: "spec:\n  hostNetwork: true\n  containers:\n  - securityContext: {privileged: true}\n",
+			want: []string{"spec.hostNetwork", "spec.containers[0].securityContext.privileged"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			data := map[string]string{ConfigImage: "img", ConfigPodTemplate: tc.template}
