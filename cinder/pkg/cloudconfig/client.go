@@ -62,7 +62,7 @@ func NewBlockStorageClient(ctx context.Context, c *Config, userAgent string) (*g
 				return reauthError(reauth(ctx), c)
 			}
 		}
-		client, err := openstack.NewBlockStorageV3(provider, gophercloud.EndpointOpts{Region: c.Region})
+		client, err := openstack.NewBlockStorageV3(provider, gophercloud.EndpointOpts{Region: c.Region, Availability: gophercloud.Availability(c.EndpointType)})
 		if err != nil {
 			return nil, fmt.Errorf("finding Cinder (block-storage v3) in the Keystone catalog, region %q: %w", c.Region, err)
 		}
@@ -72,22 +72,54 @@ func NewBlockStorageClient(ctx context.Context, c *Config, userAgent string) (*g
 	}
 }
 
+// authOptions maps c to gophercloud's: an application credential (no scope:
+// it carries its project), a password scoped to a trust (with the trustee's
+// id and password when set), or a password scoped to the project, by id or
+// by name in its domain. The user's domain and the project's are separate.
 func (c *Config) authOptions() gophercloud.AuthOptions {
+	userDomainID, userDomainName := c.userDomain()
 	o := gophercloud.AuthOptions{
 		IdentityEndpoint: c.AuthURL,
 		Username:         c.Username,
 		UserID:           c.UserID,
-		Password:         c.Password,
-		TenantID:         c.TenantID,
-		TenantName:       c.TenantName,
-		DomainID:         c.DomainID,
-		DomainName:       c.DomainName,
+		DomainID:         userDomainID,
+		DomainName:       userDomainName,
 		// Tokens expire (Keystone's default is an hour); the provisioner
 		// runs for months.
 		AllowReauth: true,
 	}
-	if c.TrustID != "" {
+	switch {
+	case c.ApplicationCredential():
+		// gophercloud prefers a password when one is set.
+		o.ApplicationCredentialID = c.ApplicationCredentialID
+		o.ApplicationCredentialName = c.ApplicationCredentialName
+		o.ApplicationCredentialSecret = c.ApplicationCredentialSecret
+		if c.ApplicationCredentialID != "" {
+			o.Username, o.UserID, o.DomainID, o.DomainName = "", "", "", ""
+		}
+	case c.TrustID != "":
+		o.Password = c.Password
+		if c.TrusteeID != "" {
+			o.UserID, o.Username, o.DomainID, o.DomainName = c.TrusteeID, "", "", ""
+		}
+		if c.TrusteePassword != "" {
+			o.Password = c.TrusteePassword
+		}
 		o.Scope = &gophercloud.AuthScope{TrustID: c.TrustID}
+	default:
+		o.Password = c.Password
+		// Keystone v2.0 reads these; v3 the scope.
+		o.TenantID, o.TenantName = c.TenantID, c.TenantName
+		if c.TenantID != "" {
+			o.Scope = &gophercloud.AuthScope{ProjectID: c.TenantID}
+		} else {
+			id, name := c.projectDomain()
+			o.Scope = &gophercloud.AuthScope{ProjectName: c.TenantName, DomainID: id, DomainName: name}
+		}
+	}
+	if o.UserID != "" {
+		// A user given by id needs no domain; Keystone refuses both.
+		o.DomainID, o.DomainName = "", ""
 	}
 	return o
 }
@@ -95,6 +127,7 @@ func (c *Config) authOptions() gophercloud.AuthOptions {
 // httpClient trusts CAFile on top of the system roots.
 func (c *Config) httpClient() (*http.Client, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.CAFile != "" {
 		pem, err := os.ReadFile(c.CAFile)
 		if err != nil {
@@ -107,8 +140,18 @@ func (c *Config) httpClient() (*http.Client, error) {
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("%s: ca-file %s holds no PEM certificate", c.Source, c.CAFile)
 		}
-		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		tlsConfig.RootCAs = pool
 	}
+	if c.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s: cert-file and key-file: %w", c.Source, err)
+		}
+		tlsConfig.Certificates = []tls.Certificate{cert}
+	}
+	// tls-insecure: the cloud provider's key, for test clouds only.
+	tlsConfig.InsecureSkipVerify = c.TLSInsecure //nolint:gosec // G402: the admin asked for it (tls-insecure)
+	transport.TLSClientConfig = tlsConfig
 	return &http.Client{Transport: transport, Timeout: DefaultHTTPTimeout}, nil
 }
 

@@ -28,6 +28,8 @@ type fakeKeystone struct {
 
 	mu       sync.Mutex
 	requests []map[string]any
+	// cinderPaths are the paths of the Cinder requests, in order.
+	cinderPaths []string
 	// expired makes Cinder refuse the token and Keystone refuse every
 	// login, echoing the password it was sent.
 	expired bool
@@ -44,11 +46,21 @@ func newFakeKeystone(t *testing.T) *fakeKeystone {
 	k.server = httptest.NewTLSServer(mux)
 	t.Cleanup(k.server.Close)
 	cinderURL := k.server.URL + "/volume/v3/" + fakeProject
+	internalURL := k.server.URL + "/internal/volume/v3/" + fakeProject
 	expires := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 
 	mux.HandleFunc("POST /v3/auth/tokens", func(w http.ResponseWriter, r *http.Request) {
 		body := k.record(t, r)
 		pass, _ := dig(body, "auth", "identity", "password", "user", "password").(string)
+		if methods, _ := dig(body, "auth", "identity", "methods").([]any); len(methods) == 1 && methods[0] == "application_credential" {
+			pass, _ = dig(body, "auth", "identity", "application_credential", "secret").(string)
+			if dig(body, "auth", "scope") != nil {
+				// As Keystone answers.
+				w.WriteHeader(http.StatusUnauthorized)
+				fmt.Fprint(w, `{"error": {"code": 401, "message": "Application credentials cannot request a scope."}}`)
+				return
+			}
+		}
 		if pass != secretPassword || k.isExpired() {
 			// Echo the attempt, as a careless proxy might: the client must
 			// not repeat it.
@@ -64,8 +76,9 @@ func newFakeKeystone(t *testing.T) *fakeKeystone {
 			"user": {"id": "u1", "name": "admin", "domain": {"id": "default"}},
 			"catalog": [{"type": "volumev3", "name": "cinderv3", "id": "c1", "endpoints": [
 				{"id": "e1", "interface": "public", "region": "RegionOne", "region_id": "RegionOne", "url": %q},
-				{"id": "e2", "interface": "public", "region": "RegionTwo", "region_id": "RegionTwo", "url": "https://elsewhere.invalid/v3"}]}]}}`,
-			expires, fakeProject, cinderURL)
+				{"id": "e2", "interface": "public", "region": "RegionTwo", "region_id": "RegionTwo", "url": "https://elsewhere.invalid/v3"},
+				{"id": "e3", "interface": "internal", "region": "RegionOne", "region_id": "RegionOne", "url": %q}]}]}}`,
+			expires, fakeProject, cinderURL, internalURL)
 	})
 	mux.HandleFunc("POST /v2.0/tokens", func(w http.ResponseWriter, r *http.Request) {
 		k.record(t, r)
@@ -74,14 +87,19 @@ func newFakeKeystone(t *testing.T) *fakeKeystone {
 			"serviceCatalog": [{"type": "volumev3", "name": "cinderv3", "endpoints": [{"region": "RegionOne", "publicURL": %q}]}],
 			"user": {"id": "u1", "name": "admin"}}}`, fakeToken, expires, fakeProject, cinderURL)
 	})
-	mux.HandleFunc("GET /volume/v3/"+fakeProject+"/volumes/detail", func(w http.ResponseWriter, r *http.Request) {
+	volumesDetail := func(w http.ResponseWriter, r *http.Request) {
+		k.mu.Lock()
+		k.cinderPaths = append(k.cinderPaths, r.URL.Path)
+		k.mu.Unlock()
 		if r.Header.Get("X-Auth-Token") != fakeToken || k.isExpired() {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"volumes": [{"id": "v1", "name": "pvc-1", "status": "available", "size": 1}]}`)
-	})
+	}
+	mux.HandleFunc("GET /volume/v3/"+fakeProject+"/volumes/detail", volumesDetail)
+	mux.HandleFunc("GET /internal/volume/v3/"+fakeProject+"/volumes/detail", volumesDetail)
 
 	k.caFile = filepath.Join(t.TempDir(), "ca.pem")
 	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: k.server.Certificate().Raw})

@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gopkg.in/gcfg.v1"
@@ -51,12 +52,28 @@ type Config struct {
 	Password   string
 	TenantID   string
 	TenantName string
-	// DomainID or DomainName scopes both the user and a project given by
-	// name; DomainID defaults to DefaultDomainID when neither is set.
-	DomainID   string
-	DomainName string
-	Region     string
-	TrustID    string
+	// DomainID or DomainName is the domain of the user and of a project
+	// given by name, unless UserDomain* or ProjectDomain* say otherwise
+	// (see userDomain); DomainID is DefaultDomainID when no domain is set.
+	DomainID          string
+	DomainName        string
+	UserDomainID      string
+	UserDomainName    string
+	ProjectDomainID   string
+	ProjectDomainName string
+	// Application credentials (by id, or by name with the user) replace
+	// the password; the credential carries its own project.
+	ApplicationCredentialID     string
+	ApplicationCredentialName   string
+	ApplicationCredentialSecret string
+	// TrustID scopes the token to a trust instead of a project; TrusteeID
+	// and TrusteePassword, when set, replace UserID and Password for it.
+	TrustID         string
+	TrusteeID       string
+	TrusteePassword string
+	Region          string
+	// EndpointType is the catalog interface: public (default), internal or admin.
+	EndpointType string
 
 	// CinderEndpoint is the block storage endpoint for noauth, for example
 	// http://cinder:8776/v3; the project (TenantID or TenantName) is appended.
@@ -65,22 +82,38 @@ type Config struct {
 	// CAFile is a PEM bundle trusted for https endpoints besides the system
 	// roots; empty means the system roots only.
 	CAFile string
+	// TLSInsecure skips verification of the servers' certificates.
+	TLSInsecure bool
+	// CertFile and KeyFile are a client certificate for TLS.
+	CertFile string
+	KeyFile  string
 
 	// Source says where the configuration came from, for messages.
 	Source string
 }
 
-// String describes the configuration without its password.
+// String describes the configuration without its password or secret.
 func (c *Config) String() string {
 	switch c.Mode {
 	case AuthNoAuth:
 		return fmt.Sprintf("noauth Cinder at %s, project %q (from %s)", c.CinderEndpoint, c.Project(), c.Source)
 	default:
+		if c.ApplicationCredential() {
+			cred := c.ApplicationCredentialID
+			if cred == "" {
+				cred = c.ApplicationCredentialName
+			}
+			return fmt.Sprintf("Keystone at %s with application credential %s, region %q (from %s)", c.AuthURL, cred, c.Region, c.Source)
+		}
 		user := c.Username
 		if user == "" {
 			user = "id " + c.UserID
 		}
-		return fmt.Sprintf("Keystone at %s as user %s, project %q, region %q (from %s)", c.AuthURL, user, c.Project(), c.Region, c.Source)
+		scope := fmt.Sprintf("project %q", c.Project())
+		if c.TrustID != "" {
+			scope = fmt.Sprintf("trust %q", c.TrustID)
+		}
+		return fmt.Sprintf("Keystone at %s as user %s, %s, region %q (from %s)", c.AuthURL, user, scope, c.Region, c.Source)
 	}
 }
 
@@ -92,28 +125,61 @@ func (c *Config) Project() string {
 	return c.TenantName
 }
 
+// ApplicationCredential reports whether c logs in with an application
+// credential rather than a password.
+func (c *Config) ApplicationCredential() bool {
+	return c.ApplicationCredentialID != "" || c.ApplicationCredentialName != ""
+}
+
 // wire is the [Global] section as written in the file: every key is known,
-// nothing is checked yet.
+// nothing is checked yet. The keys are the OpenStack cloud provider's
+// (pkg/client AuthOpts), plus project-* aliases of tenant-* and this
+// provisioner's cinder-endpoint.
 type wire struct {
 	Global struct {
-		AuthURL        string `gcfg:"auth-url"`
-		Username       string `gcfg:"username"`
-		UserID         string `gcfg:"user-id"`
-		Password       string `gcfg:"password"`
-		TenantID       string `gcfg:"tenant-id"`
-		TenantName     string `gcfg:"tenant-name"`
-		DomainID       string `gcfg:"domain-id"`
-		DomainName     string `gcfg:"domain-name"`
-		Region         string `gcfg:"region"`
-		TrustID        string `gcfg:"trust-id"`
-		CAFile         string `gcfg:"ca-file"`
-		CinderEndpoint string `gcfg:"cinder-endpoint"`
+		AuthURL                     string `gcfg:"auth-url"`
+		Username                    string `gcfg:"username"`
+		UserID                      string `gcfg:"user-id"`
+		Password                    string `gcfg:"password"`
+		TenantID                    string `gcfg:"tenant-id"`
+		TenantName                  string `gcfg:"tenant-name"`
+		ProjectID                   string `gcfg:"project-id"`
+		ProjectName                 string `gcfg:"project-name"`
+		DomainID                    string `gcfg:"domain-id"`
+		DomainName                  string `gcfg:"domain-name"`
+		TenantDomainID              string `gcfg:"tenant-domain-id"`
+		TenantDomainName            string `gcfg:"tenant-domain-name"`
+		ProjectDomainID             string `gcfg:"project-domain-id"`
+		ProjectDomainName           string `gcfg:"project-domain-name"`
+		UserDomainID                string `gcfg:"user-domain-id"`
+		UserDomainName              string `gcfg:"user-domain-name"`
+		ApplicationCredentialID     string `gcfg:"application-credential-id"`
+		ApplicationCredentialName   string `gcfg:"application-credential-name"`
+		ApplicationCredentialSecret string `gcfg:"application-credential-secret"`
+		TrustID                     string `gcfg:"trust-id"`
+		TrusteeID                   string `gcfg:"trustee-id"`
+		TrusteePassword             string `gcfg:"trustee-password"`
+		Region                      string `gcfg:"region"`
+		EndpointType                string `gcfg:"os-endpoint-type"`
+		CAFile                      string `gcfg:"ca-file"`
+		TLSInsecure                 string `gcfg:"tls-insecure"`
+		CertFile                    string `gcfg:"cert-file"`
+		KeyFile                     string `gcfg:"key-file"`
+		CinderEndpoint              string `gcfg:"cinder-endpoint"`
+		// The cloud provider's clouds.yaml keys: known, so that they get
+		// their own message, but not supported.
+		UseClouds  string `gcfg:"use-clouds"`
+		CloudsFile string `gcfg:"clouds-file"`
+		Cloud      string `gcfg:"cloud"`
 	}
 }
 
 // globalKeys lists the keys of [Global], for the unknown-key message.
-var globalKeys = []string{"auth-url", "username", "user-id", "password", "tenant-id", "tenant-name",
-	"domain-id", "domain-name", "region", "trust-id", "ca-file", "cinder-endpoint"}
+var globalKeys = []string{"auth-url", "username", "user-id", "password", "tenant-id", "tenant-name", "project-id", "project-name",
+	"domain-id", "domain-name", "tenant-domain-id", "tenant-domain-name", "project-domain-id", "project-domain-name",
+	"user-domain-id", "user-domain-name", "application-credential-id", "application-credential-name", "application-credential-secret",
+	"trust-id", "trustee-id", "trustee-password", "region", "os-endpoint-type", "ca-file", "tls-insecure", "cert-file", "key-file",
+	"cinder-endpoint"}
 
 // Load reads the cloud config file at path, or the environment when path is
 // empty.
@@ -159,41 +225,96 @@ func Parse(content, name string) (*Config, error) {
 			name, strings.Join(unknown, ", "), strings.Join(globalKeys, ", "))
 	}
 	g := w.Global
-	return validate(&Config{
-		AuthURL:        g.AuthURL,
-		Username:       g.Username,
-		UserID:         g.UserID,
-		Password:       g.Password,
-		TenantID:       g.TenantID,
-		TenantName:     g.TenantName,
-		DomainID:       g.DomainID,
-		DomainName:     g.DomainName,
-		Region:         g.Region,
-		TrustID:        g.TrustID,
-		CAFile:         g.CAFile,
-		CinderEndpoint: g.CinderEndpoint,
-		Source:         "cloud config " + name,
-	}, fileKeys)
+	from := "cloud config " + name
+	var errs []error
+	if g.UseClouds != "" || g.CloudsFile != "" || g.Cloud != "" {
+		errs = append(errs, fmt.Errorf("%s: use-clouds, clouds-file and cloud (clouds.yaml) are not supported: write the credentials in [Global]", from))
+	}
+	// alias returns the value of a key and of its alias; set to different
+	// values is an error, since either could be the intended one.
+	alias := func(k1, v1, k2, v2 string) string {
+		if v1 != "" && v2 != "" && v1 != v2 {
+			errs = append(errs, fmt.Errorf("%s: %s and %s are both set, to different values; set one", from, k1, k2))
+		}
+		if v1 != "" {
+			return v1
+		}
+		return v2
+	}
+	c := &Config{
+		AuthURL:                     g.AuthURL,
+		Username:                    g.Username,
+		UserID:                      g.UserID,
+		Password:                    g.Password,
+		TenantID:                    alias("tenant-id", g.TenantID, "project-id", g.ProjectID),
+		TenantName:                  alias("tenant-name", g.TenantName, "project-name", g.ProjectName),
+		DomainID:                    g.DomainID,
+		DomainName:                  g.DomainName,
+		ProjectDomainID:             alias("tenant-domain-id", g.TenantDomainID, "project-domain-id", g.ProjectDomainID),
+		ProjectDomainName:           alias("tenant-domain-name", g.TenantDomainName, "project-domain-name", g.ProjectDomainName),
+		UserDomainID:                g.UserDomainID,
+		UserDomainName:              g.UserDomainName,
+		ApplicationCredentialID:     g.ApplicationCredentialID,
+		ApplicationCredentialName:   g.ApplicationCredentialName,
+		ApplicationCredentialSecret: g.ApplicationCredentialSecret,
+		TrustID:                     g.TrustID,
+		TrusteeID:                   g.TrusteeID,
+		TrusteePassword:             g.TrusteePassword,
+		Region:                      g.Region,
+		EndpointType:                g.EndpointType,
+		CAFile:                      g.CAFile,
+		CertFile:                    g.CertFile,
+		KeyFile:                     g.KeyFile,
+		CinderEndpoint:              g.CinderEndpoint,
+		Source:                      from,
+	}
+	if g.TLSInsecure != "" {
+		b, err := strconv.ParseBool(g.TLSInsecure)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: tls-insecure: %q is not true or false", from, g.TLSInsecure))
+		}
+		c.TLSInsecure = b
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return validate(c, fileKeys)
 }
 
 // keyNames names each setting the way its source spells it, so that errors
 // point at what the user wrote.
 type keyNames struct {
-	authURL, username, userID, password, tenantID, tenantName, domain, trustID, caFile, cinderEndpoint string
+	authURL, username, userID, password, tenantID, tenantName, domain, userDomain, projectDomain string
+	appCredID, appCredName, appCredSecret, trustID, trusteeID, trusteePassword                   string
+	endpointType, caFile, certFile, keyFile, cinderEndpoint                                      string
 }
 
 var fileKeys = keyNames{
 	authURL: "auth-url", username: "username", userID: "user-id", password: "password",
 	tenantID: "tenant-id", tenantName: "tenant-name", domain: "domain-id or domain-name",
-	trustID: "trust-id", caFile: "ca-file", cinderEndpoint: "cinder-endpoint",
+	userDomain: "user-domain-id or user-domain-name", projectDomain: "tenant-domain-id or tenant-domain-name",
+	appCredID: "application-credential-id", appCredName: "application-credential-name", appCredSecret: "application-credential-secret",
+	trustID: "trust-id", trusteeID: "trustee-id", trusteePassword: "trustee-password",
+	endpointType: "os-endpoint-type", caFile: "ca-file", certFile: "cert-file", keyFile: "key-file", cinderEndpoint: "cinder-endpoint",
 }
 
 var envKeys = keyNames{
 	authURL: "OS_AUTH_URL", username: "OS_USERNAME", userID: "OS_USER_ID", password: "OS_PASSWORD",
 	tenantID: "OS_TENANT_ID (or OS_PROJECT_ID)", tenantName: "OS_TENANT_NAME (or OS_PROJECT_NAME)",
-	domain: "OS_USER_DOMAIN_ID or OS_USER_DOMAIN_NAME", trustID: "OS_TRUST_ID", caFile: "OS_CACERT",
+	domain:     "OS_DOMAIN_ID or OS_DOMAIN_NAME",
+	userDomain: "OS_USER_DOMAIN_ID or OS_USER_DOMAIN_NAME", projectDomain: "OS_PROJECT_DOMAIN_ID or OS_PROJECT_DOMAIN_NAME",
+	appCredID: "OS_APPLICATION_CREDENTIAL_ID", appCredName: "OS_APPLICATION_CREDENTIAL_NAME", appCredSecret: "OS_APPLICATION_CREDENTIAL_SECRET",
+	trustID: "OS_TRUST_ID", trusteeID: "OS_TRUSTEE_ID", trusteePassword: "OS_TRUSTEE_PASSWORD",
+	endpointType: "OS_INTERFACE (or OS_ENDPOINT_TYPE)", caFile: "OS_CACERT", certFile: "OS_CERT", keyFile: "OS_KEY",
 	cinderEndpoint: "OS_CINDER_ENDPOINT",
 }
+
+// EnvVars lists the environment variables FromEnv reads.
+var EnvVars = []string{"OS_AUTH_URL", "OS_USERNAME", "OS_USER_ID", "OS_PASSWORD", "OS_TENANT_ID", "OS_PROJECT_ID",
+	"OS_TENANT_NAME", "OS_PROJECT_NAME", "OS_DOMAIN_ID", "OS_DOMAIN_NAME", "OS_USER_DOMAIN_ID", "OS_USER_DOMAIN_NAME",
+	"OS_PROJECT_DOMAIN_ID", "OS_PROJECT_DOMAIN_NAME", "OS_APPLICATION_CREDENTIAL_ID", "OS_APPLICATION_CREDENTIAL_NAME",
+	"OS_APPLICATION_CREDENTIAL_SECRET", "OS_TRUST_ID", "OS_TRUSTEE_ID", "OS_TRUSTEE_PASSWORD", "OS_REGION_NAME",
+	"OS_INTERFACE", "OS_ENDPOINT_TYPE", "OS_CACERT", "OS_INSECURE", "OS_CERT", "OS_KEY", "OS_CINDER_ENDPOINT"}
 
 // FromEnv reads the OS_* variables through lookup (os.LookupEnv).
 func FromEnv(lookup func(string) (string, bool)) (*Config, error) {
@@ -218,19 +339,38 @@ func FromEnv(lookup func(string) (string, bool)) (*Config, error) {
 		return val
 	}
 	c := &Config{
-		AuthURL:        first("OS_AUTH_URL"),
-		Username:       first("OS_USERNAME"),
-		UserID:         first("OS_USER_ID"),
-		Password:       first("OS_PASSWORD"),
-		TenantID:       first("OS_TENANT_ID", "OS_PROJECT_ID"),
-		TenantName:     first("OS_TENANT_NAME", "OS_PROJECT_NAME"),
-		DomainID:       first("OS_USER_DOMAIN_ID", "OS_DOMAIN_ID"),
-		DomainName:     first("OS_USER_DOMAIN_NAME", "OS_DOMAIN_NAME"),
-		Region:         first("OS_REGION_NAME"),
-		TrustID:        first("OS_TRUST_ID"),
-		CAFile:         first("OS_CACERT"),
-		CinderEndpoint: first("OS_CINDER_ENDPOINT"),
-		Source:         "environment",
+		AuthURL:                     first("OS_AUTH_URL"),
+		Username:                    first("OS_USERNAME"),
+		UserID:                      first("OS_USER_ID"),
+		Password:                    first("OS_PASSWORD"),
+		TenantID:                    first("OS_TENANT_ID", "OS_PROJECT_ID"),
+		TenantName:                  first("OS_TENANT_NAME", "OS_PROJECT_NAME"),
+		DomainID:                    first("OS_DOMAIN_ID"),
+		DomainName:                  first("OS_DOMAIN_NAME"),
+		UserDomainID:                first("OS_USER_DOMAIN_ID"),
+		UserDomainName:              first("OS_USER_DOMAIN_NAME"),
+		ProjectDomainID:             first("OS_PROJECT_DOMAIN_ID"),
+		ProjectDomainName:           first("OS_PROJECT_DOMAIN_NAME"),
+		ApplicationCredentialID:     first("OS_APPLICATION_CREDENTIAL_ID"),
+		ApplicationCredentialName:   first("OS_APPLICATION_CREDENTIAL_NAME"),
+		ApplicationCredentialSecret: first("OS_APPLICATION_CREDENTIAL_SECRET"),
+		TrustID:                     first("OS_TRUST_ID"),
+		TrusteeID:                   first("OS_TRUSTEE_ID"),
+		TrusteePassword:             first("OS_TRUSTEE_PASSWORD"),
+		Region:                      first("OS_REGION_NAME"),
+		EndpointType:                first("OS_INTERFACE", "OS_ENDPOINT_TYPE"),
+		CAFile:                      first("OS_CACERT"),
+		CertFile:                    first("OS_CERT"),
+		KeyFile:                     first("OS_KEY"),
+		CinderEndpoint:              first("OS_CINDER_ENDPOINT"),
+		Source:                      "environment",
+	}
+	if v := first("OS_INSECURE"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("environment: OS_INSECURE: %q is not true or false", v))
+		}
+		c.TLSInsecure = b
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -263,33 +403,91 @@ func validate(c *Config, k keyNames) (*Config, error) {
 		if err := checkURL(c.AuthURL); err != nil {
 			bad("%s: %s: %v", from, k.authURL, err)
 		}
-		if c.Username == "" && c.UserID == "" {
-			bad("%s: Keystone needs %s or %s", from, k.username, k.userID)
+		switch {
+		case c.ApplicationCredential():
+			// The credential carries its project: no scope, no password.
+			if c.ApplicationCredentialSecret == "" {
+				bad("%s: an application credential needs %s", from, k.appCredSecret)
+			}
+			if c.ApplicationCredentialID == "" && c.Username == "" && c.UserID == "" {
+				bad("%s: %s needs %s or %s (or use %s)", from, k.appCredName, k.username, k.userID, k.appCredID)
+			}
+			if c.TrustID != "" {
+				bad("%s: %s cannot be used with an application credential, which carries its own scope", from, k.trustID)
+			}
+		default:
+			if c.ApplicationCredentialSecret != "" {
+				bad("%s: %s is set without %s or %s", from, k.appCredSecret, k.appCredID, k.appCredName)
+			}
+			if c.Username == "" && c.UserID == "" && c.TrusteeID == "" {
+				bad("%s: Keystone needs %s or %s, or %s", from, k.username, k.userID, k.appCredID)
+			}
+			if c.Password == "" && c.TrusteePassword == "" {
+				bad("%s: Keystone needs %s (or an application credential)", from, k.password)
+			}
+			if c.Project() == "" && c.TrustID == "" {
+				bad("%s: Keystone needs %s, %s or %s: the token must be scoped to the project that owns the volumes", from, k.tenantID, k.tenantName, k.trustID)
+			}
+			if c.TrustID == "" && (c.TrusteeID != "" || c.TrusteePassword != "") {
+				bad("%s: %s and %s are used only with %s", from, k.trusteeID, k.trusteePassword, k.trustID)
+			}
 		}
-		if c.Password == "" {
-			bad("%s: Keystone needs %s", from, k.password)
+		for _, d := range []struct{ id, name, keys string }{
+			{c.DomainID, c.DomainName, k.domain}, {c.UserDomainID, c.UserDomainName, k.userDomain}, {c.ProjectDomainID, c.ProjectDomainName, k.projectDomain},
+		} {
+			if d.id != "" && d.name != "" {
+				bad("%s: set one of %s, not both", from, d.keys)
+			}
 		}
-		if c.Project() == "" && c.TrustID == "" {
-			bad("%s: Keystone needs %s, %s or %s: the token must be scoped to the project that owns the volumes", from, k.tenantID, k.tenantName, k.trustID)
-		}
-		if c.DomainID != "" && c.DomainName != "" {
-			bad("%s: set one of %s, not both", from, k.domain)
-		}
-		if c.DomainID == "" && c.DomainName == "" {
+		if c.DomainID == "" && c.DomainName == "" && c.UserDomainID == "" && c.UserDomainName == "" && c.ProjectDomainID == "" && c.ProjectDomainName == "" {
 			c.DomainID = DefaultDomainID
+		}
+		switch c.EndpointType {
+		case "", "public", "internal", "admin":
+		case "publicURL", "internalURL", "adminURL":
+			c.EndpointType = strings.TrimSuffix(c.EndpointType, "URL")
+		default:
+			bad("%s: %s: %q is not public, internal or admin", from, k.endpointType, c.EndpointType)
 		}
 	default:
 		bad("%s: set %s (Keystone) or %s (noauth)", from, k.authURL, k.cinderEndpoint)
 	}
-	if c.CAFile != "" {
-		if _, err := os.Stat(c.CAFile); err != nil {
-			bad("%s: %s: %v", from, k.caFile, err)
+	for _, f := range []struct{ path, key string }{{c.CAFile, k.caFile}, {c.CertFile, k.certFile}, {c.KeyFile, k.keyFile}} {
+		if f.path != "" {
+			if _, err := os.Stat(f.path); err != nil {
+				bad("%s: %s: %v", from, f.key, err)
+			}
 		}
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		bad("%s: a client certificate needs both %s and %s", from, k.certFile, k.keyFile)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// userDomain and projectDomain are the domains Keystone gets: the specific
+// keys, or else domain-id/domain-name, or else the other one's specific
+// keys (a user and a project in the same domain is the common case, and
+// what one OS_USER_DOMAIN_NAME used to mean here), or else DefaultDomainID.
+func (c *Config) userDomain() (id, name string) {
+	return firstDomain(c.UserDomainID, c.UserDomainName, c.DomainID, c.DomainName, c.ProjectDomainID, c.ProjectDomainName)
+}
+
+func (c *Config) projectDomain() (id, name string) {
+	return firstDomain(c.ProjectDomainID, c.ProjectDomainName, c.DomainID, c.DomainName, c.UserDomainID, c.UserDomainName)
+}
+
+// firstDomain returns the first (id, name) pair of which one is set.
+func firstDomain(pairs ...string) (id, name string) {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i] != "" || pairs[i+1] != "" {
+			return pairs[i], pairs[i+1]
+		}
+	}
+	return DefaultDomainID, ""
 }
 
 func checkURL(raw string) error {

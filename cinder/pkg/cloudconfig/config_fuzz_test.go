@@ -42,7 +42,8 @@ const credMarker = "Zx9Qv"
 func onlyInCredentials(file string) bool {
 	var w wire
 	_ = gcfg.ReadStringInto(&w, file) // what is read before an error counts
-	n := strings.Count(w.Global.Password, credMarker)
+	n := strings.Count(w.Global.Password, credMarker) + strings.Count(w.Global.ApplicationCredentialSecret, credMarker) +
+		strings.Count(w.Global.TrusteePassword, credMarker)
 	for _, raw := range []string{w.Global.AuthURL, w.Global.CinderEndpoint} {
 		if u, err := url.Parse(raw); err == nil && u.User != nil {
 			n += strings.Count(u.User.String(), credMarker)
@@ -57,11 +58,23 @@ func assertUsable(t *testing.T, c *Config) {
 	endpoint := c.AuthURL
 	switch c.Mode {
 	case AuthKeystone:
-		if c.CinderEndpoint != "" || (c.Username == "" && c.UserID == "") || c.Password == "" || (c.Project() == "" && c.TrustID == "") {
+		if c.CinderEndpoint != "" {
+			t.Fatalf("Keystone and noauth configuration accepted: %+v", c)
+		}
+		if c.ApplicationCredential() {
+			if c.ApplicationCredentialSecret == "" || (c.ApplicationCredentialID == "" && c.Username == "" && c.UserID == "") {
+				t.Fatalf("incomplete application credential accepted: %+v", c)
+			}
+		} else if (c.Username == "" && c.UserID == "" && c.TrusteeID == "") || (c.Password == "" && c.TrusteePassword == "") || (c.Project() == "" && c.TrustID == "") {
 			t.Fatalf("incomplete Keystone configuration accepted: %+v", c)
 		}
-		if (c.DomainID == "") == (c.DomainName == "") {
-			t.Fatalf("Keystone configuration with domain id %q and name %q accepted", c.DomainID, c.DomainName)
+		for _, d := range [][2]string{{c.DomainID, c.DomainName}, {c.UserDomainID, c.UserDomainName}, {c.ProjectDomainID, c.ProjectDomainName}} {
+			if d[0] != "" && d[1] != "" {
+				t.Fatalf("Keystone configuration with domain id %q and name %q accepted", d[0], d[1])
+			}
+		}
+		if id, name := c.userDomain(); (id == "") == (name == "") {
+			t.Fatalf("user domain id %q name %q", id, name)
 		}
 	case AuthNoAuth:
 		endpoint = c.CinderEndpoint

@@ -119,7 +119,7 @@ func TestFromEnvAliasesAndConflicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.TenantID != "abc" || c.TenantName != "proj" || c.DomainName != "corp" || c.Source != "environment" {
+	if c.TenantID != "abc" || c.TenantName != "proj" || c.UserDomainName != "corp" || c.DomainName != "" || c.Source != "environment" {
 		t.Errorf("config = %+v", c)
 	}
 
@@ -143,8 +143,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		want []string
 	}{
 		"unknown keys": {
-			file: "[Global]\nauth-url=http://k/v3\nusername=u\npassword=" + secretPassword + "\ntenant-id=t\nregion-name=x\nuser-domain-name=d\n",
-			want: []string{"unknown key(s) region-name, user-domain-name in [Global]", "known keys are auth-url"},
+			file: "[Global]\nauth-url=http://k/v3\nusername=u\npassword=" + secretPassword + "\ntenant-id=t\nregion-name=x\nuser-domain=d\n",
+			want: []string{"unknown key(s) region-name, user-domain in [Global]", "known keys are auth-url", "user-domain-name", "application-credential-id"},
 		},
 		"no endpoint": {
 			file: "[Global]\nusername=u\npassword=" + secretPassword + "\n",

@@ -30,6 +30,8 @@ const (
 	// ConfigSecurityContext replaces the pods' container securityContext
 	// (JSON); without it they run restricted (DefaultSecurityContext).
 	ConfigSecurityContext = "security-context"
+	// ConfigPodTemplate (template.go) adds scheduling, resources and
+	// security settings to the pods.
 )
 
 // StorageClass parameters the container launcher reads.
@@ -90,6 +92,9 @@ type PodConfig struct {
 	// SecurityContext is the container's; nil only in records written before
 	// it was recorded, which run with DefaultSecurityContext.
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
+	// Template is what ConfigPodTemplate adds to the pods besides node
+	// selector and container securityContext (merged into the fields above).
+	Template *PodTemplate `json:"template,omitempty"`
 }
 
 // ParseConfigMap validates a provisioner ConfigMap. Pods run in
@@ -101,6 +106,7 @@ func ParseConfigMap(cm *corev1.ConfigMap, defaultNamespace string, defaultDeadli
 	cfg := &PodConfig{ConfigMap: ref, Namespace: defaultNamespace, ActiveDeadlineSeconds: defaultDeadline, SecurityContext: DefaultSecurityContext()}
 	props := Input{}
 	var errs []error
+	scSet := false
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("key %q: %s", key, fmt.Sprintf(format, args...)))
 	}
@@ -137,12 +143,18 @@ func ParseConfigMap(cm *corev1.ConfigMap, defaultNamespace string, defaultDeadli
 				continue
 			}
 			cfg.SecurityContext = sc
+			scSet = true
+		case ConfigPodTemplate:
+			// Merged below, once node-selector and security-context are read.
 		default:
 			if isReserved(k) {
 				bad(k, "the name is reserved for what the provisioner passes to the driver: rename it")
 			}
 			props[k] = cm.Data[k]
 		}
+	}
+	if v, ok := cm.Data[ConfigPodTemplate]; ok {
+		errs = append(errs, cfg.mergeTemplate(v, scSet)...)
 	}
 	if len(cm.BinaryData) > 0 {
 		errs = append(errs, fmt.Errorf("binaryData keys %s are not supported: use data", strings.Join(slices.Sorted(maps.Keys(cm.BinaryData)), ", ")))
@@ -186,7 +198,60 @@ func (c *PodConfig) check() []error {
 	if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
 		bad(ConfigSecurityContext, "privileged containers are not allowed: add only the capabilities the driver needs")
 	}
+	errs = append(errs, c.Template.check()...)
 	return errs
+}
+
+// mergeTemplate merges a pod template (ConfigPodTemplate) under the
+// ConfigMap's other keys: its nodeSelector joins node-selector (a label
+// both set differently is an error), and its container securityContext
+// replaces the default as security-context would (setting both is an error).
+func (c *PodConfig) mergeTemplate(s string, scSet bool) []error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("key %q: %s", ConfigPodTemplate, fmt.Sprintf(format, args...))
+	}
+	tpl, sc, sel, err := parsePodTemplate(s)
+	if err != nil {
+		var errs []error
+		for _, e := range unjoin(err) {
+			errs = append(errs, bad("%v", e))
+		}
+		return errs
+	}
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
+		v := sel[k]
+		if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+			errs = append(errs, bad("field spec.nodeSelector: %q=%q is not a valid label", k, v))
+			continue
+		}
+		if old, ok := c.NodeSelector[k]; ok && old != v {
+			errs = append(errs, bad("field spec.nodeSelector: %s=%s contradicts key %q (%s=%s): set it in one place", k, v, ConfigNodeSelector, k, old))
+			continue
+		}
+		if c.NodeSelector == nil {
+			c.NodeSelector = map[string]string{}
+		}
+		c.NodeSelector[k] = v
+	}
+	if sc != nil {
+		switch {
+		case scSet:
+			errs = append(errs, bad("field spec.containers[0].securityContext: key %q sets it too: set it in one place", ConfigSecurityContext))
+		default:
+			c.SecurityContext = sc
+		}
+	}
+	c.Template = tpl
+	return errs
+}
+
+// unjoin splits an errors.Join into its errors.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // parseNodeSelector reads "k=v,k2=v2".

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -487,6 +488,7 @@ func (l *PodLauncher) pod(action string, call *Call, cfg *PodConfig, owner *meta
 		container.Env = append(container.Env, corev1.EnvVar{Name: EnvSecretDir, Value: SecretMountPath})
 	}
 	pod.Spec.Containers = []corev1.Container{container}
+	cfg.Template.apply(pod)
 	if owner != nil {
 		pod.OwnerReferences = []metav1.OwnerReference{*owner}
 	}
@@ -504,7 +506,10 @@ func sameIntent(existing, want *corev1.Pod) bool {
 	}
 	a, b := existing.Spec, want.Spec
 	if len(a.Containers) != 1 || len(a.InitContainers) != 0 || len(a.EphemeralContainers) != 0 ||
-		a.HostNetwork || a.HostPID || a.HostIPC || a.SecurityContext != nil && !equality.Semantic.DeepEqual(a.SecurityContext, &corev1.PodSecurityContext{}) {
+		a.HostNetwork || a.HostPID || a.HostIPC || !equality.Semantic.DeepEqual(orEmpty(a.SecurityContext), orEmpty(b.SecurityContext)) {
+		return false
+	}
+	if !sameTemplate(a, b) {
 		return false
 	}
 	ca, cb := a.Containers[0], b.Containers[0]
@@ -520,6 +525,43 @@ func sameIntent(existing, want *corev1.Pod) bool {
 		equality.Semantic.DeepEqual(withoutTokenMounts(ca.VolumeMounts), cb.VolumeMounts) &&
 		equality.Semantic.DeepEqual(ca.SecurityContext, cb.SecurityContext) &&
 		ca.TerminationMessagePath == cb.TerminationMessagePath
+}
+
+// sameTemplate compares what a pod template sets (PodTemplate), allowing
+// for what admission adds: default tolerations, a default priority class,
+// resources from a LimitRange.
+func sameTemplate(a, b corev1.PodSpec) bool {
+	for _, t := range b.Tolerations {
+		if !slices.ContainsFunc(a.Tolerations, func(x corev1.Toleration) bool { return equality.Semantic.DeepEqual(x, t) }) {
+			return false
+		}
+	}
+	if b.PriorityClassName != "" && a.PriorityClassName != b.PriorityClassName {
+		return false
+	}
+	ra, rb := a.Containers[0].Resources, b.Containers[0].Resources
+	return equality.Semantic.DeepEqual(a.Affinity, b.Affinity) &&
+		// The ServiceAccount admission adds the account's pull secrets to a pod that has none.
+		(len(b.ImagePullSecrets) == 0 || equality.Semantic.DeepEqual(a.ImagePullSecrets, b.ImagePullSecrets)) &&
+		containsQuantities(ra.Limits, rb.Limits) && containsQuantities(ra.Requests, rb.Requests)
+}
+
+// containsQuantities reports whether have has every quantity of want.
+func containsQuantities(have, want corev1.ResourceList) bool {
+	for name, q := range want {
+		h, ok := have[name]
+		if !ok || h.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func orEmpty(sc *corev1.PodSecurityContext) *corev1.PodSecurityContext {
+	if sc == nil {
+		return &corev1.PodSecurityContext{}
+	}
+	return sc
 }
 
 // tokenVolumePrefix names the projected service account token volume that

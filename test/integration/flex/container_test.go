@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -473,5 +474,134 @@ func TestContainerPlantedPodIsNotUsed(t *testing.T) {
 	}
 	if _, _, err := framework.WaitForPVCBound(ctx, client(t), e.ns, pvc.Name); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A pod-template in the ConfigMap reaches the pods the API server stores
+// (tolerations, affinity, resources, priority class, both securityContexts,
+// its nodeSelector), the delete pod gets the template recorded at provision
+// time even after the ConfigMap changed, and a template with a forbidden
+// field is refused in a Warning event naming the ConfigMap, key and field.
+func TestContainerPodTemplate(t *testing.T) {
+	ctx := framework.TestContext(t, testTimeout)
+	e := containerSetup(t, time.Minute, 30*time.Second, map[string]map[string]string{"plain": nil, "storage": {"tier": "storage"}})
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: uniqueName(t, "pc")}, Value: 1000}
+	if _, err := client(t).SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client(t).SchedulingV1().PriorityClasses().Delete(context.Background(), pc.Name, metav1.DeleteOptions{})
+	})
+	template := `
+spec:
+  priorityClassName: ` + pc.Name + `
+  tolerations:
+  - {key: dedicated, operator: Equal, value: storage, effect: NoSchedule}
+  affinity:
+    nodeAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 10
+        preference:
+          matchExpressions:
+          - {key: tier, operator: In, values: [storage]}
+  securityContext:
+    fsGroup: 2000
+  nodeSelector:
+    tier: storage
+  containers:
+  - name: driver
+    resources:
+      requests: {cpu: 100m, memory: 64Mi}
+      limits: {memory: 128Mi}
+    securityContext:
+      runAsUser: 1000
+      runAsNonRoot: true
+      allowPrivilegeEscalation: false
+      readOnlyRootFilesystem: true
+      capabilities: {drop: [ALL]}
+      seccompProfile: {type: RuntimeDefault}
+`
+	e.configMap(t, ctx, e.work, "tpl", nil, map[string]string{
+		flex.ConfigImage: imageHostdir, flex.ConfigHostPath: e.root, flex.ConfigPodTemplate: template,
+	})
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{
+		flex.ParamProvisionerConfig: "tpl", "root": e.root,
+	}))
+	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
+	_, pv, err := framework.WaitForPVCBound(ctx, client(t), e.ns, pvc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(r kubeletsim.Run) {
+		t.Helper()
+		s := r.Pod.Spec
+		if r.Node != e.ns+"-storage" {
+			t.Errorf("%s pod ran on %s, want the node the template's nodeSelector picks", r.Pod.Labels[flex.LabelAction], r.Node)
+		}
+		if s.PriorityClassName != pc.Name || s.Priority == nil || *s.Priority != pc.Value {
+			t.Errorf("priorityClassName %q priority %v, want %s (%d)", s.PriorityClassName, s.Priority, pc.Name, pc.Value)
+		}
+		found := false
+		for _, tol := range s.Tolerations {
+			found = found || tol.Key == "dedicated" && tol.Value == "storage" && tol.Effect == corev1.TaintEffectNoSchedule
+		}
+		if !found {
+			t.Errorf("tolerations %+v lack the template's", s.Tolerations)
+		}
+		if s.Affinity == nil || s.Affinity.NodeAffinity == nil || len(s.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+			t.Errorf("affinity = %+v", s.Affinity)
+		}
+		if s.SecurityContext == nil || ptr.Deref(s.SecurityContext.FSGroup, 0) != 2000 {
+			t.Errorf("pod securityContext = %+v", s.SecurityContext)
+		}
+		c := s.Containers[0]
+		if c.Resources.Requests.Cpu().String() != "100m" || c.Resources.Limits.Memory().String() != "128Mi" {
+			t.Errorf("resources = %+v", c.Resources)
+		}
+		if sc := c.SecurityContext; sc == nil || ptr.Deref(sc.RunAsUser, -1) != 1000 || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) {
+			t.Errorf("container securityContext = %+v", sc)
+		}
+		if s.HostNetwork || len(s.Volumes) != 1 || s.Volumes[0].HostPath == nil || s.Volumes[0].HostPath.Path != e.root || c.Image != imageHostdir {
+			t.Errorf("the provisioner's own fields changed: volumes %+v image %s", s.Volumes, c.Image)
+		}
+	}
+	runs := e.runs(flex.ActionProvision)
+	if len(runs) != 1 {
+		t.Fatalf("%d provision pods ran, want 1", len(runs))
+	}
+	check(runs[0])
+	var rec flex.PodConfig
+	if err := json.Unmarshal([]byte(pv.Annotations[flex.AnnPod]), &rec); err != nil || rec.Template == nil || rec.Template.PriorityClassName != pc.Name {
+		t.Errorf("annotation %s does not record the template: %q (%v)", flex.AnnPod, pv.Annotations[flex.AnnPod], err)
+	}
+
+	// The ConfigMap changes; the delete pod runs as provisioning was validated.
+	cm, err := client(t).CoreV1().ConfigMaps(e.work).Get(ctx, "tpl", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[flex.ConfigPodTemplate] = "spec: {nodeSelector: {tier: other}}"
+	if _, err := client(t).CoreV1().ConfigMaps(e.work).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleteAndWaitGone(t, ctx, pvc, pv.Name)
+	runs = e.runs(flex.ActionDelete)
+	if len(runs) != 1 {
+		t.Fatalf("%d delete pods ran, want 1", len(runs))
+	}
+	check(runs[0])
+	expectNoPods(t, ctx, e.work)
+
+	// A forbidden field: no pod, a Warning event that says which.
+	e.configMap(t, ctx, e.work, "bad", nil, map[string]string{
+		flex.ConfigImage: imageHostdir, flex.ConfigPodTemplate: "spec:\n  hostNetwork: true\n",
+	})
+	badClass := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "bad"), e.name, map[string]string{flex.ParamProvisionerConfig: "bad"}))
+	bad := createPVC(t, ctx, e.ns, "bad", badClass.Name, "1Gi")
+	msg := waitForEventContaining(t, ctx, bad, "ProvisioningFailed", "provisioner ConfigMap "+e.work+`/bad is invalid`,
+		`key "pod-template": field spec.hostNetwork: not allowed`)
+	t.Logf("event: %s", msg)
+	if pods, err := client(t).CoreV1().Pods(e.work).List(ctx, metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {
+		t.Errorf("pods for the refused template: %v, %v", pods, err)
 	}
 }
