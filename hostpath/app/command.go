@@ -29,14 +29,20 @@ func NewCommand() *cobra.Command {
 
 // Run provisions until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
-	p, err := hostpath.New(hostpath.Config{Dir: o.PVDir, Node: o.NodeName, DirMode: o.DirMode, NodeLocal: o.NodeLocal})
+	p, err := hostpath.New(hostpath.Config{
+		Dir: o.PVDir, ConfigFile: o.Config, ReloadInterval: o.ConfigReloadInterval, NodeLabelKey: o.NodeLabelKey,
+		Node: o.NodeName, DirMode: o.DirMode, NodeLocal: o.NodeLocal,
+	})
 	if err != nil {
 		return err
 	}
-	// Pods reach their volumes through bind mounts, never through --pv-dir.
-	if err := os.MkdirAll(o.PVDir, 0o750); err != nil {
-		return fmt.Errorf("--pv-dir: %w", err)
+	if o.Config == "" {
+		// Pods reach their volumes through bind mounts, never through --pv-dir.
+		if err := os.MkdirAll(o.PVDir, 0o750); err != nil {
+			return fmt.Errorf("--pv-dir: %w", err)
+		}
 	}
+	go p.WatchConfig(ctx)
 	clients, err := o.NewClients(BinaryName)
 	if err != nil {
 		return err
@@ -47,7 +53,7 @@ func (o *Options) Run(ctx context.Context) error {
 		// in-flight operations: they must not share one journal.
 		ro.Controller = append(ro.Controller, controller.WithJournal(o.Namespace(), controller.JournalName(o.Provisioner, o.NodeName)))
 	}
-	klog.FromContext(ctx).Info("Starting", "provisioner", o.Provisioner, "node", o.NodeName, "pvDir", o.PVDir,
+	klog.FromContext(ctx).Info("Starting", "provisioner", o.Provisioner, "node", o.NodeName, "pvDir", o.PVDir, "config", o.Config,
 		"dirMode", fmt.Sprintf("%#o", uint32(o.DirMode)), "nodeLocal", o.NodeLocal)
 	return o.Common.Run(ctx, clients, o.Provisioner, p, ro)
 }
@@ -55,6 +61,9 @@ func (o *Options) Run(ctx context.Context) error {
 // checkPVDir fails readiness while --pv-dir is not a directory (for example
 // when the hostPath mount of the pod went wrong).
 func (o *Options) checkPVDir(*http.Request) error {
+	if o.Config != "" {
+		return nil
+	}
 	fi, err := os.Stat(o.PVDir)
 	if err != nil {
 		return err

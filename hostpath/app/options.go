@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -27,18 +28,23 @@ const (
 // Options are the flags of hostpath-provisioner.
 type Options struct {
 	cli.Common
-	PVDir     string
-	NodeName  string
-	DirMode   fs.FileMode
-	NodeLocal bool
+	PVDir                string
+	Config               string
+	ConfigReloadInterval time.Duration
+	NodeLabelKey         string
+	NodeName             string
+	DirMode              fs.FileMode
+	NodeLocal            bool
 }
 
 // NewOptions returns the options with their defaults.
 func NewOptions() *Options {
 	return &Options{
-		Common:  cli.NewCommon(DefaultProvisioner),
-		PVDir:   DefaultPVDir,
-		DirMode: hostpath.DefaultDirMode,
+		Common:               cli.NewCommon(DefaultProvisioner),
+		PVDir:                DefaultPVDir,
+		ConfigReloadInterval: hostpath.DefaultReloadInterval,
+		NodeLabelKey:         hostpath.DefaultNodeLabelKey,
+		DirMode:              hostpath.DefaultDirMode,
 	}
 }
 
@@ -47,6 +53,11 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Common.AddFlags(fs)
 	fs.StringVar(&o.PVDir, "pv-dir", o.PVDir, "Absolute directory on the node under which a directory is created per volume.")
+	fs.StringVar(&o.Config, "config", o.Config,
+		"config.json in rancher/local-path-provisioner's shape (nodePathMap or sharedFileSystemPath), usually mounted from a ConfigMap; replaces --pv-dir.")
+	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval, "How often --config is read again; an invalid file is logged and the last valid one stays in use.")
+	fs.StringVar(&o.NodeLabelKey, "node-label-key", o.NodeLabelKey,
+		"Node label the volumes' node affinity uses; with a key other than kubernetes.io/hostname its value is read from the selected Node.")
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Name of the node this instance runs on (required; in a pod, from the downward API spec.nodeName).")
 	fs.Var((*octalMode)(&o.DirMode), "dir-mode", "Permission bits of new volume directories, in octal; the default lets pods of any uid write.")
 	fs.BoolVar(&o.NodeLocal, "node-local", o.NodeLocal,
@@ -56,7 +67,17 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Validate checks the flags, naming the flag at fault.
 func (o *Options) Validate() error {
 	errs := []error{o.Common.Validate()}
-	if !filepath.IsAbs(o.PVDir) {
+	if o.ConfigReloadInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--config-reload-interval must be positive, got %s", o.ConfigReloadInterval))
+	}
+	if o.NodeLabelKey == "" {
+		errs = append(errs, errors.New("--node-label-key must not be empty"))
+	}
+	if o.Config != "" {
+		if _, _, err := hostpath.LoadConfig(o.Config); err != nil {
+			errs = append(errs, fmt.Errorf("--config: %w", err))
+		}
+	} else if !filepath.IsAbs(o.PVDir) {
 		errs = append(errs, fmt.Errorf("--pv-dir must be an absolute path, got %q", o.PVDir))
 	}
 	if o.NodeName == "" {

@@ -4,6 +4,7 @@
 package app
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -80,5 +81,37 @@ func TestDirModeString(t *testing.T) {
 	}
 	if got := (*octalMode)(&o.DirMode).String(); got != "0755" {
 		t.Errorf("String() = %q, want 0755", got)
+	}
+}
+
+func TestConfigFlags(t *testing.T) {
+	dir := t.TempDir()
+	good := dir + "/good.json"
+	bad := dir + "/bad.json"
+	if err := os.WriteFile(good, []byte(`{"nodePathMap":[{"node":"DEFAULT_PATH_FOR_NON_LISTED_NODES","paths":["/opt/lp"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(`{"nodePathMap":[{"node":"n1","paths":["opt"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parse(t, "--node-name=n1", "--config="+good, "--node-label-key=example.com/host", "--config-reload-interval=3s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Config != good || o.NodeLabelKey != "example.com/host" || o.ConfigReloadInterval.String() != "3s" {
+		t.Errorf("options: %+v", o)
+	}
+	if d, _ := parse(t, "--node-name=n1"); d.NodeLabelKey != "kubernetes.io/hostname" || d.ConfigReloadInterval.String() != "10s" {
+		t.Errorf("defaults: %+v", d)
+	}
+	for args, want := range map[string]string{
+		"--config=" + bad:                `--config: ` + bad + `: invalid configuration: node n1: path "opt" must be absolute`,
+		"--config=" + dir + "/none.json": "--config: invalid configuration: open",
+		"--node-label-key=":              "--node-label-key must not be empty",
+		"--config-reload-interval=0s":    "--config-reload-interval must be positive",
+	} {
+		if _, err := parse(t, "--node-name=n1", args); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", args, err, want)
+		}
 	}
 }

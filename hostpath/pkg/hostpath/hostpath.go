@@ -17,8 +17,15 @@
 //     for volumes another instance owns.
 //   - Qualifier keeps each instance of a DaemonSet to its own node's claims.
 //
+// Beyond the minimum it speaks rancher/local-path-provisioner's language: a
+// config.json with a nodePathMap (several paths per node, the one with the
+// most free space wins) or a sharedFileSystemPath (RWX, no node affinity),
+// volumeType hostPath or local, pathPattern, and helper pods that make the
+// directories on other nodes (helper.go).
+//
 // It sets no size limit: the capacity on the PV is the claim's request, and a
-// pod can write more than that.
+// pod can write more than that. It only checks, before creating a volume,
+// that the chosen path has that much space free.
 package hostpath
 
 import (
@@ -26,13 +33,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/pathpattern"
 )
 
 // AnnNode is the PV annotation naming the node whose directory backs the
@@ -40,41 +51,93 @@ import (
 // volumes of its own node.
 const AnnNode = "hostpath.kubeprov.io/node"
 
+// AnnDir is the PV annotation holding the volume's directory relative to its
+// path, when a pathPattern named it (without it, the directory is the PV's
+// name). Delete removes nothing else.
+const AnnDir = "hostpath.kubeprov.io/dir"
+
+// AnnShared marks volumes on the sharedFileSystemPath: they have no node,
+// and any instance that is not --node-local may delete them.
+const AnnShared = "hostpath.kubeprov.io/shared"
+
+// Class parameters and annotations, named as rancher/local-path-provisioner
+// names them.
+const (
+	// KeyVolumeType is the class parameter, and the claim annotation, that
+	// chooses between hostPath and local volumes; the claim's wins.
+	KeyVolumeType = "volumeType"
+	// AnnDefaultVolumeType is local-path's StorageClass annotation for the
+	// same choice; the parameter wins over it.
+	AnnDefaultVolumeType = "defaultVolumeType"
+	// KeyNodePath chooses one of the node's paths instead of the one with
+	// the most free space.
+	KeyNodePath = "nodePath"
+	// KeyPathPattern names each volume's directory (lib/pathpattern).
+	KeyPathPattern = pathpattern.Key
+)
+
+// Volume types.
+const (
+	VolumeTypeHostPath = "hostPath"
+	VolumeTypeLocal    = "local"
+)
+
 // DefaultDirMode lets a pod running as any user write to its volume, as
 // pods of unrelated images (with unrelated uids) share one provisioner.
 const DefaultDirMode fs.FileMode = 0o777
 
-// Config is what an instance needs to know about its node.
+// DefaultNodeLabelKey is the node label volumes are pinned to.
+const DefaultNodeLabelKey = corev1.LabelHostname
+
+// Config is what an instance needs to know about its nodes.
 type Config struct {
-	// Dir is the absolute path under which volume directories are created.
+	// Dir is the absolute path under which volume directories are created on
+	// every node: the simple case, when ConfigFile is empty.
 	Dir string
-	// Node is the name of the node Dir is on. Volumes are pinned to it by
-	// its kubernetes.io/hostname label, which equals the node name on most
-	// clusters (kubeadm, kind, k3s).
+	// ConfigFile is a config.json (nodePathMap or sharedFileSystemPath), read
+	// again every ReloadInterval. It replaces Dir.
+	ConfigFile string
+	// ReloadInterval is how often ConfigFile is read again; zero means
+	// DefaultReloadInterval.
+	ReloadInterval time.Duration
+	// Node is the name of the node this instance runs on.
 	Node string
+	// NodeLabelKey is the node label the volumes' node affinity uses; empty
+	// means DefaultNodeLabelKey, whose value is taken to be the node name
+	// (kubeadm, kind, k3s). With another key the label's value is read
+	// from the selected Node.
+	NodeLabelKey string
 	// DirMode is the permission bits of new volume directories, applied
 	// whatever the process umask.
 	DirMode fs.FileMode
 	// NodeLocal is true when one instance runs on every node (a DaemonSet):
 	// each then serves only the claims the scheduler placed on its node.
 	NodeLocal bool
+	// Dirs makes and removes directories; nil means LocalDirs, on this
+	// instance's node only. Helper pods (NewHelperDirs) serve every node.
+	Dirs Dirs
 }
 
-// Provisioner creates and deletes volume directories on one node.
+// Provisioner creates and deletes volume directories on nodes.
 type Provisioner struct {
-	cfg Config
+	cfg       Config
+	paths     atomic.Pointer[PathMap]
+	rawConfig []byte
+	anyNode   bool
 }
 
 // The interfaces the controller looks for.
 var (
-	_ controller.Provisioner = (*Provisioner)(nil)
-	_ controller.Qualifier   = (*Provisioner)(nil)
+	_ controller.Provisioner         = (*Provisioner)(nil)
+	_ controller.Qualifier           = (*Provisioner)(nil)
+	_ controller.ClaimMetadataReader = (*Provisioner)(nil)
+	_ controller.SelectedNodeReader  = (*Provisioner)(nil)
 )
 
 // New checks cfg and returns a Provisioner.
 func New(cfg Config) (*Provisioner, error) {
 	var errs []error
-	if !filepath.IsAbs(cfg.Dir) {
+	if cfg.ConfigFile == "" && !filepath.IsAbs(cfg.Dir) {
 		errs = append(errs, fmt.Errorf("volume directory %q must be an absolute path", cfg.Dir))
 	}
 	if cfg.Node == "" {
@@ -83,134 +146,295 @@ func New(cfg Config) (*Provisioner, error) {
 	if cfg.DirMode&^fs.ModePerm != 0 {
 		errs = append(errs, fmt.Errorf("directory mode %#o has bits other than permissions", uint32(cfg.DirMode)))
 	}
+	p := &Provisioner{}
+	if cfg.ConfigFile != "" {
+		m, raw, err := LoadConfig(cfg.ConfigFile)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		p.paths.Store(m)
+		p.rawConfig = raw
+	} else {
+		p.paths.Store(SinglePath(cfg.Dir))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	cfg.Dir = filepath.Clean(cfg.Dir)
-	return &Provisioner{cfg: cfg}, nil
+	if cfg.ReloadInterval <= 0 {
+		cfg.ReloadInterval = DefaultReloadInterval
+	}
+	if cfg.NodeLabelKey == "" {
+		cfg.NodeLabelKey = DefaultNodeLabelKey
+	}
+	if cfg.Dirs == nil {
+		cfg.Dirs = LocalDirs{}
+	} else {
+		_, local := cfg.Dirs.(LocalDirs)
+		p.anyNode = !local
+	}
+	p.cfg = cfg
+	return p, nil
+}
+
+// Paths returns the configuration in use.
+func (p *Provisioner) Paths() *PathMap { return p.paths.Load() }
+
+// ReadsSelectedNode implements controller.SelectedNodeReader: the value of
+// a node label other than the hostname is read from the Node.
+func (p *Provisioner) ReadsSelectedNode() bool { return p.cfg.NodeLabelKey != DefaultNodeLabelKey }
+
+// ClaimMetadataKeys implements controller.ClaimMetadataReader: the claim's
+// volumeType annotation and what the class's pathPattern reads.
+func (p *Provisioner) ClaimMetadataKeys(class *storagev1.StorageClass) (labels, annotations []string) {
+	if class != nil {
+		labels, annotations = pathpattern.MetadataKeys(class.Parameters[KeyPathPattern])
+	}
+	return labels, append(annotations, KeyVolumeType)
 }
 
 // ShouldProvision tells the controller which claims are this instance's.
 // A claim's selected node is set by the scheduler for WaitForFirstConsumer
 // classes; claims of Immediate classes have none. A node-local instance
 // must skip those: every node's instance would otherwise create a directory
-// for the same claim, and all but one would leak.
+// for the same claim, and all but one would leak. An instance that is not
+// node-local serves every node when the path is shared or helper pods make
+// the directories.
 func (p *Provisioner) ShouldProvision(_ context.Context, claim *corev1.PersistentVolumeClaim) bool {
 	node, selected := claim.Annotations[controller.AnnSelectedNode]
 	if !selected {
 		return !p.cfg.NodeLocal
 	}
+	if !p.cfg.NodeLocal && (p.anyNode || p.Paths().Shared != "") {
+		return true
+	}
 	return node == p.cfg.Node
 }
 
 // Provision creates the claim's directory and returns its PV.
-func (p *Provisioner) Provision(_ context.Context, o controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
+func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
+	paths := p.Paths()
+	node := o.SelectedNodeName
+	if node == "" {
+		node = p.cfg.Node
+	}
 	// The controller also calls Provision to finish an operation whose claim
 	// is gone, without asking ShouldProvision first.
-	if o.SelectedNodeName != "" && o.SelectedNodeName != p.cfg.Node {
-		return nil, controller.ProvisioningNoChange, controller.Ignore("claim is for node %s, this instance serves node %s", o.SelectedNodeName, p.cfg.Node)
+	if node != p.cfg.Node && (p.cfg.NodeLocal || (!p.anyNode && paths.Shared == "")) {
+		return nil, controller.ProvisioningNoChange, controller.Ignore("claim is for node %s, this instance serves node %s", node, p.cfg.Node)
 	}
-	// Reject what a directory on one node cannot honor before creating
-	// anything, so that nothing has to be undone.
-	if err := check(o); err != nil {
-		return nil, controller.ProvisioningFinished, err
-	}
-	path, err := p.volumePath(o.PVName)
+	// Reject what the volume cannot honor before creating anything, so
+	// that nothing has to be undone.
+	vp, err := p.parse(o, paths)
 	if err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
-	if err := p.makeDir(path); err != nil {
+	roots, ok := paths.PathsFor(node)
+	if !ok {
+		err := fmt.Errorf("node %s takes no volumes: the configuration lists it with no paths; the claim goes back to the scheduler", node)
+		if o.SelectedNodeName != "" {
+			return nil, controller.ProvisioningReschedule, err
+		}
 		return nil, controller.ProvisioningFinished, err
 	}
-	return o.NewVolume(controller.VolumeSpec{
-		Source: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
-			Path: path,
-			// Directory, not DirectoryOrCreate: should the directory vanish,
-			// the pod fails to start instead of silently getting an empty one.
-			Type: ptr.To(corev1.HostPathDirectory),
-		}},
-		NodeAffinity: controller.NodeAffinityForHostname(p.cfg.Node),
-		Annotations:  map[string]string{AnnNode: p.cfg.Node},
-	}), controller.ProvisioningFinished, nil
+	if vp.nodePath != "" {
+		if !containsPath(roots, vp.nodePath) {
+			return nil, controller.ProvisioningFinished, fmt.Errorf("StorageClass %s parameter %s %s is not a path of node %s in the configuration (%v)",
+				o.StorageClass.Name, KeyNodePath, vp.nodePath, node, roots)
+		}
+		roots = []string{filepath.Clean(vp.nodePath)}
+	}
+	var value string
+	if paths.Shared == "" {
+		if value, err = p.nodeLabelValue(o, node); err != nil {
+			return nil, controller.ProvisioningFinished, err
+		}
+	}
+	size := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
+	root, err := p.cfg.Dirs.Create(ctx, CreateRequest{
+		Node: node, Roots: roots, Rel: vp.rel, Mode: p.cfg.DirMode, SizeBytes: size.Value(), MustBeEmpty: vp.patterned,
+	})
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	path := filepath.Join(root, vp.rel)
+	spec := controller.VolumeSpec{Annotations: map[string]string{AnnNode: node}}
+	if vp.patterned {
+		spec.Annotations[AnnDir] = vp.rel
+	}
+	if paths.Shared != "" {
+		spec.Annotations[AnnShared] = "true"
+	} else {
+		spec.NodeAffinity = nodeAffinity(p.cfg.NodeLabelKey, value)
+	}
+	if vp.volumeType == VolumeTypeLocal {
+		spec.Source.Local = &corev1.LocalVolumeSource{Path: path}
+	} else {
+		// Directory, not DirectoryOrCreate: should the directory vanish,
+		// the pod fails to start instead of silently getting an empty one.
+		spec.Source.HostPath = &corev1.HostPathVolumeSource{Path: path, Type: ptr.To(corev1.HostPathDirectory)}
+	}
+	return o.NewVolume(spec), controller.ProvisioningFinished, nil
 }
 
-// check rejects what a directory on one node cannot serve. Block claims
-// never get here: the controller rejects them itself because this
-// provisioner does not implement controller.BlockProvisioner.
-func check(o controller.ProvisionOptions) error {
+// volumeParams is what a claim and its class ask for.
+type volumeParams struct {
+	volumeType string
+	rel        string
+	patterned  bool
+	nodePath   string
+}
+
+// parse rejects what a directory cannot serve. Block claims never get here:
+// the controller rejects them itself because this provisioner does not
+// implement controller.BlockProvisioner.
+func (p *Provisioner) parse(o controller.ProvisionOptions, paths *PathMap) (volumeParams, error) {
+	vp := volumeParams{volumeType: VolumeTypeHostPath}
 	if class := o.StorageClass; class != nil {
-		if err := controller.CheckParameters(class); err != nil {
-			return fmt.Errorf("StorageClass %s: %w; remove them", class.Name, err)
+		if err := controller.CheckParameters(class, KeyVolumeType, KeyNodePath, KeyPathPattern); err != nil {
+			return vp, fmt.Errorf("StorageClass %s: %w; remove them", class.Name, err)
 		}
 		if len(class.MountOptions) > 0 {
-			return fmt.Errorf("StorageClass %s: mountOptions are not supported: hostPath volumes are not mounted; remove them", class.Name)
+			return vp, fmt.Errorf("StorageClass %s: mountOptions are not supported: hostPath volumes are not mounted; remove them", class.Name)
 		}
+		if v, ok := class.Annotations[AnnDefaultVolumeType]; ok {
+			vp.volumeType = v
+		}
+		if v, ok := class.Parameters[KeyVolumeType]; ok {
+			vp.volumeType = v
+		}
+		vp.nodePath = class.Parameters[KeyNodePath]
+		if pattern := class.Parameters[KeyPathPattern]; pattern != "" {
+			rel, err := pathpattern.Expand(pattern, o.PVC, o.PVName, pathpattern.Rules{Root: "the node path"})
+			if err != nil {
+				return vp, fmt.Errorf("StorageClass %s parameter %s: %w", class.Name, KeyPathPattern, err)
+			}
+			vp.rel, vp.patterned = rel, true
+		}
+	}
+	if v, ok := o.PVC.Annotations[KeyVolumeType]; ok {
+		vp.volumeType = v
+	}
+	switch {
+	case strings.EqualFold(vp.volumeType, VolumeTypeHostPath):
+		vp.volumeType = VolumeTypeHostPath
+	case strings.EqualFold(vp.volumeType, VolumeTypeLocal):
+		vp.volumeType = VolumeTypeLocal
+	default:
+		return vp, fmt.Errorf("volumeType %q (claim annotation %s, class parameter %s or class annotation %s) must be %s or %s",
+			vp.volumeType, KeyVolumeType, KeyVolumeType, AnnDefaultVolumeType, VolumeTypeHostPath, VolumeTypeLocal)
+	}
+	if !vp.patterned {
+		if err := checkName(o.PVName); err != nil {
+			return vp, err
+		}
+		vp.rel = o.PVName
 	}
 	// Claims with a data source never get here either: the controller
 	// refuses them for provisioners that are no DataSourceProvisioner.
-	if err := controller.CheckAccessModes(o.PVC, corev1.ReadWriteOnce, corev1.ReadWriteOncePod); err != nil {
-		return fmt.Errorf("%w: a hostPath volume lives on a single node; recreate the claim", err)
+	if paths.Shared != "" {
+		if vp.volumeType == VolumeTypeLocal {
+			return vp, fmt.Errorf("volumeType local needs a node, and volumes on the sharedFileSystemPath %s have none: use volumeType hostPath", paths.Shared)
+		}
+		return vp, nil
 	}
-	return nil
+	if err := controller.CheckAccessModes(o.PVC, corev1.ReadWriteOnce, corev1.ReadWriteOncePod); err != nil {
+		return vp, fmt.Errorf("%w: a hostPath volume lives on a single node; recreate the claim", err)
+	}
+	return vp, nil
 }
 
-// makeDir creates the volume directory with the configured mode. An existing
-// directory is success: Provision may be called again for the same PV.
-func (p *Provisioner) makeDir(path string) error {
-	err := os.Mkdir(path, 0o700)
-	if errors.Is(err, fs.ErrExist) {
-		// Lstat, not Stat: a symlink planted here must not become a volume.
-		fi, lerr := os.Lstat(path)
-		if lerr != nil {
-			return lerr
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("%s exists and is not a directory: remove it from the node", path)
-		}
-	} else if err != nil {
-		return fmt.Errorf("creating volume directory (check --pv-dir on node %s): %w", p.cfg.Node, err)
+// nodeLabelValue is the value of the node label the volume is pinned to.
+func (p *Provisioner) nodeLabelValue(o controller.ProvisionOptions, node string) (string, error) {
+	if p.cfg.NodeLabelKey == DefaultNodeLabelKey {
+		return node, nil
 	}
-	// Mkdir's mode is filtered by the umask; Chmod is not.
-	if err := os.Chmod(path, p.cfg.DirMode); err != nil {
-		return fmt.Errorf("setting the mode of volume directory %s: %w", path, err)
+	if o.SelectedNode == nil {
+		return "", fmt.Errorf("volumes are pinned by the node label %s (--node-label-key), which needs the node the scheduler selected: use a WaitForFirstConsumer StorageClass", p.cfg.NodeLabelKey)
 	}
-	return nil
+	v, ok := o.SelectedNode.Labels[p.cfg.NodeLabelKey]
+	if !ok {
+		return "", fmt.Errorf("node %s has no label %s (--node-label-key): label it, or choose another key", node, p.cfg.NodeLabelKey)
+	}
+	return v, nil
+}
+
+func nodeAffinity(key, value string) *corev1.VolumeNodeAffinity {
+	na := controller.NodeAffinityForHostname(value)
+	na.Required.NodeSelectorTerms[0].MatchExpressions[0].Key = key
+	return na
 }
 
 // Delete removes the directory of a released volume of this node.
-func (p *Provisioner) Delete(_ context.Context, pv *corev1.PersistentVolume) error {
-	if node := pv.Annotations[AnnNode]; node != p.cfg.Node {
+func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
+	shared := pv.Annotations[AnnShared] == "true" && !p.cfg.NodeLocal
+	if node := pv.Annotations[AnnNode]; node != p.cfg.Node && !shared && !p.anyNode {
 		return controller.Ignore("volume %s is on node %q, this instance serves node %s", pv.Name, node, p.cfg.Node)
 	}
-	path, err := p.volumePath(pv.Name)
-	if err != nil {
+	node := pv.Annotations[AnnNode]
+	rel := pv.Name
+	if d, ok := pv.Annotations[AnnDir]; ok {
+		rel = d
+	} else if err := checkName(pv.Name); err != nil {
 		return err
 	}
-	// The PV object can be edited; the directory removed is only ever the
-	// one this provisioner made for it.
-	if pv.Spec.HostPath == nil || filepath.Clean(pv.Spec.HostPath.Path) != path {
-		return fmt.Errorf("refusing to delete: the volume's hostPath is %s, not %s; remove the data yourself, then delete the PersistentVolume", hostPathOf(pv), path)
+	if err := pathpattern.ValidateRelative(rel); err != nil {
+		return fmt.Errorf("refusing to delete: annotation %s: %w; remove the data yourself, then delete the PersistentVolume", AnnDir, err)
 	}
-	// RemoveAll never follows symlinks: if path is a link, only the link
-	// goes, never its target. A missing directory is success.
-	if err := os.RemoveAll(path); err != nil {
-		return fmt.Errorf("removing volume directory on node %s: %w", p.cfg.Node, err)
+	// The PV object can be edited; the directory removed is only ever one
+	// this provisioner would make for it: its directory under a path the
+	// configuration gives its node.
+	paths := p.Paths()
+	roots, _ := paths.PathsFor(node)
+	got := volumePathOf(pv)
+	var root string
+	for _, r := range roots {
+		if got != "" && filepath.Clean(got) == filepath.Join(r, rel) {
+			root = r
+		}
+	}
+	if root == "" {
+		return fmt.Errorf("refusing to delete: the volume's path is %s, not %s under a path of node %s in the configuration (%v); remove the data yourself, then delete the PersistentVolume",
+			quoted(got), rel, node, roots)
+	}
+	if err := p.cfg.Dirs.Remove(ctx, node, root, rel); err != nil {
+		return fmt.Errorf("removing volume directory %s on node %s: %w", filepath.Join(root, rel), node, err)
 	}
 	return nil
 }
 
-// volumePath is the directory of a PV. Kubernetes object names cannot
-// contain "/", but the path is where files get deleted, so check anyway.
-func (p *Provisioner) volumePath(pvName string) (string, error) {
+// checkName checks a PV name used as a directory name. Kubernetes object
+// names cannot contain "/", but the path is where files get deleted, so
+// check anyway.
+func checkName(pvName string) error {
 	if pvName == "" || pvName == "." || pvName == ".." || pvName != filepath.Base(pvName) {
-		return "", fmt.Errorf("volume name %q is not a plain file name", pvName)
+		return fmt.Errorf("volume name %q is not a plain file name", pvName)
 	}
-	return filepath.Join(p.cfg.Dir, pvName), nil
+	return nil
 }
 
-func hostPathOf(pv *corev1.PersistentVolume) string {
-	if pv.Spec.HostPath == nil {
+func containsPath(roots []string, p string) bool {
+	for _, r := range roots {
+		if r == filepath.Clean(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// volumePathOf is the path of a hostPath or local PV, empty for others.
+func volumePathOf(pv *corev1.PersistentVolume) string {
+	switch {
+	case pv.Spec.HostPath != nil:
+		return pv.Spec.HostPath.Path
+	case pv.Spec.Local != nil:
+		return pv.Spec.Local.Path
+	}
+	return ""
+}
+
+func quoted(path string) string {
+	if path == "" {
 		return "not set"
 	}
-	return fmt.Sprintf("%q", pv.Spec.HostPath.Path)
+	return fmt.Sprintf("%q", path)
 }

@@ -275,7 +275,7 @@ func TestProvisionBadName(t *testing.T) {
 func TestProvisionMissingDir(t *testing.T) {
 	p, _ := newProvisioner(t, func(c *Config) { c.Dir = filepath.Join(c.Dir, "missing") })
 	_, state, err := p.Provision(t.Context(), options(claim(corev1.ReadWriteOnce)))
-	if err == nil || !strings.Contains(err.Error(), "check --pv-dir on node node-a") || state != controller.ProvisioningFinished {
+	if err == nil || !strings.Contains(err.Error(), "check --pv-dir or the configuration") || state != controller.ProvisioningFinished {
 		t.Fatalf("got %v (state %s), want an error naming --pv-dir", err, state)
 	}
 }

@@ -17,21 +17,20 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/kubeprov/external-storage/lib/pathpattern"
 )
 
 // Errors callers test with errors.Is.
 var (
 	// ErrInvalidPath: the relative path is empty, absolute, or has an empty,
 	// "." or ".." component.
-	ErrInvalidPath = errors.New("invalid path")
+	ErrInvalidPath = pathpattern.ErrInvalidPath
 	// ErrSymlink: a component of the path is a symbolic link.
 	ErrSymlink = errors.New("path goes through a symbolic link")
 	// ErrNotDir: a component of the path is not a directory.
 	ErrNotDir = errors.New("path component is not a directory")
 )
-
-// maxComponent is the longest name most filesystems accept.
-const maxComponent = 255
 
 // Modes of a new volume directory: everybody may write when no gid is given
 // (as both former provisioners did); with a gid, only owner and group, and
@@ -43,28 +42,9 @@ const (
 	modeParent = os.FileMode(0o755)
 )
 
-// Validate checks that rel is a clean relative slash path inside the root.
-func Validate(rel string) error {
-	switch {
-	case rel == "":
-		return fmt.Errorf("%w: empty", ErrInvalidPath)
-	case strings.HasPrefix(rel, "/"):
-		return fmt.Errorf("%w: %q is absolute", ErrInvalidPath, rel)
-	case strings.ContainsRune(rel, 0):
-		return fmt.Errorf("%w: %q contains a NUL byte", ErrInvalidPath, rel)
-	}
-	for _, c := range strings.Split(rel, "/") {
-		switch {
-		case c == "":
-			return fmt.Errorf("%w: %q has an empty component", ErrInvalidPath, rel)
-		case c == "." || c == "..":
-			return fmt.Errorf("%w: %q has a %q component", ErrInvalidPath, rel, c)
-		case len(c) > maxComponent:
-			return fmt.Errorf("%w: a component of %q is longer than %d bytes", ErrInvalidPath, rel, maxComponent)
-		}
-	}
-	return nil
-}
+// Validate checks that rel is a clean relative slash path inside the root
+// (lib/pathpattern's rules: its errors wrap ErrInvalidPath).
+func Validate(rel string) error { return pathpattern.ValidateRelative(rel) }
 
 // checkParents checks that every existing proper prefix of rel is a
 // directory, not a symlink; it returns the index of the first missing one

@@ -1,0 +1,167 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package hostpath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrInsufficientSpace: no candidate path has the free space a claim asks for.
+var ErrInsufficientSpace = errors.New("not enough free space")
+
+// CreateRequest is one volume directory to create on a node.
+type CreateRequest struct {
+	// Node is where the directory is made.
+	Node string
+	// Roots are the candidate paths; the one with the most free space wins.
+	Roots []string
+	// Rel is the directory, relative to the chosen root.
+	Rel string
+	// Mode is the permission bits of the directory.
+	Mode fs.FileMode
+	// SizeBytes is the claim's request; 0 skips the free space check.
+	SizeBytes int64
+	// MustBeEmpty refuses an existing directory that holds files (another
+	// volume's, when a pathPattern names the same directory twice).
+	MustBeEmpty bool
+}
+
+// Dirs creates and removes volume directories on nodes. LocalDirs does it in
+// this process, for its own node; helper pods do it on any node.
+type Dirs interface {
+	// Create makes r.Rel under the candidate root with the most free space
+	// and returns that root. An existing directory is success (Provision is
+	// repeated after restarts) unless MustBeEmpty and it holds files.
+	Create(ctx context.Context, r CreateRequest) (root string, err error)
+	// Remove deletes rel under root on node; a missing one is success.
+	Remove(ctx context.Context, node, root, rel string) error
+}
+
+// LocalDirs works on this process's filesystem.
+type LocalDirs struct {
+	// FreeBytes reports a path's free space; nil means statfs.
+	FreeBytes func(path string) (uint64, error)
+}
+
+var _ Dirs = LocalDirs{}
+
+// statfsFree is the space an unprivileged user may still write under path.
+func statfsFree(path string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil //nolint:gosec // block size is positive
+}
+
+// Create implements Dirs.
+func (d LocalDirs) Create(_ context.Context, r CreateRequest) (string, error) {
+	free := d.FreeBytes
+	if free == nil {
+		free = statfsFree
+	}
+	root, best := "", uint64(0)
+	var errs []error
+	for _, c := range r.Roots {
+		// A missing path is not created: in a pod it means that its
+		// hostPath mount is missing, and the volume would not be on the node.
+		f, err := free(c)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("path %s on node %s (check --pv-dir or the configuration, and the provisioner's hostPath mounts): %w", c, r.Node, err))
+			continue
+		}
+		if root == "" || f > best {
+			root, best = c, f
+		}
+	}
+	if root == "" {
+		return "", errors.Join(errs...)
+	}
+	if r.SizeBytes > 0 && uint64(r.SizeBytes) > best {
+		return "", fmt.Errorf("%w on node %s: the claim requests %d bytes, %s has %d bytes free (the most of %v)",
+			ErrInsufficientSpace, r.Node, r.SizeBytes, root, best, r.Roots)
+	}
+	return root, makeDir(root, r.Rel, r.Mode, r.MustBeEmpty)
+}
+
+// makeDir creates rel under root through os.Root, so that neither ".." nor a
+// symlink inside root can lead outside it, and sets its mode whatever the
+// umask.
+func makeDir(root, rel string, mode fs.FileMode, mustBeEmpty bool) error {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = r.Close() }()
+	if dir := path.Dir(rel); dir != "." {
+		if err := r.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("creating the parents of %s under %s: %w", rel, root, err)
+		}
+	}
+	full := filepath.Join(root, rel)
+	err = r.Mkdir(rel, 0o700)
+	if errors.Is(err, fs.ErrExist) {
+		// Lstat, not Stat: a symlink planted here must not become a volume.
+		fi, lerr := r.Lstat(rel)
+		if lerr != nil {
+			return lerr
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s exists and is not a directory: remove it from the node", full)
+		}
+		if mustBeEmpty {
+			if empty, eerr := isEmpty(r, rel); eerr != nil {
+				return eerr
+			} else if !empty {
+				return fmt.Errorf("%s already exists and holds files, probably another volume's: make pathPattern unique per volume (add ${.PV.name})", full)
+			}
+		}
+	} else if err != nil {
+		return fmt.Errorf("creating volume directory %s: %w", full, err)
+	}
+	// Mkdir's mode is filtered by the umask; Chmod is not.
+	if err := r.Chmod(rel, mode); err != nil {
+		return fmt.Errorf("setting the mode of volume directory %s: %w", full, err)
+	}
+	return nil
+}
+
+func isEmpty(r *os.Root, rel string) (bool, error) {
+	f, err := r.Open(rel)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = f.Close() }()
+	names, err := f.Readdirnames(1)
+	if len(names) > 0 {
+		return false, nil
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	return true, nil
+}
+
+// Remove implements Dirs. RemoveAll through os.Root never follows symlinks
+// out of root: a link in the volume's place is removed as a link.
+func (LocalDirs) Remove(_ context.Context, _ string, root, rel string) error {
+	r, err := os.OpenRoot(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = r.Close() }()
+	return r.RemoveAll(rel)
+}
