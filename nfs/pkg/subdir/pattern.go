@@ -31,12 +31,29 @@ const MaxPathBytes = 1024
 var ErrPathPattern = errors.New("invalid pathPattern")
 
 // Expand returns the directory, relative to the share, that pattern names
-// for the claim and PV: ${.PVC.namespace}, ${.PVC.name}, ${.PVC.labels.KEY},
-// ${.PVC.annotations.KEY} and ${.PV.name} are replaced; the result must be a
-// relative path whose components are neither empty, "." nor "..", so that it
-// stays inside the share whatever the claim's labels and annotations say.
-// An empty pattern means DefaultPathPattern, checked alike.
+// for the claim and PV, with the former subdir provisioner's semantics:
+// ${.PVC.namespace}, ${.PVC.name}, ${.PVC.labels.KEY},
+// ${.PVC.annotations.KEY} and ${.PV.name} are replaced, a label or
+// annotation the claim lacks by the empty string; then empty and "."
+// components are dropped (a missing value between two slashes leaves no
+// empty directory name), and a path that is empty after that falls back to
+// DefaultPathPattern, as the former provisioner did. The safety rules stay:
+// an absolute pattern, an unknown variable, a ".." component, a NUL byte or
+// a path too long to mount is an ErrPathPattern, so that the directory stays
+// inside the share whatever the claim's labels and annotations say. An
+// empty pattern means DefaultPathPattern.
 func Expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string) (string, error) {
+	return expand(pattern, pvc, pvName, false)
+}
+
+// ExpandStrict is Expand without leniency: a label or annotation the claim
+// lacks (or has empty) is an error, and so is an empty or "." component of
+// the expanded path; nothing falls back to DefaultPathPattern.
+func ExpandStrict(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string) (string, error) {
+	return expand(pattern, pvc, pvName, true)
+}
+
+func expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string, strict bool) (string, error) {
 	if pattern == "" {
 		pattern = DefaultPathPattern
 	}
@@ -56,7 +73,11 @@ func Expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string) (s
 		if end < 0 {
 			return "", fmt.Errorf("%w %q: ${ without a closing }", ErrPathPattern, pattern)
 		}
-		v, err := variable(rest[i+2:i+end], pvc, pvName)
+		expr := rest[i+2 : i+end]
+		if strings.Contains(expr, "${") {
+			return "", fmt.Errorf("%w %q: ${ inside ${%s}: variables cannot be nested", ErrPathPattern, pattern, expr)
+		}
+		v, err := variable(expr, pvc, pvName, strict)
 		if err != nil {
 			return "", fmt.Errorf("%w %q: %w", ErrPathPattern, pattern, err)
 		}
@@ -64,6 +85,13 @@ func Expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string) (s
 		rest = rest[i+end+1:]
 	}
 	rel := out.String()
+	if !strict {
+		rel = collapse(rel)
+		if rel == "" {
+			// The former provisioner's fallback: the default name.
+			return expand(DefaultPathPattern, pvc, pvName, true)
+		}
+	}
 	if len(rel) > MaxPathBytes {
 		return "", fmt.Errorf("%w %q: it expands to a path of %d bytes, more than the %d an NFS client can mount",
 			ErrPathPattern, pattern, len(rel), MaxPathBytes)
@@ -73,6 +101,19 @@ func Expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string) (s
 			ErrPathPattern, pattern, rel, err)
 	}
 	return rel, nil
+}
+
+// collapse drops the empty and "." components of rel; ".." components are
+// kept, for dirs.Validate to refuse. Bounded work whatever rel's length.
+func collapse(rel string) string {
+	comps := strings.Split(rel, "/")
+	kept := comps[:0]
+	for _, c := range comps {
+		if c != "" && c != "." {
+			kept = append(kept, c)
+		}
+	}
+	return strings.Join(kept, "/")
 }
 
 // MetadataKeys returns the claim labels and annotations pattern reads.
@@ -90,8 +131,9 @@ func MetadataKeys(pattern string) (labels, annotations []string) {
 
 var patternVariable = regexp.MustCompile(`\$\{([^}]*)\}`)
 
-// variable resolves one ${...} expression.
-func variable(expr string, pvc *corev1.PersistentVolumeClaim, pvName string) (string, error) {
+// variable resolves one ${...} expression; a missing label or annotation
+// is "" unless strict.
+func variable(expr string, pvc *corev1.PersistentVolumeClaim, pvName string, strict bool) (string, error) {
 	switch {
 	case expr == ".PVC.namespace":
 		return pvc.Namespace, nil
@@ -102,14 +144,14 @@ func variable(expr string, pvc *corev1.PersistentVolumeClaim, pvName string) (st
 	case strings.HasPrefix(expr, ".PVC.labels."):
 		key := strings.TrimPrefix(expr, ".PVC.labels.")
 		v, ok := pvc.Labels[key]
-		if !ok || v == "" {
+		if strict && (!ok || v == "") {
 			return "", fmt.Errorf("the claim has no label %q", key)
 		}
 		return v, nil
 	case strings.HasPrefix(expr, ".PVC.annotations."):
 		key := strings.TrimPrefix(expr, ".PVC.annotations.")
 		v, ok := pvc.Annotations[key]
-		if !ok || v == "" {
+		if strict && (!ok || v == "") {
 			return "", fmt.Errorf("the claim has no annotation %q", key)
 		}
 		return v, nil
