@@ -96,7 +96,8 @@ func TestUpstreamEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.NFSServer != "nfs.example" || o.NFSPath != "/var/nfs" || o.Provisioner != "k8s-sigs.io/nfs-subdir-external-provisioner" || !o.LeaderElection {
+	if o.NFSServer != "nfs.example" || o.NFSPath != "/var/nfs" || o.Provisioner != "k8s-sigs.io/nfs-subdir-external-provisioner" || !o.LeaderElection ||
+		o.NFSRoot != "/persistentvolumes" {
 		t.Errorf("from the upstream environment: server %q path %q provisioner %q leader election %v",
 			o.NFSServer, o.NFSPath, o.Provisioner, o.LeaderElection)
 	}
