@@ -44,6 +44,11 @@ type Rules struct {
 	// MaxBytesReason ends the message of a path over MaxBytes ("an NFS
 	// client can mount").
 	MaxBytesReason string
+	// Lenient is nfs-subdir-external-provisioner's reading: a label or
+	// annotation the claim lacks is the empty string, empty and "."
+	// components are dropped, and a path left empty is Default's. Without
+	// it each of these is an error.
+	Lenient bool
 }
 
 // Expand returns the directory, relative to the root, that pattern names for
@@ -73,7 +78,11 @@ func Expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string, r 
 		if end < 0 {
 			return "", fmt.Errorf("%w %q: ${ without a closing }", ErrPathPattern, pattern)
 		}
-		v, err := variable(rest[i+2:i+end], pvc, pvName)
+		expr := rest[i+2 : i+end]
+		if strings.Contains(expr, "${") {
+			return "", fmt.Errorf("%w %q: ${ inside ${%s}: variables cannot be nested", ErrPathPattern, pattern, expr)
+		}
+		v, err := variable(expr, pvc, pvName, r.Lenient)
 		if err != nil {
 			return "", fmt.Errorf("%w %q: %w", ErrPathPattern, pattern, err)
 		}
@@ -81,6 +90,14 @@ func Expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string, r 
 		rest = rest[i+end+1:]
 	}
 	rel := out.String()
+	if r.Lenient {
+		rel = collapse(rel)
+		if rel == "" {
+			strict := r
+			strict.Lenient = false
+			return Expand(r.Default, pvc, pvName, strict)
+		}
+	}
 	if r.MaxBytes > 0 && len(rel) > r.MaxBytes {
 		return "", fmt.Errorf("%w %q: it expands to a path of %d bytes, more than the %d %s",
 			ErrPathPattern, pattern, len(rel), r.MaxBytes, r.MaxBytesReason)
@@ -90,6 +107,19 @@ func Expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string, r 
 			ErrPathPattern, pattern, rel, r.Root, err)
 	}
 	return rel, nil
+}
+
+// collapse drops the empty and "." components of rel; ".." components are
+// kept, for ValidateRelative to refuse.
+func collapse(rel string) string {
+	comps := strings.Split(rel, "/")
+	kept := comps[:0]
+	for _, c := range comps {
+		if c != "" && c != "." {
+			kept = append(kept, c)
+		}
+	}
+	return strings.Join(kept, "/")
 }
 
 // ValidateRelative checks that rel is a clean relative slash path that stays
@@ -132,8 +162,9 @@ func MetadataKeys(pattern string) (labels, annotations []string) {
 
 var patternVariable = regexp.MustCompile(`\$\{([^}]*)\}`)
 
-// variable resolves one ${...} expression.
-func variable(expr string, pvc *corev1.PersistentVolumeClaim, pvName string) (string, error) {
+// variable resolves one ${...} expression; a missing label or annotation
+// is "" when lenient.
+func variable(expr string, pvc *corev1.PersistentVolumeClaim, pvName string, lenient bool) (string, error) {
 	switch {
 	case expr == ".PVC.namespace":
 		return pvc.Namespace, nil
@@ -144,14 +175,14 @@ func variable(expr string, pvc *corev1.PersistentVolumeClaim, pvName string) (st
 	case strings.HasPrefix(expr, ".PVC.labels."):
 		key := strings.TrimPrefix(expr, ".PVC.labels.")
 		v, ok := pvc.Labels[key]
-		if !ok || v == "" {
+		if !lenient && (!ok || v == "") {
 			return "", fmt.Errorf("the claim has no label %q", key)
 		}
 		return v, nil
 	case strings.HasPrefix(expr, ".PVC.annotations."):
 		key := strings.TrimPrefix(expr, ".PVC.annotations.")
 		v, ok := pvc.Annotations[key]
-		if !ok || v == "" {
+		if !lenient && (!ok || v == "") {
 			return "", fmt.Errorf("the claim has no annotation %q", key)
 		}
 		return v, nil

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,10 @@ const BinaryName = "nfs-provisioner"
 // persistent, so that clients can reclaim their state after a restart
 // instead of hanging.
 const recoveryDir = ".ganesha-recovery"
+
+// shareCheckTimeout bounds the start-up check of subdir mode's shares: a
+// hung NFS mount never answers.
+const shareCheckTimeout = 30 * time.Second
 
 // NewCommand returns the nfs-provisioner command.
 func NewCommand() *cobra.Command {
@@ -66,12 +71,22 @@ func (o *Options) Run(ctx context.Context) error {
 		factory := controller.NewInformerFactory(clients.Kube, controller.DefaultResyncPeriod, func(full, cached *corev1.PersistentVolume) {
 			cached.Spec.NFS = full.Spec.NFS
 		})
-		sp, err := subdir.New(subdir.Config{
-			Root: o.NFSRoot, Server: o.NFSServer, Path: o.NFSPath,
-			Volumes: factory.Core().V1().PersistentVolumes().Lister(),
-		})
+		cfg, err := o.SubdirConfig()
 		if err != nil {
 			return err
+		}
+		cfg.Volumes = factory.Core().V1().PersistentVolumes().Lister()
+		sp, err := subdir.New(cfg)
+		if err != nil {
+			return err
+		}
+		// Refuse to start with a share that is not mounted, naming it,
+		// rather than fail every claim of its classes later.
+		cctx, cancel := context.WithTimeout(ctx, shareCheckTimeout)
+		err = sp.CheckShares(cctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("subdir mode: %w", err)
 		}
 		p, ready = sp, sp.Ready
 		opts = append(opts, controller.WithInformerFactory(factory))

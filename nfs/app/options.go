@@ -10,12 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/kubeprov/external-storage/lib/cli"
 	"github.com/kubeprov/external-storage/nfs/pkg/ganesha"
 	"github.com/kubeprov/external-storage/nfs/pkg/server"
+	"github.com/kubeprov/external-storage/nfs/pkg/subdir"
 )
 
 // Modes.
@@ -36,6 +39,9 @@ const (
 	// provisionerNameEnv is the former subdir provisioner's variable for the
 	// provisioner name; PROVISIONER (from --provisioner) wins over it.
 	provisionerNameEnv = "PROVISIONER_NAME"
+	// leaderElectionEnv is the former subdir provisioner's variable for
+	// leader election; LEADER_ELECTION (from --leader-election) wins over it.
+	leaderElectionEnv = "ENABLE_LEADER_ELECTION"
 )
 
 // safePath is what the export root may look like: it is written unquoted
@@ -71,6 +77,11 @@ type Options struct {
 	NFSRoot   string
 	NFSServer string
 	NFSPath   string
+	// Shares are the --share values: further shares a class selects with
+	// its share parameter.
+	Shares []string
+	// StrictParameters keeps the stricter pathPattern and onDelete rules.
+	StrictParameters bool
 
 	fs *pflag.FlagSet
 }
@@ -113,20 +124,110 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NFSRoot, "nfs-root", o.NFSRoot, "Subdir mode: where the existing export is mounted in this pod.")
 	fs.StringVar(&o.NFSServer, "nfs-server", o.NFSServer, "Subdir mode: server of the existing export, as clients reach it.")
 	fs.StringVar(&o.NFSPath, "nfs-path", o.NFSPath, "Subdir mode: path of the existing export on --nfs-server.")
+	fs.StringArrayVar(&o.Shares, "share", o.Shares,
+		"Subdir mode: a further export that classes select with the parameter share: name=NAME,server=SERVER,path=PATH,root=MOUNT-POINT. Repeat the flag, or separate shares with ; (one SHARE variable).")
+	fs.BoolVar(&o.StrictParameters, "strict-parameters", o.StrictParameters,
+		"Subdir mode: refuse claims whose pathPattern reads a label or annotation they lack, or that expands to an empty or . component, and classes whose onDelete and archiveOnDelete contradict each other (by default, as in nfs-subdir-external-provisioner, a missing value is empty and onDelete wins).")
 }
 
-// Complete takes the provisioner name from PROVISIONER_NAME, the former
-// subdir provisioner's variable, unless --provisioner (or PROVISIONER) gave it.
+// Complete reads the former subdir provisioner's variables for what our own
+// flags (or their variables) did not give: PROVISIONER_NAME for
+// --provisioner, ENABLE_LEADER_ELECTION for --leader-election.
 func (o *Options) Complete() error {
 	if err := o.Common.Complete(); err != nil {
 		return err
 	}
-	if o.fs != nil && !o.fs.Changed("provisioner") {
+	if o.fs == nil {
+		return nil
+	}
+	if !o.fs.Changed("provisioner") {
 		if v := os.Getenv(provisionerNameEnv); v != "" {
 			o.Provisioner = v
 		}
 	}
+	if !o.fs.Changed("leader-election") {
+		if v := os.Getenv(leaderElectionEnv); v != "" {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("environment variable %s (--leader-election) must be true or false, not %q", leaderElectionEnv, v)
+			}
+			o.LeaderElection = b
+		}
+	}
 	return nil
+}
+
+// ParseShares parses --share values: each is one or more shares separated
+// by ";", a share being comma-separated key=value pairs with the keys name,
+// server, path and root, all required. Unknown keys are errors.
+func ParseShares(values []string) ([]subdir.Share, error) {
+	var shares []subdir.Share
+	var errs []error
+	for _, v := range values {
+		for one := range strings.SplitSeq(v, ";") {
+			one = strings.TrimSpace(one)
+			if one == "" {
+				continue
+			}
+			s, err := parseShare(one)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--share %q: %w", one, err))
+				continue
+			}
+			shares = append(shares, s)
+		}
+	}
+	return shares, errors.Join(errs...)
+}
+
+func parseShare(v string) (subdir.Share, error) {
+	var s subdir.Share
+	seen := map[string]bool{}
+	for kv := range strings.SplitSeq(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return s, fmt.Errorf("%q is not key=value", kv)
+		}
+		if seen[k] {
+			return s, fmt.Errorf("%s given twice", k)
+		}
+		seen[k] = true
+		switch k {
+		case "name":
+			s.Name = val
+		case "server":
+			s.Server = val
+		case "path":
+			s.Path = val
+		case "root":
+			s.Root = val
+		default:
+			return s, fmt.Errorf("unknown key %q; the keys are name, server, path and root", k)
+		}
+	}
+	var missing []string
+	for _, k := range []string{"name", "server", "path", "root"} {
+		if !seen[k] {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return s, fmt.Errorf("missing %s", strings.Join(missing, ", "))
+	}
+	return s, nil
+}
+
+// SubdirConfig is the subdir provisioner's configuration from the options.
+func (o *Options) SubdirConfig() (subdir.Config, error) {
+	shares, err := ParseShares(o.Shares)
+	if err != nil {
+		return subdir.Config{}, err
+	}
+	cfg := subdir.Config{Shares: shares, Strict: o.StrictParameters}
+	if o.NFSServer != "" || o.NFSPath != "" || len(shares) == 0 {
+		cfg.Root, cfg.Server, cfg.Path = o.NFSRoot, o.NFSServer, o.NFSPath
+	}
+	return cfg, nil
 }
 
 // Validate checks the options, naming the flag at fault.
@@ -150,14 +251,26 @@ func (o *Options) Validate() error {
 		if o.RunServer {
 			errs = append(errs, errors.New("--run-server applies to --mode=server only; subdir mode uses an existing NFS server"))
 		}
-		if !filepath.IsAbs(o.NFSRoot) {
-			errs = append(errs, fmt.Errorf("--nfs-root %q must be an absolute path", o.NFSRoot))
+		shares, err := ParseShares(o.Shares)
+		errs = append(errs, err)
+		if o.NFSServer != "" || o.NFSPath != "" || len(shares) == 0 && err == nil {
+			// The default share.
+			if !filepath.IsAbs(o.NFSRoot) {
+				errs = append(errs, fmt.Errorf("--nfs-root %q must be an absolute path", o.NFSRoot))
+			}
+			if o.NFSServer == "" {
+				errs = append(errs, errors.New("--nfs-server (NFS_SERVER) is required in subdir mode, unless every class names a --share"))
+			}
+			if !filepath.IsAbs(o.NFSPath) {
+				errs = append(errs, fmt.Errorf("--nfs-path (NFS_PATH) %q must be an absolute path in subdir mode", o.NFSPath))
+			}
 		}
-		if o.NFSServer == "" {
-			errs = append(errs, errors.New("--nfs-server (NFS_SERVER) is required in subdir mode"))
-		}
-		if !filepath.IsAbs(o.NFSPath) {
-			errs = append(errs, fmt.Errorf("--nfs-path (NFS_PATH) %q must be an absolute path in subdir mode", o.NFSPath))
+		if errors.Join(errs...) == nil {
+			// Names, duplicates and nesting of the shares together.
+			cfg, _ := o.SubdirConfig()
+			if _, err := subdir.New(cfg); err != nil {
+				errs = append(errs, fmt.Errorf("--share: %w", err))
+			}
 		}
 	default:
 		errs = append(errs, fmt.Errorf("--mode must be %q or %q, not %q", ModeServer, ModeSubdir, o.Mode))

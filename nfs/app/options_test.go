@@ -15,13 +15,15 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/kubeprov/external-storage/lib/cli"
+	"github.com/kubeprov/external-storage/nfs/pkg/subdir"
 )
 
 // parse does what the command does before running: flags, then the
 // environment, then Validate.
 func parse(t *testing.T, args []string, env map[string]string) (*Options, error) {
 	t.Helper()
-	for _, k := range []string{"PROVISIONER", "PROVISIONER_NAME", "NFS_SERVER", "NFS_PATH", "MODE"} {
+	for _, k := range []string{"PROVISIONER", "PROVISIONER_NAME", "NFS_SERVER", "NFS_PATH", "MODE",
+		"LEADER_ELECTION", "ENABLE_LEADER_ELECTION", "SHARE", "STRICT_PARAMETERS", "NFS_ROOT"} {
 		// t.Setenv restores the variable after the test; unset it unless given.
 		t.Setenv(k, env[k])
 		if _, given := env[k]; !given {
@@ -80,6 +82,83 @@ func TestSubdirFromEnvironment(t *testing.T) {
 	}
 	if _, err := parse(t, []string{"--mode=subdir", "--run-server", "--nfs-server=x", "--nfs-path=/p"}, nil); err == nil || !strings.Contains(err.Error(), "--run-server") {
 		t.Errorf("subdir with --run-server: %v", err)
+	}
+}
+
+// TestUpstreamEnvironment: the Deployment of nfs-subdir-external-provisioner
+// configures it with NFS_SERVER, NFS_PATH, PROVISIONER_NAME and
+// ENABLE_LEADER_ELECTION; each is read, and an explicit flag (or our own
+// variable) wins over it.
+func TestUpstreamEnvironment(t *testing.T) {
+	upstream := map[string]string{"NFS_SERVER": "nfs.example", "NFS_PATH": "/var/nfs",
+		"PROVISIONER_NAME": "k8s-sigs.io/nfs-subdir-external-provisioner", "ENABLE_LEADER_ELECTION": "true"}
+	o, err := parse(t, []string{"--mode=subdir"}, upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.NFSServer != "nfs.example" || o.NFSPath != "/var/nfs" || o.Provisioner != "k8s-sigs.io/nfs-subdir-external-provisioner" || !o.LeaderElection ||
+		o.NFSRoot != "/persistentvolumes" {
+		t.Errorf("from the upstream environment: server %q path %q provisioner %q leader election %v",
+			o.NFSServer, o.NFSPath, o.Provisioner, o.LeaderElection)
+	}
+	o, err = parse(t, []string{"--mode=subdir", "--nfs-server=flag.example", "--nfs-path=/flag", "--provisioner=flag/name", "--leader-election=false"}, upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.NFSServer != "flag.example" || o.NFSPath != "/flag" || o.Provisioner != "flag/name" || o.LeaderElection {
+		t.Errorf("flags must win: server %q path %q provisioner %q leader election %v", o.NFSServer, o.NFSPath, o.Provisioner, o.LeaderElection)
+	}
+	env := map[string]string{"NFS_SERVER": "s", "NFS_PATH": "/p", "ENABLE_LEADER_ELECTION": "false", "LEADER_ELECTION": "true"}
+	if o, err = parse(t, []string{"--mode=subdir"}, env); err != nil || !o.LeaderElection {
+		t.Errorf("LEADER_ELECTION must win over ENABLE_LEADER_ELECTION: %v, %v", o, err)
+	}
+	env = map[string]string{"NFS_SERVER": "s", "NFS_PATH": "/p", "ENABLE_LEADER_ELECTION": "sometimes"}
+	if _, err = parse(t, []string{"--mode=subdir"}, env); err == nil || !strings.Contains(err.Error(), "ENABLE_LEADER_ELECTION") {
+		t.Errorf("bad ENABLE_LEADER_ELECTION: %v; want an error naming it", err)
+	}
+	if o, err = parse(t, []string{"--mode=subdir", "--nfs-server=s", "--nfs-path=/p"}, nil); err != nil || o.LeaderElection {
+		t.Errorf("without ENABLE_LEADER_ELECTION: leader election %v (%v), want the --leader-election default false", o.LeaderElection, err)
+	}
+}
+
+func TestShares(t *testing.T) {
+	o, err := parse(t, []string{"--mode=subdir",
+		"--share=name=fast,server=nfs1,path=/fast,root=/mnt/fast",
+		"--share=name=slow,server=nfs2,path=/slow,root=/mnt/slow"}, nil)
+	if err != nil {
+		t.Fatalf("named shares without a default: %v", err)
+	}
+	cfg, err := o.SubdirConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Server != "" || len(cfg.Shares) != 2 || cfg.Shares[1] != (subdir.Share{Name: "slow", Server: "nfs2", Path: "/slow", Root: "/mnt/slow"}) {
+		t.Errorf("config %+v", cfg)
+	}
+	// One variable, several shares; beside the default share.
+	o, err = parse(t, []string{"--mode=subdir", "--strict-parameters"}, map[string]string{"NFS_SERVER": "nfs0", "NFS_PATH": "/d",
+		"SHARE": "name=a,server=nfs1,path=/a,root=/mnt/a; name=b,server=nfs1,path=/b,root=/mnt/b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, _ = o.SubdirConfig(); cfg.Server != "nfs0" || cfg.Root != DefaultNFSRoot || len(cfg.Shares) != 2 || !cfg.Strict {
+		t.Errorf("config %+v", cfg)
+	}
+	for value, want := range map[string]string{
+		"name=a,server=s,path=/p":                           "missing root",
+		"name=a,server=s,path=/p,root=/r,mode=fast":         `unknown key "mode"`,
+		"name=a,name=b,server=s,path=/p,root=/r":            "name given twice",
+		"name=a,fast,server=s,path=/p,root=/r":              `"fast" is not key=value`,
+		"name=A,server=s,path=/p,root=/r":                   "must be a DNS label",
+		"name=a,server=s,path=/p,root=/persistentvolumes/a": "mounted one inside the other",
+	} {
+		args := []string{"--mode=subdir", "--nfs-server=s0", "--nfs-path=/d", "--share=" + value}
+		if _, err := parse(t, args, nil); err == nil || !strings.Contains(err.Error(), "--share") || !strings.Contains(err.Error(), want) {
+			t.Errorf("--share=%s: %v; want an error naming --share and containing %q", value, err, want)
+		}
+	}
+	if _, err := parse(t, []string{"--mode=subdir"}, nil); err == nil || !strings.Contains(err.Error(), "--nfs-server (NFS_SERVER) is required") {
+		t.Errorf("no share at all: %v", err)
 	}
 }
 

@@ -8,9 +8,12 @@ package params
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
+	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/kubeprov/external-storage/lib/controller"
@@ -21,6 +24,11 @@ const (
 	KeyGID        = "gid"
 	KeyRootSquash = "rootSquash"
 )
+
+// KeyMountOptions is the classic nfs-provisioner's parameter: a
+// comma-separated list of mount options for every PV of the class, besides
+// the class's own mountOptions field.
+const KeyMountOptions = "mountOptions"
 
 // AnnGID makes kubelet add the group to the supplemental groups of pods
 // using the volume, so that they can write into it without running as root.
@@ -71,6 +79,39 @@ func Bool(class *storagev1.StorageClass, key string, def bool) (bool, bool, erro
 func String(class *storagev1.StorageClass, key string) (string, bool) {
 	v, ok := parameters(class)[key]
 	return v, ok
+}
+
+// MountOptions parses the mountOptions parameter: options separated by
+// commas, spaces around them and empty ones dropped. An option with a space
+// or a control character in it is an error (mount would split or misread
+// it).
+func MountOptions(class *storagev1.StorageClass) ([]string, error) {
+	v, ok := parameters(class)[KeyMountOptions]
+	if !ok {
+		return nil, nil
+	}
+	var opts []string
+	for o := range strings.SplitSeq(v, ",") {
+		o = strings.TrimSpace(o)
+		if o == "" {
+			continue
+		}
+		if strings.IndexFunc(o, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+			return nil, fmt.Errorf("StorageClass %s parameter %s: option %q contains a space or control character; separate options with commas",
+				className(class), KeyMountOptions, o)
+		}
+		opts = append(opts, o)
+	}
+	return opts, nil
+}
+
+// AddMountOptions appends to pv's mount options those of opts it lacks.
+func AddMountOptions(pv *corev1.PersistentVolume, opts []string) {
+	for _, o := range opts {
+		if !slices.Contains(pv.Spec.MountOptions, o) {
+			pv.Spec.MountOptions = append(pv.Spec.MountOptions, o)
+		}
+	}
 }
 
 // Annotations returns the PV annotations for gid (none when nil).

@@ -146,12 +146,17 @@ func LoadIdentity(root string) (string, error) {
 
 // classParams are the parsed StorageClass parameters.
 type classParams struct {
-	gid    *int
-	squash string
+	gid          *int
+	squash       string
+	mountOptions []string
 }
 
 func parseParams(o controller.ProvisionOptions) (classParams, error) {
-	if err := params.CheckKnown(o.StorageClass, params.KeyGID, params.KeyRootSquash); err != nil {
+	if err := params.CheckKnown(o.StorageClass, params.KeyGID, params.KeyRootSquash, params.KeyMountOptions); err != nil {
+		return classParams{}, err
+	}
+	mountOptions, err := params.MountOptions(o.StorageClass)
+	if err != nil {
 		return classParams{}, err
 	}
 	gid, err := params.GID(o.StorageClass)
@@ -162,7 +167,7 @@ func parseParams(o controller.ProvisionOptions) (classParams, error) {
 	if err != nil {
 		return classParams{}, err
 	}
-	p := classParams{gid: gid, squash: ganesha.SquashNone}
+	p := classParams{gid: gid, squash: ganesha.SquashNone, mountOptions: mountOptions}
 	if rootSquash {
 		p.squash = ganesha.SquashRoot
 	}
@@ -216,12 +221,14 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	ann[AnnExportBlock] = block.Text
 	ann[AnnExportID] = strconv.Itoa(int(block.ID))
 	ann[AnnProvisionerID] = p.cfg.Identity
-	return o.NewVolume(controller.VolumeSpec{
+	pv := o.NewVolume(controller.VolumeSpec{
 		Source: corev1.PersistentVolumeSource{
 			NFS: &corev1.NFSVolumeSource{Server: p.cfg.Server, Path: dir},
 		},
 		Annotations: ann,
-	}), controller.ProvisioningFinished, nil
+	})
+	params.AddMountOptions(pv, cp.mountOptions)
+	return pv, controller.ProvisioningFinished, nil
 }
 
 // checkLimits refuses a new volume beyond --max-exports or larger than the

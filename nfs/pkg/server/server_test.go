@@ -231,10 +231,11 @@ func TestProvisionRefusals(t *testing.T) {
 		params map[string]string
 		want   string
 	}{
-		"unknown key":  {"1Mi", map[string]string{"pathPattern": "x"}, "unknown parameter(s) pathPattern"},
-		"bad gid":      {"1Mi", map[string]string{"gid": "users"}, "parameter gid"},
-		"bad squash":   {"1Mi", map[string]string{"rootSquash": "sometimes"}, "rootSquash"},
-		"no free room": {"1Ei", nil, "free"},
+		"unknown key":       {"1Mi", map[string]string{"pathPattern": "x"}, "unknown parameter(s) pathPattern"},
+		"bad gid":           {"1Mi", map[string]string{"gid": "users"}, "parameter gid"},
+		"bad squash":        {"1Mi", map[string]string{"rootSquash": "sometimes"}, "rootSquash"},
+		"bad mount options": {"1Mi", map[string]string{"mountOptions": "vers=4.1,hard soft"}, `parameter mountOptions: option "hard soft" contains a space`},
+		"no free room":      {"1Ei", nil, "free"},
 	} {
 		_, state, err := f.p.Provision(ctx, options("pvc-"+strings.ReplaceAll(name, " ", "-"), c.size, c.params))
 		if err == nil || !strings.Contains(err.Error(), c.want) || state != controller.ProvisioningFinished {
@@ -254,6 +255,22 @@ func TestProvisionRefusals(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "nfs-provisioner.identity,pvc-1" {
 		t.Errorf("export root holds %v; refused claims must leave nothing", names)
+	}
+}
+
+// TestMountOptionsParameter: the classic provisioner's mountOptions class
+// parameter, comma-separated, reaches the PV besides the class's own field.
+func TestMountOptionsParameter(t *testing.T) {
+	f := newFixture(t, -1)
+	_, ctx := ktesting.NewTestContext(t)
+	o := options("pvc-opts", "1Mi", map[string]string{"mountOptions": " vers=4.1, hard,,nconnect=4 ,vers=4.1"})
+	o.StorageClass.MountOptions = []string{"noatime", "hard"}
+	pv, _, err := f.p.Provision(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(pv.Spec.MountOptions, ","); got != "noatime,hard,vers=4.1,nconnect=4" {
+		t.Errorf("PV mount options %q, want the class's field then the parameter's new ones: noatime,hard,vers=4.1,nconnect=4", got)
 	}
 }
 

@@ -34,11 +34,24 @@ var rules = pathpattern.Rules{
 }
 
 // Expand returns the directory, relative to the share, that pattern names
-// for the claim and PV (see lib/pathpattern): the result is a relative path
-// whose components are neither empty, "." nor "..", so that it stays inside
-// the share whatever the claim's labels and annotations say. An empty
-// pattern means DefaultPathPattern, checked alike.
+// for the claim and PV, with the former subdir provisioner's semantics
+// (pathpattern.Rules.Lenient): a label or annotation the claim lacks is
+// replaced by the empty string, empty and "." components are dropped, and a
+// path left empty falls back to DefaultPathPattern. The safety rules of
+// lib/pathpattern stay: the result is a relative path whose components are
+// neither empty, "." nor "..", so that it stays inside the share whatever
+// the claim's labels and annotations say. An empty pattern means
+// DefaultPathPattern.
 func Expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string) (string, error) {
+	lenient := rules
+	lenient.Lenient = true
+	return pathpattern.Expand(pattern, pvc, pvName, lenient)
+}
+
+// ExpandStrict is Expand without leniency (--strict-parameters): a label or
+// annotation the claim lacks (or has empty) is an error, and so is an empty
+// or "." component of the expanded path; nothing falls back.
+func ExpandStrict(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string) (string, error) {
 	return pathpattern.Expand(pattern, pvc, pvName, rules)
 }
 

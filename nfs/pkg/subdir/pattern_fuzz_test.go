@@ -24,16 +24,30 @@ func FuzzPathPattern(f *testing.F) {
 			Labels:      map[string]string{labelKey: labelValue},
 			Annotations: map[string]string{annKey: annValue},
 		}}
+		strictRel, strictErr := ExpandStrict(pattern, pvc, pvName)
+		if strictErr != nil && !errors.Is(strictErr, ErrPathPattern) {
+			t.Fatalf("ExpandStrict(%.200q) error %v does not wrap ErrPathPattern", pattern, strictErr)
+		}
+		if strictErr == nil {
+			assertInsideShare(t, strictRel)
+			if pattern != "" && !strings.Contains(pattern, "${") && strictRel != pattern {
+				t.Fatalf("pattern %.200q without variables expands to %.200q", pattern, strictRel)
+			}
+		}
 		rel, err := Expand(pattern, pvc, pvName)
 		if err != nil {
 			if !errors.Is(err, ErrPathPattern) {
 				t.Fatalf("Expand(%.200q) error %v does not wrap ErrPathPattern", pattern, err)
 			}
+			if strictErr == nil {
+				t.Fatalf("Expand(%.200q) fails (%v) where ExpandStrict gives %.200q", pattern, err, strictRel)
+			}
 			return
 		}
 		assertInsideShare(t, rel)
-		if pattern != "" && !strings.Contains(pattern, "${") && rel != pattern {
-			t.Fatalf("pattern %.200q without variables expands to %.200q", pattern, rel)
+		// Leniency only fills in what strict mode refuses.
+		if strictErr == nil && rel != strictRel {
+			t.Fatalf("Expand(%.200q) = %.200q, ExpandStrict = %.200q", pattern, rel, strictRel)
 		}
 	})
 }

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -32,6 +34,8 @@ const (
 	KeyOnDelete        = "onDelete"
 	KeyArchiveOnDelete = "archiveOnDelete"
 	KeyReuseExisting   = "reuseExisting"
+	// KeyShare selects one of the shares configured with --share.
+	KeyShare = "share"
 )
 
 // What happens to a volume's directory when its PV is deleted.
@@ -50,22 +54,53 @@ const (
 	AnnPath = "nfs.kubeprov.io/subdir"
 	// AnnOnDelete is the onDelete policy in force when the volume was made.
 	AnnOnDelete = "nfs.kubeprov.io/on-delete"
+	// AnnShare is the name of the share the volume is on; absent for the
+	// default share. Informational: deletion goes by the PV's NFS source.
+	AnnShare = "nfs.kubeprov.io/share"
 )
 
-// Config of a subdir-mode provisioner.
-type Config struct {
+// Share is one existing NFS export volumes are carved out of.
+type Share struct {
+	// Name is what a class's share parameter gives to select it; ""
+	// only for the default share.
+	Name string
 	// Root is where the share is mounted in the pod.
 	Root string
 	// Server and Path name the share for clients (PV spec.nfs).
 	Server, Path string
+}
+
+// String names the share in messages.
+func (s Share) String() string {
+	if s.Name == "" {
+		return fmt.Sprintf("default NFS share %s:%s (mounted at %s)", s.Server, s.Path, s.Root)
+	}
+	return fmt.Sprintf("NFS share %q %s:%s (mounted at %s)", s.Name, s.Server, s.Path, s.Root)
+}
+
+// Config of a subdir-mode provisioner.
+type Config struct {
+	// Root, Server and Path are the default share, used by classes without
+	// the share parameter; Server "" means there is none.
+	Root, Server, Path string
+	// Shares are further shares, selected by a class's share parameter.
+	// Only these and the default share are ever used: a class cannot name
+	// a server or path of its own.
+	Shares []Share
+	// Strict keeps the stricter rules this provisioner had before it
+	// followed the former subdir provisioner: a label or annotation that
+	// pathPattern reads and the claim lacks is an error (not ""), and
+	// onDelete and archiveOnDelete that contradict each other are an error
+	// (not onDelete winning).
+	Strict bool
 	// Volumes, if set, is used to refuse a directory that another PV on the
 	// same share already uses (or contains, or is inside of).
 	Volumes corelisters.PersistentVolumeLister
 }
 
-// Provisioner implements controller.Provisioner for subdir mode.
-type Provisioner struct {
-	cfg Config
+// share is a Share and the directories in use on it.
+type share struct {
+	Share
 	// mu guards inUse: directories (relative) of volumes made by this
 	// process and of provisions under way, by PV name. It covers the time
 	// before a new PV reaches the Volumes cache.
@@ -73,63 +108,187 @@ type Provisioner struct {
 	inUse map[string]string
 }
 
+// Provisioner implements controller.Provisioner for subdir mode.
+type Provisioner struct {
+	cfg Config
+	// def is the default share, nil without one; named by name.
+	def    *share
+	named  map[string]*share
+	shares []*share // all of them, the default first
+}
+
 var _ controller.Provisioner = (*Provisioner)(nil)
+
+// shareName is what a share may be named: a DNS label.
+var shareName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // New checks cfg and returns the provisioner.
 func New(cfg Config) (*Provisioner, error) {
 	var errs []error
-	if !path.IsAbs(cfg.Root) {
-		errs = append(errs, fmt.Errorf("NFS root %q must be an absolute path", cfg.Root))
+	p := &Provisioner{cfg: cfg, named: map[string]*share{}}
+	hasDefault := cfg.Server != "" || cfg.Path != "" || len(cfg.Shares) == 0
+	all := cfg.Shares
+	if hasDefault {
+		all = append([]Share{{Root: cfg.Root, Server: cfg.Server, Path: cfg.Path}}, all...)
 	}
-	if cfg.Server == "" {
-		errs = append(errs, errors.New("NFS server is empty"))
-	}
-	if !path.IsAbs(cfg.Path) {
-		errs = append(errs, fmt.Errorf("NFS path %q must be an absolute path", cfg.Path))
+	for i, s := range all {
+		isDefault := hasDefault && i == 0
+		what := "default NFS share"
+		if !isDefault {
+			what = fmt.Sprintf("NFS share %q", s.Name)
+			if !shareName.MatchString(s.Name) {
+				errs = append(errs, fmt.Errorf("NFS share name %q must be a DNS label (lower-case letters, digits and -)", s.Name))
+			} else if p.named[s.Name] != nil {
+				errs = append(errs, fmt.Errorf("NFS share %q is configured twice", s.Name))
+			}
+		}
+		if !path.IsAbs(s.Root) {
+			errs = append(errs, fmt.Errorf("%s: root %q must be an absolute path", what, s.Root))
+		}
+		if s.Server == "" {
+			errs = append(errs, fmt.Errorf("%s: NFS server is empty", what))
+		}
+		if !path.IsAbs(s.Path) {
+			errs = append(errs, fmt.Errorf("%s: NFS path %q must be an absolute path", what, s.Path))
+		}
+		s.Root, s.Path = path.Clean(s.Root), path.Clean(s.Path)
+		sh := &share{Share: s, inUse: map[string]string{}}
+		for _, o := range p.shares {
+			switch {
+			case o.Server == s.Server && o.Path == s.Path:
+				errs = append(errs, fmt.Errorf("%s and %s are the same export", o.Share, s))
+			case nested(o.Root, s.Root):
+				// A mount inside another share's mount point would let
+				// one share's pathPattern reach into the other.
+				errs = append(errs, fmt.Errorf("%s and %s are mounted one inside the other; mount each share at a directory of its own", o.Share, s))
+			}
+		}
+		if isDefault {
+			sh.Name = ""
+			p.def = sh
+		} else {
+			p.named[s.Name] = sh
+		}
+		p.shares = append(p.shares, sh)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	cfg.Path = path.Clean(cfg.Path)
-	return &Provisioner{cfg: cfg, inUse: map[string]string{}}, nil
+	return p, nil
+}
+
+// nested reports whether one of two clean absolute paths is the other or
+// inside it.
+func nested(a, b string) bool {
+	return a == b || a == "/" || b == "/" || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
+}
+
+// CheckShares checks that every share's mount point is a directory that
+// answers within ctx, naming the share that does not.
+func (p *Provisioner) CheckShares(ctx context.Context) error {
+	var errs []error
+	for _, s := range p.shares {
+		errs = append(errs, s.check(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *share) check(ctx context.Context) error {
+	done := make(chan error, 1)
+	// A hung NFS mount blocks stat forever: do not block the caller with it.
+	go func() {
+		st, err := os.Stat(s.Root)
+		if err == nil && !st.IsDir() {
+			err = fmt.Errorf("%s is not a directory", s.Root)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("%s: %w; mount the export there", s.Share, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s does not answer: %w", s.Share, ctx.Err())
+	}
 }
 
 type classParams struct {
+	share    *share
 	rel      string
 	gid      *int
 	onDelete string
 	reuse    bool
 }
 
-func parseParams(o controller.ProvisionOptions) (classParams, error) {
+func (p *Provisioner) parseParams(o controller.ProvisionOptions) (classParams, error) {
 	class := o.StorageClass
 	if _, ok := params.String(class, params.KeyRootSquash); ok {
 		return classParams{}, fmt.Errorf("StorageClass %s parameter rootSquash applies to server mode only; in subdir mode squashing is set on the existing export's server", class.Name)
 	}
-	if err := params.CheckKnown(class, params.KeyGID, KeyPathPattern, KeyOnDelete, KeyArchiveOnDelete, KeyReuseExisting); err != nil {
+	if err := params.CheckKnown(class, params.KeyGID, KeyPathPattern, KeyOnDelete, KeyArchiveOnDelete, KeyReuseExisting, KeyShare); err != nil {
 		return classParams{}, err
 	}
-	var p classParams
+	var cp classParams
 	var err error
-	if p.gid, err = params.GID(class); err != nil {
-		return p, err
+	if cp.share, err = p.selectShare(class); err != nil {
+		return cp, err
 	}
-	if p.onDelete, err = onDelete(o); err != nil {
-		return p, err
+	if cp.gid, err = params.GID(class); err != nil {
+		return cp, err
 	}
-	if p.reuse, _, err = params.Bool(class, KeyReuseExisting, false); err != nil {
-		return p, err
+	if cp.onDelete, err = onDelete(o, p.cfg.Strict); err != nil {
+		return cp, err
+	}
+	if cp.reuse, _, err = params.Bool(class, KeyReuseExisting, false); err != nil {
+		return cp, err
 	}
 	pattern, _ := params.String(class, KeyPathPattern)
-	if p.rel, err = Expand(pattern, o.PVC, o.PVName); err != nil {
-		return p, fmt.Errorf("StorageClass %s parameter %s: %w", class.Name, KeyPathPattern, err)
+	expand := Expand
+	if p.cfg.Strict {
+		expand = ExpandStrict
 	}
-	return p, nil
+	if cp.rel, err = expand(pattern, o.PVC, o.PVName); err != nil {
+		return cp, fmt.Errorf("StorageClass %s parameter %s: %w", class.Name, KeyPathPattern, err)
+	}
+	return cp, nil
 }
 
-// onDelete reads onDelete and the older archiveOnDelete; both may be given
-// when they agree.
-func onDelete(o controller.ProvisionOptions) (string, error) {
+// selectShare returns the share the class's share parameter names, or the
+// default share.
+func (p *Provisioner) selectShare(class *storagev1.StorageClass) (*share, error) {
+	name, given := params.String(class, KeyShare)
+	if !given {
+		if p.def == nil {
+			return nil, fmt.Errorf("StorageClass %s must set parameter %s to one of the NFS shares this provisioner has: %s",
+				class.Name, KeyShare, p.shareNames())
+		}
+		return p.def, nil
+	}
+	if s := p.named[name]; s != nil {
+		return s, nil
+	}
+	return nil, fmt.Errorf("StorageClass %s parameter %s %q names no NFS share of this provisioner; it has: %s (the --share flag lists them)",
+		class.Name, KeyShare, name, p.shareNames())
+}
+
+func (p *Provisioner) shareNames() string {
+	names := make([]string, 0, len(p.named))
+	for n := range p.named {
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return "none but the default one"
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// onDelete reads onDelete and the older archiveOnDelete. When both are
+// given and contradict each other, onDelete wins, as in the former subdir
+// provisioner; strict refuses the contradiction instead.
+func onDelete(o controller.ProvisionOptions, strict bool) (string, error) {
 	class := o.StorageClass
 	od, odGiven := params.String(class, KeyOnDelete)
 	od = strings.ToLower(strings.TrimSpace(od))
@@ -143,8 +302,8 @@ func onDelete(o controller.ProvisionOptions) (string, error) {
 	}
 	switch {
 	case odGiven && archGiven:
-		if archive != (od == OnDeleteArchive) {
-			return "", fmt.Errorf("StorageClass %s parameters onDelete %q and archiveOnDelete %q contradict each other; keep only onDelete",
+		if strict && archive != (od == OnDeleteArchive) {
+			return "", fmt.Errorf("StorageClass %s parameters onDelete %q and archiveOnDelete %q contradict each other; keep only onDelete (without strict mode, onDelete wins)",
 				class.Name, od, class.Parameters[KeyArchiveOnDelete])
 		}
 		return od, nil
@@ -171,18 +330,19 @@ func (p *Provisioner) ClaimMetadataKeys(class *storagev1.StorageClass) (labels, 
 
 // Provision implements controller.Provisioner.
 func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
-	cp, err := parseParams(o)
+	cp, err := p.parseParams(o)
 	if err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
-	logger := klog.FromContext(ctx).WithValues("pv", o.PVName, "subdir", cp.rel)
-	if err := p.reserve(cp.rel, o.PVName); err != nil {
+	sh := cp.share
+	logger := klog.FromContext(ctx).WithValues("pv", o.PVName, "share", sh.Name, "subdir", cp.rel)
+	if err := p.reserve(sh, cp.rel, o.PVName); err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
-	created, err := p.makeDir(o, cp)
+	created, err := makeDir(sh, o, cp)
 	if err != nil {
 		if !created {
-			p.release(cp.rel, o.PVName)
+			sh.release(cp.rel, o.PVName)
 			return nil, controller.ProvisioningFinished, err
 		}
 		return nil, controller.ProvisioningInBackground, err
@@ -191,9 +351,12 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	ann := params.Annotations(cp.gid)
 	ann[AnnPath] = cp.rel
 	ann[AnnOnDelete] = cp.onDelete
+	if sh.Name != "" {
+		ann[AnnShare] = sh.Name
+	}
 	return o.NewVolume(controller.VolumeSpec{
 		Source: corev1.PersistentVolumeSource{
-			NFS: &corev1.NFSVolumeSource{Server: p.cfg.Server, Path: path.Join(p.cfg.Path, cp.rel)},
+			NFS: &corev1.NFSVolumeSource{Server: sh.Server, Path: path.Join(sh.Path, cp.rel)},
 		},
 		Annotations: ann,
 	}), controller.ProvisioningFinished, nil
@@ -201,10 +364,10 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 
 // makeDir creates (or, when allowed, reuses) the directory and sets its
 // group. It reports whether it created the directory.
-func (p *Provisioner) makeDir(o controller.ProvisionOptions, cp classParams) (bool, error) {
-	root, err := os.OpenRoot(p.cfg.Root)
+func makeDir(sh *share, o controller.ProvisionOptions, cp classParams) (bool, error) {
+	root, err := os.OpenRoot(sh.Root)
 	if err != nil {
-		return false, fmt.Errorf("opening the NFS share mounted at %s: %w", p.cfg.Root, err)
+		return false, fmt.Errorf("opening %s: %w", sh.Share, err)
 	}
 	defer func() { _ = root.Close() }()
 	mode := dirs.ModeShared
@@ -239,22 +402,22 @@ func (p *Provisioner) makeDir(o controller.ProvisionOptions, cp classParams) (bo
 	return created, nil
 }
 
-// reserve records rel for pv, refusing it when another volume's directory
-// is rel, contains it or is inside it.
-func (p *Provisioner) reserve(rel, pv string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.checkOverlap(rel, pv); err != nil {
+// reserve records rel on sh for pv, refusing it when another volume's
+// directory is rel, contains it or is inside it.
+func (p *Provisioner) reserve(sh *share, rel, pv string) error {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if err := p.checkOverlap(sh, rel, pv); err != nil {
 		return err
 	}
-	p.inUse[rel] = pv
+	sh.inUse[rel] = pv
 	return nil
 }
 
-// checkOverlap refuses rel when another volume's directory is rel, contains
-// it or is inside it; p.mu is held.
-func (p *Provisioner) checkOverlap(rel, pv string) error {
-	for other, owner := range p.inUse {
+// checkOverlap refuses rel when another volume's directory on sh is rel,
+// contains it or is inside it; sh.mu is held.
+func (p *Provisioner) checkOverlap(sh *share, rel, pv string) error {
+	for other, owner := range sh.inUse {
 		if owner != pv && dirs.Within(rel, other) {
 			return conflict(rel, other, owner)
 		}
@@ -265,7 +428,7 @@ func (p *Provisioner) checkOverlap(rel, pv string) error {
 			return err
 		}
 		for _, v := range vols {
-			other, ok := p.relOf(v)
+			other, ok := sh.relOf(v)
 			if ok && v.Name != pv && dirs.Within(rel, other) {
 				return conflict(rel, other, v.Name)
 			}
@@ -283,34 +446,47 @@ func conflict(rel, other, owner string) error {
 		rel, other, owner, KeyPathPattern)
 }
 
-func (p *Provisioner) release(rel, pv string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.inUse[rel] == pv {
-		delete(p.inUse, rel)
+func (s *share) release(rel, pv string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inUse[rel] == pv {
+		delete(s.inUse, rel)
 	}
 }
 
 // relOf returns the directory of a PV on this share, relative to it.
-func (p *Provisioner) relOf(pv *corev1.PersistentVolume) (string, bool) {
+func (s *share) relOf(pv *corev1.PersistentVolume) (string, bool) {
 	nfs := pv.Spec.NFS
-	if nfs == nil || nfs.Server != p.cfg.Server {
+	if nfs == nil || nfs.Server != s.Server {
 		return "", false
 	}
 	full := path.Clean(nfs.Path)
-	if p.cfg.Path == "/" {
+	if s.Path == "/" {
 		rel := strings.TrimPrefix(full, "/")
 		return rel, rel != ""
 	}
-	rel, ok := strings.CutPrefix(full, p.cfg.Path+"/")
+	rel, ok := strings.CutPrefix(full, s.Path+"/")
 	return rel, ok && rel != ""
+}
+
+// shareOf returns the share a PV is on (the one with the longest path when
+// shares of one server nest) and the PV's directory relative to it.
+func (p *Provisioner) shareOf(pv *corev1.PersistentVolume) (*share, string, bool) {
+	var best *share
+	var bestRel string
+	for _, s := range p.shares {
+		if rel, ok := s.relOf(pv); ok && (best == nil || len(s.Path) > len(best.Path)) {
+			best, bestRel = s, rel
+		}
+	}
+	return best, bestRel, best != nil
 }
 
 // Delete implements controller.Provisioner.
 func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
-	rel, ok := p.relOf(pv)
+	sh, rel, ok := p.shareOf(pv)
 	if !ok {
-		return controller.Ignore("PV %s is not on NFS share %s:%s", pv.Name, p.cfg.Server, p.cfg.Path)
+		return controller.Ignore("PV %s is on none of the NFS shares of this provisioner", pv.Name)
 	}
 	if ann, ok := pv.Annotations[AnnPath]; ok && ann != rel {
 		return fmt.Errorf("PV %s has annotation %s %q but its NFS path is %s; fix one of them", pv.Name, AnnPath, ann, pv.Spec.NFS.Path)
@@ -320,18 +496,18 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 		// PVs of the former subdir provisioner: its default.
 		policy = DefaultOnDelete
 	}
-	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "subdir", rel, "onDelete", policy)
-	root, err := os.OpenRoot(p.cfg.Root)
+	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "share", sh.Name, "subdir", rel, "onDelete", policy)
+	root, err := os.OpenRoot(sh.Root)
 	if err != nil {
-		return fmt.Errorf("opening the NFS share mounted at %s: %w", p.cfg.Root, err)
+		return fmt.Errorf("opening %s: %w", sh.Share, err)
 	}
 	defer func() { _ = root.Close() }()
 	if policy != OnDeleteRetain {
 		// A PV's NFS path is only what whoever created the PV wrote: never
 		// remove a directory another volume uses, or one holding it.
-		p.mu.Lock()
-		err := p.checkOverlap(rel, pv.Name)
-		p.mu.Unlock()
+		sh.mu.Lock()
+		err := p.checkOverlap(sh, rel, pv.Name)
+		sh.mu.Unlock()
 		if err != nil {
 			return fmt.Errorf("not deleting PV %s's directory: %w", pv.Name, err)
 		}
@@ -352,23 +528,12 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 		return fmt.Errorf("PV %s has annotation %s %q; it must be %q, %q or %q",
 			pv.Name, AnnOnDelete, policy, OnDeleteDelete, OnDeleteRetain, OnDeleteArchive)
 	}
-	p.release(rel, pv.Name)
+	sh.release(rel, pv.Name)
 	logger.V(2).Info("Volume deleted")
 	return nil
 }
 
-// Ready checks that the share is mounted and answers.
+// Ready checks that every share is mounted and answers.
 func (p *Provisioner) Ready(ctx context.Context) error {
-	done := make(chan error, 1)
-	// A hung NFS mount blocks stat forever: do not block the caller with it.
-	go func() {
-		_, err := os.Stat(p.cfg.Root)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("NFS share at %s does not answer: %w", p.cfg.Root, ctx.Err())
-	}
+	return p.CheckShares(ctx)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	storagev1 "k8s.io/api/storage/v1"
+
 	"github.com/kubeprov/external-storage/lib/controller"
 	"github.com/kubeprov/external-storage/nfs/pkg/params"
 )
@@ -21,15 +23,31 @@ import (
 func FuzzParseParams(f *testing.F) {
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, k3, v3, k4, v4 string) {
 		c := class(map[string]string{k1: v1, k2: v2, k3: v3, k4: v4})
-		p, err := parseParams(controller.ProvisionOptions{StorageClass: c, PVC: claim("ns", "data"), PVName: "pvc-1"})
+		for _, strict := range []bool{false, true} {
+			checkParams(t, c, strict)
+		}
+	})
+}
+
+func checkParams(t *testing.T, c *storagev1.StorageClass, strict bool) {
+	prov, err := New(Config{Root: "/mnt/default", Server: "nfs.example", Path: "/share", Strict: strict,
+		Shares: []Share{{Name: "fast", Root: "/mnt/fast", Server: "nfs.example", Path: "/fast"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	{
+		p, err := prov.parseParams(controller.ProvisionOptions{StorageClass: c, PVC: claim("ns", "data"), PVName: "pvc-1"})
 		if err != nil {
 			if !strings.Contains(err.Error(), "StorageClass "+c.Name+" ") {
 				t.Fatalf("error %q does not name the StorageClass", err)
 			}
 			return
 		}
+		if name, given := c.Parameters[KeyShare]; given != (p.share.Name != "") || given && name != p.share.Name {
+			t.Fatalf("share parameter %q (given %v) selected share %q", name, given, p.share.Name)
+		}
 		for k := range c.Parameters {
-			if !slices.Contains([]string{params.KeyGID, KeyPathPattern, KeyOnDelete, KeyArchiveOnDelete, KeyReuseExisting}, k) {
+			if !slices.Contains([]string{params.KeyGID, KeyPathPattern, KeyOnDelete, KeyArchiveOnDelete, KeyReuseExisting, KeyShare}, k) {
 				t.Fatalf("unknown parameter %q accepted", k)
 			}
 		}
@@ -48,5 +66,5 @@ func FuzzParseParams(f *testing.F) {
 			}
 		}
 		assertInsideShare(t, p.rel)
-	})
+	}
 }

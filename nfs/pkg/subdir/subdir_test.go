@@ -38,25 +38,60 @@ func claim(ns, name string) *corev1.PersistentVolumeClaim {
 
 func TestExpand(t *testing.T) {
 	pvc := claim("ns1", "data")
-	for pattern, want := range map[string]string{
-		"":                                      "ns1-data-pvc-1",
-		"${.PVC.namespace}/${.PVC.name}":        "ns1/data",
-		"apps/${.PVC.labels.app}-${.PV.name}":   "apps/db-pvc-1",
-		"${.PVC.annotations.team}/${.PVC.name}": "blue/green/data",
-		"fixed":                                 "fixed",
+	for _, c := range []struct {
+		pattern, want string
+		// strict: what ExpandStrict gives, "" when it is the same as want,
+		// "error" when it refuses the pattern.
+		strict string
+	}{
+		{pattern: "", want: "ns1-data-pvc-1"},
+		{pattern: "${.PVC.namespace}/${.PVC.name}", want: "ns1/data"},
+		{pattern: "apps/${.PVC.labels.app}-${.PV.name}", want: "apps/db-pvc-1"},
+		{pattern: "${.PVC.annotations.team}/${.PVC.name}", want: "blue/green/data"},
+		{pattern: "fixed", want: "fixed"},
+		// Upstream: a missing label or annotation is "", and empty or "."
+		// components collapse.
+		{pattern: "${.PVC.namespace}/${.PVC.annotations.nfs.io/storage-path}", want: "ns1", strict: "error"},
+		{pattern: "${.PVC.labels.missing}/${.PVC.name}", want: "data", strict: "error"},
+		{pattern: "x-${.PVC.labels.missing}-y", want: "x--y", strict: "error"},
+		{pattern: "a//b", want: "a/b", strict: "error"},
+		{pattern: "a/", want: "a", strict: "error"},
+		{pattern: "x/./y", want: "x/y", strict: "error"},
+		// An empty result falls back to the default name, as upstream.
+		{pattern: "${.PVC.labels.missing}", want: "ns1-data-pvc-1", strict: "error"},
+		{pattern: "${.PVC.labels.missing}/${.PVC.annotations.missing}/", want: "ns1-data-pvc-1", strict: "error"},
+		{pattern: ".", want: "ns1-data-pvc-1", strict: "error"},
 	} {
-		got, err := Expand(pattern, pvc, "pvc-1")
-		if err != nil || got != want {
-			t.Errorf("Expand(%q) = %q, %v; want %q", pattern, got, err, want)
+		got, err := Expand(c.pattern, pvc, "pvc-1")
+		if err != nil || got != c.want {
+			t.Errorf("Expand(%q) = %q, %v; want %q", c.pattern, got, err, c.want)
+		}
+		wantStrict := c.strict
+		if wantStrict == "" {
+			wantStrict = c.want
+		}
+		got, err = ExpandStrict(c.pattern, pvc, "pvc-1")
+		if err != nil {
+			if !errors.Is(err, ErrPathPattern) {
+				t.Errorf("ExpandStrict(%q): %v does not wrap ErrPathPattern", c.pattern, err)
+			}
+			got = "error"
+		}
+		if got != wantStrict {
+			t.Errorf("ExpandStrict(%q) = %q (%v), want %q", c.pattern, got, err, wantStrict)
 		}
 	}
+	// Refused in both modes: they could leave the share, or are mistakes of
+	// the class's author.
 	for _, pattern := range []string{
-		"/abs/${.PVC.name}", "../${.PVC.name}", "a/../../b", "${.PVC.annotations.dir}", "a//b", "a/",
-		"${.PVC.labels.missing}", "${.PVC.uid}", "${.PVC.name", ".", "x/./y",
+		"/abs/${.PVC.name}", "../${.PVC.name}", "a/../../b", "${.PVC.annotations.dir}", "x/${.PVC.annotations.dir}",
+		"${.PVC.uid}", "${.PVC.name", "a/${.PVC.labels.missing}/..",
 	} {
-		got, err := Expand(pattern, pvc, "pvc-1")
-		if !errors.Is(err, ErrPathPattern) {
-			t.Errorf("Expand(%q) = %q, %v; want ErrPathPattern", pattern, got, err)
+		for mode, expand := range map[string]func(string, *corev1.PersistentVolumeClaim, string) (string, error){"Expand": Expand, "ExpandStrict": ExpandStrict} {
+			got, err := expand(pattern, pvc, "pvc-1")
+			if !errors.Is(err, ErrPathPattern) {
+				t.Errorf("%s(%q) = %q, %v; want ErrPathPattern", mode, pattern, got, err)
+			}
 		}
 	}
 }
@@ -81,11 +116,14 @@ func TestExpandMaliciousClaims(t *testing.T) {
 		{name: "default pattern with the longest names", pvc: claim(strings.Repeat("n", 63), strings.Repeat("c", 253)),
 			wantErr: "is longer than 255 bytes"},
 		{name: "dot-dot annotation", pattern: "x/" + ann, pvc: withAnnotation(".."), wantErr: `it expands to "x/..", which could leave the NFS share`},
-		{name: "absolute annotation", pattern: ann, pvc: withAnnotation("/etc/shadow"), wantErr: `"/etc/shadow" is absolute`},
+		// Its empty first component collapses: inside the share (strict mode
+		// refuses it, see TestExpandStrictMaliciousClaims).
+		{name: "absolute annotation", pattern: ann, pvc: withAnnotation("/etc/shadow"), want: "etc/shadow"},
+		{name: "dot-dot behind a missing value", pattern: "${.PVC.labels.missing}/" + ann, pvc: withAnnotation("../x"), wantErr: `has a ".." component`},
 		{name: "NUL in an annotation", pattern: ann, pvc: withAnnotation("a\x00/../b"), wantErr: "contains a NUL byte"},
 		{name: "deep tree from an annotation", pattern: ann, pvc: withAnnotation(strings.Repeat("a/", 1<<19) + "a"),
 			wantErr: `invalid pathPattern "${.PVC.annotations.k}": it expands to a path of 1048577 bytes, more than the 1024 an NFS client can mount`},
-		{name: "nested variable", pattern: "${.PVC.annotations.${.PVC.name}}", pvc: claim("ns", "data"), wantErr: `the claim has no annotation "${.PVC.name"`},
+		{name: "nested variable", pattern: "${.PVC.annotations.${.PVC.name}}", pvc: claim("ns", "data"), wantErr: "variables cannot be nested"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Expand(tc.pattern, tc.pvc, "pvc-1")
@@ -102,6 +140,17 @@ func TestExpandMaliciousClaims(t *testing.T) {
 	}
 }
 
+func TestExpandStrictMaliciousClaims(t *testing.T) {
+	pvc := claim("ns", "data")
+	pvc.Annotations["k"] = "/etc/shadow"
+	if got, err := ExpandStrict("${.PVC.annotations.k}", pvc, "pvc-1"); !errors.Is(err, ErrPathPattern) || !strings.Contains(err.Error(), `"/etc/shadow" is absolute`) {
+		t.Errorf("ExpandStrict of an absolute annotation = %q, %v", got, err)
+	}
+	if got, err := ExpandStrict("${.PVC.labels.missing}", pvc, "pvc-1"); err == nil || !strings.Contains(err.Error(), `the claim has no label "missing"`) {
+		t.Errorf("ExpandStrict of a missing label = %q, %v", got, err)
+	}
+}
+
 func class(params map[string]string) *storagev1.StorageClass {
 	return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "nfs"}, Provisioner: "kubeprov.io/nfs", Parameters: params}
 }
@@ -110,25 +159,37 @@ func TestOnDelete(t *testing.T) {
 	for _, c := range []struct {
 		params map[string]string
 		want   string
+		// strict: what strict mode gives when it differs.
+		strict string
 	}{
-		{nil, OnDeleteArchive},
-		{map[string]string{"onDelete": "delete"}, OnDeleteDelete},
-		{map[string]string{"onDelete": "Retain"}, OnDeleteRetain},
-		{map[string]string{"archiveOnDelete": "true"}, OnDeleteArchive},
-		{map[string]string{"archiveOnDelete": "false"}, OnDeleteDelete},
-		{map[string]string{"onDelete": "archive", "archiveOnDelete": "true"}, OnDeleteArchive},
-		{map[string]string{"onDelete": "retain", "archiveOnDelete": "false"}, OnDeleteRetain},
-		{map[string]string{"onDelete": "delete", "archiveOnDelete": "true"}, "error"},
-		{map[string]string{"onDelete": "archive", "archiveOnDelete": "false"}, "error"},
-		{map[string]string{"onDelete": "shred"}, "error"},
-		{map[string]string{"archiveOnDelete": "maybe"}, "error"},
+		{params: nil, want: OnDeleteArchive},
+		{params: map[string]string{"onDelete": "delete"}, want: OnDeleteDelete},
+		{params: map[string]string{"onDelete": "Retain"}, want: OnDeleteRetain},
+		{params: map[string]string{"archiveOnDelete": "true"}, want: OnDeleteArchive},
+		{params: map[string]string{"archiveOnDelete": "false"}, want: OnDeleteDelete},
+		{params: map[string]string{"onDelete": "archive", "archiveOnDelete": "true"}, want: OnDeleteArchive},
+		{params: map[string]string{"onDelete": "retain", "archiveOnDelete": "false"}, want: OnDeleteRetain},
+		// Contradictions: onDelete wins, as upstream; strict mode refuses.
+		{params: map[string]string{"onDelete": "delete", "archiveOnDelete": "true"}, want: OnDeleteDelete, strict: "error"},
+		{params: map[string]string{"onDelete": "archive", "archiveOnDelete": "false"}, want: OnDeleteArchive, strict: "error"},
+		{params: map[string]string{"onDelete": "retain", "archiveOnDelete": "true"}, want: OnDeleteRetain, strict: "error"},
+		// Typos are never a default, in either mode.
+		{params: map[string]string{"onDelete": "shred"}, want: "error"},
+		{params: map[string]string{"archiveOnDelete": "maybe"}, want: "error"},
+		{params: map[string]string{"onDelete": "delete", "archiveOnDelete": "maybe"}, want: "error"},
 	} {
-		got, err := onDelete(controller.ProvisionOptions{StorageClass: class(c.params)})
-		if err != nil {
-			got = "error"
-		}
-		if got != c.want {
-			t.Errorf("onDelete(%v) = %q (%v), want %q", c.params, got, err, c.want)
+		for _, strict := range []bool{false, true} {
+			want := c.want
+			if strict && c.strict != "" {
+				want = c.strict
+			}
+			got, err := onDelete(controller.ProvisionOptions{StorageClass: class(c.params)}, strict)
+			if err != nil {
+				got = "error"
+			}
+			if got != want {
+				t.Errorf("onDelete(%v, strict %v) = %q (%v), want %q", c.params, strict, got, err, want)
+			}
 		}
 	}
 }
@@ -226,7 +287,11 @@ func TestExistingDirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := newFixture(t)
-	g.p.cfg.Root, g.p.cfg.Volumes = f.dir, corelisters.NewPersistentVolumeLister(f.volumes)
+	restarted, err := New(Config{Root: f.dir, Server: "nfs.example", Path: "/share", Volumes: corelisters.NewPersistentVolumeLister(f.volumes)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.p = restarted
 	if _, err := g.provision(t, map[string]string{"pathPattern": "taken", "reuseExisting": "true"}, claim("ns", "b"), "pvc-b"); err == nil {
 		t.Error("a restarted provisioner handed a used directory to another PV")
 	}
@@ -307,8 +372,8 @@ func TestReady(t *testing.T) {
 	if err := f.p.Ready(context.Background()); err != nil {
 		t.Error(err)
 	}
-	f.p.cfg.Root = filepath.Join(f.dir, "missing")
-	if err := f.p.Ready(context.Background()); err == nil {
-		t.Error("Ready with a missing share")
+	f.p.shares[0].Root = filepath.Join(f.dir, "missing")
+	if err := f.p.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "default NFS share nfs.example:/share") {
+		t.Errorf("Ready with a missing share: %v; want an error naming it", err)
 	}
 }

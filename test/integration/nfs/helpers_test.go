@@ -167,6 +167,16 @@ func deleteClaim(t *testing.T, ctx context.Context, ns, name, pvName string) {
 // would otherwise use up the event budget and delay later tests' events.
 func failsWith(t *testing.T, ctx context.Context, pvc *corev1.PersistentVolumeClaim, want ...string) {
 	t.Helper()
+	waitEvent(t, ctx, pvc, want...)
+	if err := cp.Client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Delete(ctx, pvc.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitEvent waits for a Warning ProvisioningFailed event on the claim whose
+// message contains every one of want, and leaves the claim alone.
+func waitEvent(t *testing.T, ctx context.Context, pvc *corev1.PersistentVolumeClaim, want ...string) {
+	t.Helper()
 	var seen []string
 	matches := func(msg string) bool {
 		for _, w := range want {
@@ -198,9 +208,6 @@ func failsWith(t *testing.T, ctx context.Context, pvc *corev1.PersistentVolumeCl
 	})
 	if err != nil {
 		t.Fatalf("no ProvisioningFailed event of %s mentioning %q: %v; events: %q", pvc.Name, want, err, seen)
-	}
-	if err := cp.Client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Delete(ctx, pvc.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
 	}
 }
 

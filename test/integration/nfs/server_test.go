@@ -28,7 +28,8 @@ func TestServerExportLifecycle(t *testing.T) {
 	ctx := framework.TestContext(t, 4*time.Minute)
 	srv := startServer(t, nil)
 	ns := cp.CreateTestNamespace(t, "nfs-server")
-	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-lifecycle", srv.name, map[string]string{"gid": "1234", "rootSquash": "false"}))
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-lifecycle", srv.name,
+		map[string]string{"gid": "1234", "rootSquash": "false", "mountOptions": "vers=4.1,hard"}))
 
 	pv := bound(t, ctx, ns, "data", "nfs-server-lifecycle", nil)
 	dir := filepath.Join(srv.ExportRoot, pv.Name)
@@ -37,6 +38,10 @@ func TestServerExportLifecycle(t *testing.T) {
 	}
 	if got := pv.Annotations["pv.beta.kubernetes.io/gid"]; got != "1234" {
 		t.Errorf("PV annotation pv.beta.kubernetes.io/gid = %q, want 1234", got)
+	}
+	// The classic provisioner's mountOptions parameter.
+	if got := strings.Join(pv.Spec.MountOptions, ","); got != "vers=4.1,hard" {
+		t.Errorf("PV mount options %q, want vers=4.1,hard from the class's mountOptions parameter", got)
 	}
 	config, err := os.ReadFile(srv.GaneshaConfig)
 	if err != nil {
