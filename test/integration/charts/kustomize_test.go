@@ -107,7 +107,7 @@ func TestChartsMatchKustomize(t *testing.T) {
 				if len(ks) == 0 {
 					continue
 				}
-				want, got := comparable(t, ks[0], kustomized), comparable(t, hs[0], rendered)
+				want, got := comparableObject(t, ks[0], kustomized), comparableObject(t, hs[0], rendered)
 				if !apiequality.Semantic.DeepEqual(want, got) {
 					t.Errorf("%s differs from kustomize's (names of the release's own objects aside)\nkustomize:\n%s\nchart:\n%s", kind, toYAML(t, want), toYAML(t, got))
 				}
@@ -143,7 +143,7 @@ const clusterScope = "cluster-wide"
 // that the RBAC objects among objs give ServiceAccount namespace/name:
 // cluster-wide through ClusterRoleBindings, and per namespace through
 // RoleBindings.
-func permissions(t *testing.T, objs []*unstructured.Unstructured, namespace, name string) map[string][]string {
+func permissions(t *testing.T, objs []*unstructured.Unstructured, namespace, name string) map[string][]grant {
 	t.Helper()
 	clusterRoles := map[string][]rbacv1.PolicyRule{}
 	roles := map[string][]rbacv1.PolicyRule{} // namespace/name
@@ -156,7 +156,7 @@ func permissions(t *testing.T, objs []*unstructured.Unstructured, namespace, nam
 			roles[obj.GetNamespace()+"/"+obj.GetName()] = r.Rules
 		}
 	}
-	out := map[string][]string{}
+	out := map[string][]grant{}
 	for _, obj := range ofKind(objs, "ClusterRoleBinding", "RoleBinding") {
 		var b rbacv1.RoleBinding
 		fromUnstructured(t, obj, &b)
@@ -180,9 +180,16 @@ func permissions(t *testing.T, objs []*unstructured.Unstructured, namespace, nam
 	return out
 }
 
+// grant is one verb on one resource (and object name, * for any).
+type grant struct{ verb, group, resource, name string }
+
+func (g grant) String() string {
+	return fmt.Sprintf("%s %s/%s (name %s)", g.verb, g.group, g.resource, g.name)
+}
+
 // grants spells each rule out into its single grants.
-func grants(rules []rbacv1.PolicyRule) []string {
-	var out []string
+func grants(rules []rbacv1.PolicyRule) []grant {
+	var out []grant
 	for _, r := range rules {
 		names := r.ResourceNames
 		if len(names) == 0 {
@@ -192,27 +199,22 @@ func grants(rules []rbacv1.PolicyRule) []string {
 			for _, res := range r.Resources {
 				for _, v := range r.Verbs {
 					for _, n := range names {
-						out = append(out, fmt.Sprintf("%s %s/%s (name %s)", v, g, res, n))
+						out = append(out, grant{verb: v, group: g, resource: res, name: n})
 					}
 				}
-			}
-		}
-		for _, u := range r.NonResourceURLs {
-			for _, v := range r.Verbs {
-				out = append(out, v+" "+u)
 			}
 		}
 	}
 	return out
 }
 
-// comparable is obj, typed, with what may differ between a release and the
+// comparableObject is obj, typed, with what may differ between a release and the
 // kustomize deploy cleared: object metadata (names, labels), label
 // selectors, the ServiceAccount name (compared through permissions) and the
 // names of Secrets the rendering itself holds. What one side leaves to the
 // API server's defaults gets them: a tagged image's imagePullPolicy, a
 // class's binding mode and reclaim policy.
-func comparable(t *testing.T, obj *unstructured.Unstructured, all []*unstructured.Unstructured) runtime.Object {
+func comparableObject(t *testing.T, obj *unstructured.Unstructured, all []*unstructured.Unstructured) runtime.Object {
 	t.Helper()
 	own := func(name string) bool {
 		return slices.ContainsFunc(ofKind(all, "Secret"), func(s *unstructured.Unstructured) bool { return s.GetName() == name })
@@ -295,15 +297,15 @@ func toYAML(t *testing.T, obj any) string {
 	return string(out)
 }
 
-// union is a and b as a sorted set.
-func union(a, b []string) []string {
+// union is a and b as a set, sorted by how they print.
+func union[T comparable](a, b []T) []T {
 	out := slices.Concat(a, b)
-	slices.Sort(out)
+	slices.SortFunc(out, func(x, y T) int { return strings.Compare(fmt.Sprint(x), fmt.Sprint(y)) })
 	return slices.Compact(out)
 }
 
 // diff is what want has and got lacks, and what got has and want lacks.
-func diff(want, got []string) (missing, extra []string) {
+func diff[T comparable](want, got []T) (missing, extra []T) {
 	for _, w := range want {
 		if !slices.Contains(got, w) {
 			missing = append(missing, w)
