@@ -220,7 +220,7 @@ func TestChartSpecificValues(t *testing.T) {
 	for _, tc := range []struct {
 		chart   string
 		values  map[string]any
-		wantErr string                                               // the rendering fails, naming this
+		wantErr string                                                // the rendering fails, naming this
 		check   func(t *testing.T, objs []*unstructured.Unstructured) // else
 	}{
 		{chart: "hostpath", values: map[string]any{"nodePathMap": []any{map[string]any{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": []any{"/opt/local-path-provisioner"}}}}, wantErr: "nodePathMap"},
