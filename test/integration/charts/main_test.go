@@ -6,6 +6,11 @@
 // chart with its default values gives the objects of its provisioner's
 // kustomize deploy (the same permissions, the same pods), its values change
 // what they say, and what it renders is accepted by the real API server.
+//
+// Helm is pinned at v4.2.4, the newest release built on Kubernetes 0.36
+// libraries (v4.3 requires client-go 0.37, which would move this module's
+// k8s.io libraries ahead of the control plane's 1.36). It raises only
+// kustomize (0.20 to 0.21, what kubectl 1.36 embeds) and a few x/ modules.
 package charts
 
 import (
