@@ -14,7 +14,9 @@ GO_TEST_FLAGS ?= -race
 INTEGRATION_TIMEOUT ?= 40m
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-unit test-integration test-faults test-e2e deps controlplane node cluster lint tidy verify demo bench image push clean
+CHARTS := $(notdir $(wildcard charts/*))
+
+.PHONY: help chart build test test-unit test-integration test-faults test-e2e deps controlplane node cluster lint tidy verify demo bench image push clean
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -78,6 +80,13 @@ image/%:
 push: $(PROVISIONERS:%=push/%) ## Push every image: make push REGISTRY=host/namespace TAG=tag
 push/%:
 	$(MAKE) --no-print-directory -C $* push
+
+chart: $(CHARTS:%=chart/%) ## Package every Helm chart (charts/) into _output/charts, versioned from its module's release tag (hack/version.sh).
+# The chart charts/<module>[-<mode>] takes its versions from <module>'s tag:
+# version without the v, appVersion (the default image tag) as make push tags.
+chart/%:
+	@version=$$(hack/version.sh $(firstword $(subst -, ,$*))) && \
+	cd test && go run ./cmd/chart --version "$${version#v}" --app-version "$$version" --out ../_output/charts ../charts/$*
 
 clean: ## Remove build outputs (not the control-plane cache: see docs/development.md).
 	rm -rf _output

@@ -1,0 +1,337 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package charts
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	chartcommon "helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/v2/lint"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeprov/external-storage/test/framework/manifests"
+	"github.com/kubeprov/external-storage/test/integration/release"
+)
+
+// charts are the chart directories, each with the values it requires (the
+// first pairing's).
+func charts() []pairing {
+	var out []pairing
+	for _, p := range pairings {
+		if !slices.ContainsFunc(out, func(o pairing) bool { return o.chart == p.chart }) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// with is base with the top-level keys of extra set.
+func with(base map[string]any, extra map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+// pod is the pod template of the one workload of objs, and its first
+// container, the provisioner.
+func pod(t *testing.T, objs []*unstructured.Unstructured) (corev1.PodSpec, corev1.Container) {
+	t.Helper()
+	ws, err := manifests.Workloads(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 1 {
+		t.Fatalf("%d workloads, want 1", len(ws))
+	}
+	return ws[0].Pod.Spec, ws[0].Pod.Spec.Containers[0]
+}
+
+const testNamespace = "storage"
+
+// TestValues sets each value every chart shares and checks what it changes
+// in the rendered objects.
+func TestValues(t *testing.T) {
+	for _, p := range charts() {
+		t.Run(p.chart, func(t *testing.T) {
+			ch := loadChart(t, p.chart)
+			defaults := mustRender(t, ch, "r", testNamespace, p.values)
+			_, defaultContainer := pod(t, defaults)
+
+			t.Run("image", func(t *testing.T) {
+				objs := mustRender(t, ch, "r", testNamespace, with(p.values, map[string]any{
+					"image": map[string]any{"repository": "registry.example.com/mirror/provisioner", "tag": "v9.9.9", "pullPolicy": "Always"},
+				}))
+				_, c := pod(t, objs)
+				if c.Image != "registry.example.com/mirror/provisioner:v9.9.9" || c.ImagePullPolicy != corev1.PullAlways {
+					t.Errorf("image %s, pull policy %s; want registry.example.com/mirror/provisioner:v9.9.9, Always", c.Image, c.ImagePullPolicy)
+				}
+				wantDefault := "ghcr.io/kubeprov/" + ch.Name() + ":" + ch.Metadata.AppVersion
+				if strings.HasPrefix(ch.Name(), "nfs") {
+					wantDefault = "ghcr.io/kubeprov/nfs-provisioner:" + ch.Metadata.AppVersion
+				}
+				if defaultContainer.Image != wantDefault {
+					t.Errorf("default image %s, want %s (the chart's appVersion)", defaultContainer.Image, wantDefault)
+				}
+			})
+
+			t.Run("scheduling", func(t *testing.T) {
+				toleration := map[string]any{"key": "storage", "operator": "Exists", "effect": "NoSchedule"}
+				objs := mustRender(t, ch, "r", testNamespace, with(p.values, map[string]any{
+					"tolerations":       []any{toleration},
+					"nodeSelector":      map[string]any{"storage": "yes"},
+					"affinity":          map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "zone", "operator": "In", "values": []any{"a"}}}}}}}},
+					"resources":         map[string]any{"limits": map[string]any{"memory": "1Gi"}},
+					"priorityClassName": "system-cluster-critical",
+					"imagePullSecrets":  []any{map[string]any{"name": "pull"}},
+				}))
+				spec, c := pod(t, objs)
+				if len(spec.Tolerations) != 1 || spec.Tolerations[0].Key != "storage" || spec.Tolerations[0].Effect != corev1.TaintEffectNoSchedule {
+					t.Errorf("tolerations %+v, want the one set", spec.Tolerations)
+				}
+				if spec.NodeSelector["storage"] != "yes" {
+					t.Errorf("nodeSelector %v, want storage=yes", spec.NodeSelector)
+				}
+				if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil {
+					t.Errorf("affinity %+v, want the node affinity set", spec.Affinity)
+				}
+				// Helm merges maps: the default requests stay.
+				if got := c.Resources.Limits.Memory().String(); got != "1Gi" || !apiequality.Semantic.DeepEqual(c.Resources.Requests, defaultContainer.Resources.Requests) {
+					t.Errorf("resources %+v, want a 1Gi memory limit and the default requests", c.Resources)
+				}
+				if spec.PriorityClassName != "system-cluster-critical" || len(spec.ImagePullSecrets) != 1 {
+					t.Errorf("priorityClassName %q, imagePullSecrets %v", spec.PriorityClassName, spec.ImagePullSecrets)
+				}
+			})
+
+			t.Run("extraArgs", func(t *testing.T) {
+				objs := mustRender(t, ch, "r", testNamespace, with(p.values, map[string]any{"extraArgs": []any{"-v=5", "--worker-threads=8"}}))
+				_, c := pod(t, objs)
+				if want := append(slices.Clone(defaultContainer.Args), "-v=5", "--worker-threads=8"); !slices.Equal(c.Args, want) {
+					t.Errorf("args %v, want %v", c.Args, want)
+				}
+			})
+
+			t.Run("rbac.create=false", func(t *testing.T) {
+				objs := mustRender(t, ch, "r", testNamespace, with(p.values, map[string]any{"rbac": map[string]any{"create": false}}))
+				if rbac := ofKind(objs, "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"); len(rbac) != 0 {
+					t.Errorf("%d RBAC objects rendered, want none", len(rbac))
+				}
+				if len(ofKind(objs, "ServiceAccount")) != 1 {
+					t.Error("no ServiceAccount: rbac.create=false must keep it")
+				}
+			})
+
+			t.Run("serviceAccount", func(t *testing.T) {
+				objs := mustRender(t, ch, "r", testNamespace, with(p.values, map[string]any{"serviceAccount": map[string]any{"create": false, "name": "existing"}}))
+				if sa := ofKind(objs, "ServiceAccount"); len(sa) != 0 {
+					t.Errorf("ServiceAccount %s rendered with serviceAccount.create=false", sa[0].GetName())
+				}
+				spec, _ := pod(t, objs)
+				if spec.ServiceAccountName != "existing" {
+					t.Errorf("pods run as %q, want existing", spec.ServiceAccountName)
+				}
+				if got, want := permissions(t, objs, testNamespace, "existing"), permissions(t, defaults, testNamespace, "r-"+ch.Name()); len(got) == 0 || len(got) != len(want) {
+					t.Errorf("ServiceAccount existing is granted %v, want what the chart's own gets: %v", got, want)
+				}
+				if _, err := render(ch, "r", testNamespace, with(p.values, map[string]any{"serviceAccount": map[string]any{"create": false}})); err == nil || !strings.Contains(err.Error(), "serviceAccount.name") {
+					t.Errorf("serviceAccount.create=false without a name: error %v, want one naming serviceAccount.name", err)
+				}
+				objs = mustRender(t, ch, "r", testNamespace, with(p.values, map[string]any{"serviceAccount": map[string]any{"create": true, "annotations": map[string]any{"iam.example.com/role": "storage"}}}))
+				if sa := ofKind(objs, "ServiceAccount"); len(sa) != 1 || sa[0].GetAnnotations()["iam.example.com/role"] != "storage" {
+					t.Error("serviceAccount.annotations not on the ServiceAccount")
+				}
+			})
+
+			t.Run("leaderElection", func(t *testing.T) {
+				values, elects := p.values, slices.Contains(defaultContainer.Args, "--leader-election")
+				if p.chart == "hostpath" {
+					// node-local instances never elect (values.yaml says so).
+					objs := mustRender(t, ch, "r", testNamespace, map[string]any{"leaderElection": map[string]any{"enabled": true}})
+					if _, c := pod(t, objs); slices.Contains(c.Args, "--leader-election") {
+						t.Errorf("node-local mode with leader election: args %v", c.Args)
+					}
+					values, elects = map[string]any{"mode": "single-node"}, true
+				}
+				objs := mustRender(t, ch, "r", testNamespace, with(values, map[string]any{"leaderElection": map[string]any{"enabled": !elects}}))
+				_, c := pod(t, objs)
+				if elects == slices.Contains(c.Args, "--leader-election") {
+					t.Errorf("leaderElection.enabled=%v: args %v", !elects, c.Args)
+				}
+				if !elects {
+					return
+				}
+				objs = mustRender(t, ch, "r", testNamespace, with(values, map[string]any{"leaderElection": map[string]any{"enabled": true, "namespace": "elections"}}))
+				_, c = pod(t, objs)
+				if !slices.Contains(c.Args, "--leader-election-namespace=elections") {
+					t.Errorf("args %v lack --leader-election-namespace=elections", c.Args)
+				}
+				perms := permissions(t, objs, testNamespace, "r-"+ch.Name())
+				lease := grant{verb: "update", group: "coordination.k8s.io", resource: "leases", name: "*"}
+				if !slices.Contains(perms["elections"], lease) || slices.Contains(perms[testNamespace], lease) {
+					t.Errorf("leases granted in %v, want in elections only", perms)
+				}
+			})
+
+			t.Run("storageClass", func(t *testing.T) {
+				sc := map[string]any{"create": true, "name": "fast", "defaultClass": true, "reclaimPolicy": "Retain", "volumeBindingMode": "WaitForFirstConsumer", "parameters": map[string]any{"tier": "gold"}}
+				vals := with(p.values, map[string]any{"storageClass": sc})
+				if p.chart == "csi" {
+					vals["driver"] = map[string]any{"name": "example.csi.k8s.io"}
+				}
+				objs := mustRender(t, ch, "r", testNamespace, vals)
+				scs := ofKind(objs, "StorageClass")
+				if len(scs) != 1 {
+					t.Fatalf("%d StorageClasses, want 1", len(scs))
+				}
+				got := scs[0]
+				if got.GetName() != "fast" || got.GetAnnotations()["storageclass.kubernetes.io/is-default-class"] != "true" ||
+					got.Object["reclaimPolicy"] != "Retain" || got.Object["volumeBindingMode"] != "WaitForFirstConsumer" {
+					t.Errorf("StorageClass %v", got.Object)
+				}
+				if params, _ := got.Object["parameters"].(map[string]any); params["tier"] != "gold" {
+					t.Errorf("parameters %v lack tier=gold", params)
+				}
+				objs = mustRender(t, ch, "r", testNamespace, with(p.values, map[string]any{"storageClass": map[string]any{"create": false}}))
+				if len(ofKind(objs, "StorageClass")) != 0 {
+					t.Error("StorageClass rendered with storageClass.create=false")
+				}
+			})
+		})
+	}
+}
+
+// TestChartSpecificValues checks the values only some charts have.
+func TestChartSpecificValues(t *testing.T) {
+	nfsSubdir := map[string]any{"nfs": map[string]any{"server": "10.0.0.5", "path": "/exports/k8s"}}
+	for _, tc := range []struct {
+		chart   string
+		values  map[string]any
+		wantErr string                                                // the rendering fails, naming this
+		check   func(t *testing.T, objs []*unstructured.Unstructured) // else
+	}{
+		{chart: "hostpath", values: map[string]any{"nodePathMap": []any{map[string]any{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": []any{"/opt/local-path-provisioner"}}}}, wantErr: "nodePathMap"},
+		{chart: "hostpath", values: map[string]any{"mode": "everywhere"}, wantErr: "mode"},
+		{chart: "hostpath", values: map[string]any{"pvDir": "/mnt/volumes"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			spec, c := pod(t, objs)
+			if !slices.Contains(c.Args, "--pv-dir=/mnt/volumes") || spec.Volumes[0].HostPath.Path != "/mnt/volumes" || c.VolumeMounts[0].MountPath != "/mnt/volumes" {
+				t.Errorf("pvDir: args %v, volume %+v, mount %+v", c.Args, spec.Volumes[0], c.VolumeMounts[0])
+			}
+		}},
+		{chart: "nfs-subdir", values: nil, wantErr: "nfs.server"},
+		{chart: "nfs-subdir", values: nfsSubdir, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			spec, c := pod(t, objs)
+			env := map[string]string{}
+			for _, e := range c.Env {
+				env[e.Name] = e.Value
+			}
+			if env["NFS_SERVER"] != "10.0.0.5" || env["NFS_PATH"] != "/exports/k8s" || spec.Volumes[0].NFS.Server != "10.0.0.5" || spec.Volumes[0].NFS.Path != "/exports/k8s" {
+				t.Errorf("nfs.server/path: env %v, volume %+v", env, spec.Volumes[0].NFS)
+			}
+		}},
+		{chart: "cinder", values: map[string]any{"cloudConfig": map[string]any{"existingSecret": "my-cloud"}}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			spec, _ := pod(t, objs)
+			if len(ofKind(objs, "Secret")) != 0 || spec.Volumes[0].Secret.SecretName != "my-cloud" {
+				t.Errorf("cloudConfig.existingSecret: %d Secrets rendered, volume %+v", len(ofKind(objs, "Secret")), spec.Volumes[0])
+			}
+		}},
+		{chart: "csi", values: map[string]any{"storageClass": map[string]any{"create": true}}, wantErr: "driver.name"},
+		{chart: "csi", values: map[string]any{"driver": map[string]any{"image": "registry.example.com/my-driver:v2", "args": []any{"--endpoint=unix:///run/csi/socket", "--v=4"}}}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			spec, _ := pod(t, objs)
+			d := spec.Containers[1]
+			if d.Image != "registry.example.com/my-driver:v2" || !slices.Equal(d.Args, []string{"--endpoint=unix:///run/csi/socket", "--v=4"}) {
+				t.Errorf("driver container %s %v", d.Image, d.Args)
+			}
+		}},
+		{chart: "nfs", values: map[string]any{"persistence": map[string]any{"storageClass": "ssd", "size": "20Gi"}}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			sts := ofKind(objs, "StatefulSet")[0]
+			vct, _, _ := unstructured.NestedSlice(sts.Object, "spec", "volumeClaimTemplates")
+			spec := vct[0].(map[string]any)["spec"].(map[string]any)
+			if spec["storageClassName"] != "ssd" || spec["resources"].(map[string]any)["requests"].(map[string]any)["storage"] != "20Gi" {
+				t.Errorf("persistence: claim template %v", spec)
+			}
+		}},
+		{chart: "flex", values: map[string]any{"launcher": "exec", "provisionerName": "example.com/flex"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			_, c := pod(t, objs)
+			if !slices.Contains(c.Args, "--launcher=exec") || !slices.Contains(c.Args, "--provisioner=example.com/flex") {
+				t.Errorf("args %v", c.Args)
+			}
+		}},
+	} {
+		t.Run(tc.chart, func(t *testing.T) {
+			objs, err := render(loadChart(t, tc.chart), "r", testNamespace, tc.values)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("values %v: error %v, want one naming %s", tc.values, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, objs)
+		})
+	}
+}
+
+// TestLint runs Helm's chart linter over every chart: no warning or error
+// (helm lint --strict).
+func TestLint(t *testing.T) {
+	root := repoRoot(t)
+	for _, p := range charts() {
+		t.Run(p.chart, func(t *testing.T) {
+			kv, err := chartcommon.ParseKubeVersion("v1.36.3")
+			if err != nil {
+				t.Fatal(err)
+			}
+			linter := lint.RunAll(filepath.Join(root, "charts", p.chart), p.values, testNamespace, lint.WithKubeVersion(kv))
+			for _, m := range linter.Messages {
+				if m.Severity >= support.WarningSev {
+					t.Errorf("helm lint: %s", m)
+				}
+			}
+		})
+	}
+}
+
+// TestChartsShareHelpers: templates/_helpers.tpl is one file copied into
+// every chart (a chart cannot include files outside its directory), and
+// each Chart.yaml names the next release of its module in versions.yaml.
+func TestChartsShareHelpers(t *testing.T) {
+	root := repoRoot(t)
+	want, err := os.ReadFile(filepath.Join(root, "charts", "hostpath", "templates", "_helpers.tpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range charts() {
+		got, err := os.ReadFile(filepath.Join(root, "charts", p.chart, "templates", "_helpers.tpl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("charts/%s/templates/_helpers.tpl differs from charts/hostpath's: copy it", p.chart)
+		}
+		module := strings.Split(p.kustomize, "/")[0]
+		version, err := release.Version(root, module)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := loadChart(t, p.chart)
+		if ch.Metadata.AppVersion != version || "v"+ch.Metadata.Version != version {
+			t.Errorf("charts/%s/Chart.yaml: version %s, appVersion %s; want %s and %s (versions.yaml's %s)", p.chart, ch.Metadata.Version, ch.Metadata.AppVersion, strings.TrimPrefix(version, "v"), version, module)
+		}
+	}
+}
