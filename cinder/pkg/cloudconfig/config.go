@@ -298,7 +298,7 @@ var fileKeys = keyNames{
 	endpointType: "os-endpoint-type", caFile: "ca-file", certFile: "cert-file", keyFile: "key-file", cinderEndpoint: "cinder-endpoint",
 }
 
-var envKeys = keyNames{
+var envKeys = keyNames{ //nolint:gosec // names of environment variables, not credentials
 	authURL: "OS_AUTH_URL", username: "OS_USERNAME", userID: "OS_USER_ID", password: "OS_PASSWORD",
 	tenantID: "OS_TENANT_ID (or OS_PROJECT_ID)", tenantName: "OS_TENANT_NAME (or OS_PROJECT_NAME)",
 	domain:     "OS_DOMAIN_ID or OS_DOMAIN_NAME",

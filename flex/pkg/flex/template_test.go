@@ -149,7 +149,7 @@ func TestPodTemplateRefusals(t *testing.T) {
 		"serviceAccount": {template: "spec: {serviceAccountName: admin}", want: []string{`field spec.serviceAccountName: not allowed (use the ConfigMap key "service-account-name")`}},
 		"unknown field": {template: "spec: {tolerations: [{key: a, operater: Exists}]}",
 			want: []string{`field spec.tolerations: json: unknown field "operater"`}},
-		"misspelt spec field": {template: "spec: {priorityClass: high}",
+		"misspelled spec field": {template: "spec: {priorityClass: high}",
 			want: []string{"field spec.priorityClass: not allowed (a pod template may set only spec.affinity, spec.containers"}},
 		"unknown in securityContext": {template: "spec: {securityContext: {runAsUsr: 1}}",
 			want: []string{`field spec.securityContext: json: unknown field "runAsUsr"`}},

@@ -18,7 +18,7 @@ import (
 
 // TestInstall installs each chart, in each mode, as helm install does into
 // a fresh namespace: every rendered object is created on the real API
-// server with strict field validation (an unknown or misspelt field is an
+// server with strict field validation (an unknown or misspelled field is an
 // error, not silently dropped). Then the API server's own RBAC authorizer
 // is asked, for every grant the chart means to give, whether the release's
 // ServiceAccount has it, and that it has no more than that (one sample of
