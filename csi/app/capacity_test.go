@@ -6,8 +6,6 @@ package app
 import (
 	"strings"
 	"testing"
-
-	"github.com/spf13/pflag"
 )
 
 func TestValidateCapacity(t *testing.T) {
@@ -24,22 +22,7 @@ func TestValidateCapacity(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			o := NewOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
-			err := o.Validate()
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-			}
+			checkValidate(t, tc.args, tc.wantErr)
 		})
 	}
 }

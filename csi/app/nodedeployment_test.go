@@ -4,10 +4,7 @@
 package app
 
 import (
-	"strings"
 	"testing"
-
-	"github.com/spf13/pflag"
 )
 
 func TestValidateNodeDeployment(t *testing.T) {
@@ -28,22 +25,7 @@ func TestValidateNodeDeployment(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(NodeNameEnv, tc.nodeName)
-			o := NewOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
-			err := o.Validate()
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-			}
+			checkValidate(t, tc.args, tc.wantErr)
 		})
 	}
 }

@@ -54,22 +54,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			o := NewOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
-			err := o.Validate()
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-			}
+			checkValidate(t, tc.args, tc.wantErr)
 		})
 	}
 }
@@ -132,5 +117,27 @@ func TestUpstreamLeaseName(t *testing.T) {
 		if got := UpstreamLeaseName(driver); got != want {
 			t.Errorf("UpstreamLeaseName(%q) = %q, want %q", driver, got, want)
 		}
+	}
+}
+
+// checkValidate parses args into new options and checks what Validate
+// says: nothing when wantErr is "", else an error containing it.
+func checkValidate(t *testing.T, args []string, wantErr string) {
+	t.Helper()
+	o := NewOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	err := o.Validate()
+	if wantErr == "" {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), wantErr) {
+		t.Fatalf("error %v, want one containing %q", err, wantErr)
 	}
 }

@@ -373,7 +373,7 @@ func (c *ProvisionController) warnWaitingClaims() {
 	}
 	for _, claim := range claims {
 		if claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil && c.claimIsOurs(claim) {
-			c.events.event(claimReference(claim), claimClass(claim), corev1.EventTypeWarning, EventProvisioningFailed,
+			c.events.event(claimReference(claim), ClaimClass(claim), corev1.EventTypeWarning, EventProvisioningFailed,
 				journalForbiddenMessage, c.journal.describe())
 		}
 	}

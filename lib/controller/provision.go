@@ -53,7 +53,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		return nil
 	}
 	ref := claimReference(claim)
-	className := claimClass(claim)
+	className := ClaimClass(claim)
 	class, err := c.classes.Get(className)
 	if apierrors.IsNotFound(err) {
 		// A class created just before its claim may not be in the cache yet.
@@ -254,7 +254,7 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 		return err
 	}
 	class := op.entry.Class
-	name := claimClass(op.entry.Claim)
+	name := ClaimClass(op.entry.Claim)
 	if class != nil {
 		name = class.Name
 	}
@@ -459,8 +459,9 @@ func (c *ProvisionController) claimIsOurs(claim *corev1.PersistentVolumeClaim) b
 
 func claimKey(claim *corev1.PersistentVolumeClaim) string { return claim.Namespace + "/" + claim.Name }
 
-// claimClass returns the claim's class name, from the field or the old annotation.
-func claimClass(claim *corev1.PersistentVolumeClaim) string {
+// ClaimClass returns the claim's StorageClass name, from the field or the
+// old beta annotation, which wins as in kube-controller-manager.
+func ClaimClass(claim *corev1.PersistentVolumeClaim) string {
 	if c, ok := claim.Annotations[corev1.BetaStorageClassAnnotation]; ok {
 		return c
 	}

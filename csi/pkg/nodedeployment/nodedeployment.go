@@ -145,7 +145,7 @@ func (p *Provisioner) QualifyClaim(ctx context.Context, claim *corev1.Persistent
 		return false, 0
 	}
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "node", p.cfg.NodeName)
-	class, err := p.cfg.Classes.Get(className(claim))
+	class, err := p.cfg.Classes.Get(controller.ClaimClass(claim))
 	if err != nil {
 		// Just created: the controller found it, this cache will soon.
 		logger.V(4).Info("StorageClass not in the cache yet", "err", err)
@@ -264,17 +264,6 @@ func (p *Provisioner) ShouldDelete(ctx context.Context, pv *corev1.PersistentVol
 		return false
 	}
 	return true
-}
-
-// className is the claim's class, from the field or the old annotation.
-func className(claim *corev1.PersistentVolumeClaim) string {
-	if c, ok := claim.Annotations[corev1.BetaStorageClassAnnotation]; ok {
-		return c
-	}
-	if claim.Spec.StorageClassName != nil {
-		return *claim.Spec.StorageClassName
-	}
-	return ""
 }
 
 // allowedOn reports whether the node's labels satisfy one of the terms (any

@@ -130,8 +130,8 @@ func (p *Provisioner) cloneSource(ctx context.Context, claim *corev1.PersistentV
 		return nil, fmt.Errorf("%s is being deleted", what)
 	case src.Status.Phase != corev1.ClaimBound || src.Spec.VolumeName == "":
 		return nil, fmt.Errorf("%s is not bound yet (phase %q): the clone is made once it is", what, src.Status.Phase)
-	case claimClassName(src) != className:
-		return nil, fmt.Errorf("%s has StorageClass %q but the clone has %q: a clone must use its source's StorageClass", what, claimClassName(src), className)
+	case controller.ClaimClass(src) != className:
+		return nil, fmt.Errorf("%s has StorageClass %q but the clone has %q: a clone must use its source's StorageClass", what, controller.ClaimClass(src), className)
 	case volumeMode(src) != volumeMode(claim):
 		return nil, fmt.Errorf("%s has volumeMode %s but the clone has %s: they must be the same", what, volumeMode(src), volumeMode(claim))
 	}
@@ -261,17 +261,6 @@ func nestedQuantity(obj *unstructured.Unstructured, fields ...string) (resource.
 	}
 	q, err := resource.ParseQuantity(fmt.Sprint(v))
 	return q, err == nil, err
-}
-
-// claimClassName is the claim's class, from the field or the old annotation.
-func claimClassName(claim *corev1.PersistentVolumeClaim) string {
-	if c, ok := claim.Annotations[corev1.BetaStorageClassAnnotation]; ok {
-		return c
-	}
-	if claim.Spec.StorageClassName != nil {
-		return *claim.Spec.StorageClassName
-	}
-	return ""
 }
 
 func volumeMode(claim *corev1.PersistentVolumeClaim) corev1.PersistentVolumeMode {
