@@ -18,6 +18,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubeprov/external-storage/hostpath/pkg/hostpath"
 	"github.com/kubeprov/external-storage/test/framework/manifests"
 	"github.com/kubeprov/external-storage/test/integration/release"
 )
@@ -223,7 +224,46 @@ func TestChartSpecificValues(t *testing.T) {
 		wantErr string                                                // the rendering fails, naming this
 		check   func(t *testing.T, objs []*unstructured.Unstructured) // else
 	}{
-		{chart: "hostpath", values: map[string]any{"nodePathMap": []any{map[string]any{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": []any{"/opt/local-path-provisioner"}}}}, wantErr: "nodePathMap"},
+		{chart: "hostpath", values: map[string]any{"nodePathMap": []any{
+			map[string]any{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": []any{"/opt/local-path-provisioner"}},
+			map[string]any{"node": "worker-1", "paths": []any{"/mnt/disk1", "/opt/local-path-provisioner"}},
+		}}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			spec, c := pod(t, objs)
+			if !slices.Contains(c.Args, "--config=/etc/hostpath-provisioner/config.json") || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--pv-dir") }) {
+				t.Errorf("nodePathMap: args %v, want --config instead of --pv-dir", c.Args)
+			}
+			mounted := map[string]bool{}
+			for _, m := range c.VolumeMounts {
+				mounted[m.MountPath] = true
+			}
+			hostPaths := map[string]bool{}
+			for _, v := range spec.Volumes {
+				if v.HostPath != nil {
+					hostPaths[v.HostPath.Path] = true
+				}
+			}
+			for _, p := range []string{"/opt/local-path-provisioner", "/mnt/disk1"} {
+				if !mounted[p] || !hostPaths[p] {
+					t.Errorf("nodePathMap path %s: mounted %v, hostPath volume %v", p, mounted[p], hostPaths[p])
+				}
+			}
+			// The binary reads what the chart writes.
+			for _, o := range objs {
+				if o.GetKind() != "ConfigMap" {
+					continue
+				}
+				data, _, _ := unstructured.NestedString(o.Object, "data", "config.json")
+				m, err := hostpath.ParseConfig([]byte(data))
+				if err != nil {
+					t.Fatalf("config.json the chart renders:\n%s\nis refused: %v", data, err)
+				}
+				if got := m.AllPaths(); !slices.Equal(got, []string{"/mnt/disk1", "/opt/local-path-provisioner"}) {
+					t.Errorf("config.json paths %v", got)
+				}
+				return
+			}
+			t.Error("nodePathMap: no ConfigMap rendered")
+		}},
 		{chart: "hostpath", values: map[string]any{"mode": "everywhere"}, wantErr: "mode"},
 		{chart: "hostpath", values: map[string]any{"pvDir": "/mnt/volumes"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			spec, c := pod(t, objs)
