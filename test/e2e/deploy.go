@@ -5,7 +5,9 @@
 // image pushed with make push, its kustomization applied with only the
 // image overridden) on a cluster with real nodes (package cluster), and
 // checks what users observe: claims bound, pods writing into their volumes,
-// the data on the node, everything gone after deletion.
+// the data on the node, everything gone after deletion. Charts under charts/
+// are installed the same way, rendered with Helm's engine (package
+// framework/helm) into namespaces named chartNamespacePrefix*.
 package e2e
 
 import (

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubeprov/external-storage/hostpath/pkg/hostpath"
+	"github.com/kubeprov/external-storage/test/framework/helm"
 	"github.com/kubeprov/external-storage/test/framework/manifests"
 	"github.com/kubeprov/external-storage/test/integration/release"
 )
@@ -148,7 +149,7 @@ func TestValues(t *testing.T) {
 				if got, want := permissions(t, objs, testNamespace, "existing"), permissions(t, defaults, testNamespace, "r-"+ch.Name()); len(got) == 0 || len(got) != len(want) {
 					t.Errorf("ServiceAccount existing is granted %v, want what the chart's own gets: %v", got, want)
 				}
-				if _, err := render(ch, "r", testNamespace, with(p.values, map[string]any{"serviceAccount": map[string]any{"create": false}})); err == nil || !strings.Contains(err.Error(), "serviceAccount.name") {
+				if _, err := helm.Template(ch, "r", testNamespace, with(p.values, map[string]any{"serviceAccount": map[string]any{"create": false}})); err == nil || !strings.Contains(err.Error(), "serviceAccount.name") {
 					t.Errorf("serviceAccount.create=false without a name: error %v, want one naming serviceAccount.name", err)
 				}
 				objs = mustRender(t, ch, "r", testNamespace, with(p.values, map[string]any{"serviceAccount": map[string]any{"create": true, "annotations": map[string]any{"iam.example.com/role": "storage"}}}))
@@ -312,7 +313,7 @@ func TestChartSpecificValues(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.chart, func(t *testing.T) {
-			objs, err := render(loadChart(t, tc.chart), "r", testNamespace, tc.values)
+			objs, err := helm.Template(loadChart(t, tc.chart), "r", testNamespace, tc.values)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("values %v: error %v, want one naming %s", tc.values, err, tc.wantErr)
