@@ -51,7 +51,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("Using Cinder", "cinder", o.cloud.String(), "endpoint", volumeClient.Endpoint, "identity", identity, "provisioner", o.Provisioner)
+	logger.Info("Using Cinder", "cinder", o.cloud.String(), "endpoint", volumeClient.Endpoint, "identity", identity, "provisioner", o.Provisioner, "topologyKey", o.TopologyKey)
 	if o.InitiatorName == "" {
 		logger.Info("No --initiator-name: volumes that Cinder serves over iSCSI will fail to provision")
 	}
@@ -65,7 +65,8 @@ func (o *Options) Run(ctx context.Context) error {
 			OSType:    cinder.DefaultOSType,
 		}),
 		cinder.WithSecretNamespace(o.ChapSecretNamespace),
-		cinder.WithStuckCreatingTimeout(o.StuckCreatingTimeout))
+		cinder.WithStuckCreatingTimeout(o.StuckCreatingTimeout),
+		cinder.WithTopologyKey(o.TopologyKey))
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,9 @@ type Options struct {
 	// StuckCreatingTimeout is how long a volume of this provisioner may
 	// stay "creating" before it is force-deleted and created again.
 	StuckCreatingTimeout time.Duration
+	// TopologyKey is the node label holding a node's availability zone;
+	// empty turns topology off.
+	TopologyKey string
 
 	// cloud is the validated CloudConfig (or environment).
 	cloud *cloudconfig.Config
@@ -57,6 +60,7 @@ func NewOptions() *Options {
 		Common:               cli.NewCommon(DefaultProvisioner),
 		ConnectorHost:        DefaultConnectorHost,
 		StuckCreatingTimeout: cinder.DefaultStuckCreatingTimeout,
+		TopologyKey:          cinder.DefaultTopologyKey,
 	}
 	// Derived in Run: it needs the API.
 	o.IdentityDefault = "<provisioner>/<UID of the kube-system namespace> (Cinder volumes carry it too)"
@@ -77,6 +81,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Namespace for the per-volume iSCSI CHAP Secrets; empty means the claim's namespace.")
 	fs.DurationVar(&o.StuckCreatingTimeout, "stuck-creating-timeout", o.StuckCreatingTimeout,
 		"How long a volume of this provisioner may stay creating in Cinder before it counts as stuck and is force-deleted and created again. Set it above the time your slowest backend takes to create a volume.")
+	fs.StringVar(&o.TopologyKey, "topology-key", o.TopologyKey,
+		"Node label whose value is the node's Cinder availability zone: volumes of WaitForFirstConsumer claims are created in the selected node's zone, and PVs require nodes of their volume's zone. \"\" turns topology off (PVs usable from every node). Needs get, list, watch on nodes.")
 
 	// The flags of the original standalone Cinder provisioner, so that its
 	// manifests keep working.
@@ -118,6 +124,11 @@ func (o *Options) Validate() error {
 	if o.ChapSecretNamespace != "" {
 		if msgs := validation.IsDNS1123Label(o.ChapSecretNamespace); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("--chap-secret-namespace %q: %s", o.ChapSecretNamespace, strings.Join(msgs, "; ")))
+		}
+	}
+	if o.TopologyKey != "" {
+		if msgs := validation.IsQualifiedName(o.TopologyKey); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--topology-key %q is not a label key: %s", o.TopologyKey, strings.Join(msgs, "; ")))
 		}
 	}
 	return errors.Join(errs...)

@@ -60,6 +60,10 @@ func TestValidateNamesTheFlag(t *testing.T) {
 			args: []string{"--cloud-config", good, "--stuck-creating-timeout", "0s"},
 			want: []string{"--stuck-creating-timeout must be more than 0, got 0s"},
 		},
+		"topology key": {
+			args: []string{"--cloud-config", good, "--topology-key", "zone with spaces"},
+			want: []string{`--topology-key "zone with spaces" is not a label key`},
+		},
 		"shared flag": {
 			args: []string{"--cloud-config", good, "--worker-threads", "0"},
 			want: []string{"--worker-threads must be at least 1"},
@@ -120,5 +124,23 @@ func TestOriginalFlagNames(t *testing.T) {
 	}
 	if o.CloudConfig != conf || o.Identity != "8c7b1c4e-old-identity" {
 		t.Errorf("options = %+v", o)
+	}
+}
+
+func TestTopologyKeyCanBeEmpty(t *testing.T) {
+	o := NewOptions()
+	if o.TopologyKey != "topology.kubernetes.io/zone" {
+		t.Errorf("default --topology-key = %q", o.TopologyKey)
+	}
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--topology-key="}); err != nil {
+		t.Fatal(err)
+	}
+	if o.TopologyKey != "" {
+		t.Errorf("--topology-key= gives %q", o.TopologyKey)
+	}
+	if err := o.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
 	}
 }

@@ -45,6 +45,11 @@ type fakeCinder struct {
 	// connection is the connection_info answered to initialize.
 	connection map[string]any
 	messages   []userMessage
+	// defaultZone is the zone of volumes created without one, as Cinder's
+	// default_availability_zone; zones maps a requested zone to the one
+	// the volume gets (allow_availability_zone_fallback).
+	defaultZone string
+	zones       map[string]string
 }
 
 type fakeVolume struct {
@@ -78,6 +83,8 @@ func newFakeCinder(t *testing.T) *fakeCinder {
 		fail:          map[string]int{},
 		hangUp:        map[string]bool{},
 		createdStatus: statusAvailable,
+		defaultZone:   "nova",
+		zones:         map[string]string{},
 	}
 	t.Cleanup(f.server.Teardown)
 	mux := f.server.Mux
@@ -205,6 +212,12 @@ func (f *fakeCinder) create(w http.ResponseWriter, r *http.Request) {
 	v.Size = int(size)
 	v.Type, _ = body.Volume["volume_type"].(string)
 	v.Zone, _ = body.Volume["availability_zone"].(string)
+	if z, ok := f.zones[v.Zone]; ok {
+		v.Zone = z
+	}
+	if v.Zone == "" {
+		v.Zone = f.defaultZone
+	}
 	if md, ok := body.Volume["metadata"].(map[string]any); ok {
 		for k, val := range md {
 			v.Metadata[k], _ = val.(string)

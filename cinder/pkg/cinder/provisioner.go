@@ -99,6 +99,7 @@ type config struct {
 	pollInterval    time.Duration
 	rollbackTimeout time.Duration
 	stuckCreating   time.Duration
+	topologyKey     string
 }
 
 // WithConnector sets the connector sent to Cinder. Default: no initiator,
@@ -157,8 +158,9 @@ type Provisioner struct {
 }
 
 var (
-	_ controller.Provisioner      = (*Provisioner)(nil)
-	_ controller.BlockProvisioner = (*Provisioner)(nil)
+	_ controller.Provisioner        = (*Provisioner)(nil)
+	_ controller.BlockProvisioner   = (*Provisioner)(nil)
+	_ controller.SelectedNodeReader = (*Provisioner)(nil)
 )
 
 // New returns a Provisioner that manages volumes through the block storage
@@ -175,6 +177,7 @@ func New(client *gophercloud.ServiceClient, kube kubernetes.Interface, identity 
 		connector:       Connector{Platform: DefaultPlatform(), OSType: DefaultOSType},
 		pollInterval:    DefaultPollInterval,
 		rollbackTimeout: DefaultRollbackTimeout,
+		topologyKey:     DefaultTopologyKey,
 		stuckCreating:   DefaultStuckCreatingTimeout,
 	}
 	for _, o := range opts {
@@ -207,10 +210,21 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	if err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
+	zone, zoneSource, err := p.availabilityZone(o, class, cp)
+	if err != nil {
+		var ze *zoneError
+		if errors.As(err, &ze) {
+			return nil, ze.state, err
+		}
+		return nil, controller.ProvisioningFinished, err
+	}
 	logger := klog.FromContext(ctx).WithValues("pv", o.PVName)
 	ctx = klog.NewContext(ctx, logger)
+	if zone != "" {
+		logger.V(2).Info("Chose the availability zone", "zone", zone, "from", zoneSource)
+	}
 
-	vol, stuckAt, state, err := p.findOrCreate(ctx, o, cp, size)
+	vol, stuckAt, state, err := p.findOrCreate(ctx, o, cp, zone, size)
 	if err != nil {
 		return nil, state, err
 	}
@@ -302,11 +316,20 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		}
 		ann[AnnAuthSecret] = res.Secret.Namespace + "/" + res.Secret.Name
 	}
-	logger.V(2).Info("Provisioned Cinder volume", "type", driverType, "sizeGiB", vol.Size)
+	// The zone Cinder reports: it may have chosen one, or fallen back to
+	// its default (allow_availability_zone_fallback).
+	volZone := vol.AvailabilityZone
+	if volZone == "" {
+		volZone = zone
+	} else if zone != "" && volZone != zone {
+		logger.Info("Cinder put the volume in another availability zone than asked; the PV follows Cinder", "asked", zone, "zone", volZone)
+	}
+	logger.V(2).Info("Provisioned Cinder volume", "type", driverType, "sizeGiB", vol.Size, "zone", volZone)
 	return o.NewVolume(controller.VolumeSpec{
-		Source:      res.Source,
-		Capacity:    *resource.NewQuantity(int64(vol.Size)*giB, resource.BinarySI),
-		Annotations: ann,
+		Source:       res.Source,
+		Capacity:     *resource.NewQuantity(int64(vol.Size)*giB, resource.BinarySI),
+		NodeAffinity: p.nodeAffinity(volZone),
+		Annotations:  ann,
 	}), controller.ProvisioningFinished, nil
 }
 
@@ -315,7 +338,7 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 // creating then (the zero time: never). An earlier attempt's volume that
 // is stuck already is deleted and replaced. Errors come with the state the
 // controller must assume.
-func (p *Provisioner) findOrCreate(ctx context.Context, o controller.ProvisionOptions, cp classParams, size int) (*volumes.Volume, time.Time, controller.ProvisioningState, error) {
+func (p *Provisioner) findOrCreate(ctx context.Context, o controller.ProvisionOptions, cp classParams, zone string, size int) (*volumes.Volume, time.Time, controller.ProvisioningState, error) {
 	logger := klog.FromContext(ctx)
 	found, err := findByName(ctx, p.volumes, o.PVName)
 	if err != nil {
@@ -352,7 +375,7 @@ func (p *Provisioner) findOrCreate(ctx context.Context, o controller.ProvisionOp
 		Name:             o.PVName,
 		Size:             size,
 		VolumeType:       cp.volumeType,
-		AvailabilityZone: cp.availability,
+		AvailabilityZone: zone,
 		Description:      fmt.Sprintf("Kubernetes volume %s for claim %s/%s", o.PVName, o.PVC.Namespace, o.PVC.Name),
 		Metadata: map[string]string{
 			MetaPVName:   o.PVName,
@@ -370,9 +393,9 @@ func (p *Provisioner) findOrCreate(ctx context.Context, o controller.ProvisionOp
 			// by name.
 			state = controller.ProvisioningInBackground
 		}
-		return nil, time.Time{}, state, fmt.Errorf("creating a %d GiB Cinder volume (type %q, availability zone %q): %w", size, cp.volumeType, cp.availability, cinderError(err))
+		return nil, time.Time{}, state, fmt.Errorf("creating a %d GiB Cinder volume (type %q, availability zone %q): %w", size, cp.volumeType, zone, cinderError(err))
 	}
-	logger.V(2).Info("Created Cinder volume", "volumeID", vol.ID, "sizeGiB", size)
+	logger.V(2).Info("Created Cinder volume", "volumeID", vol.ID, "sizeGiB", size, "zone", zone)
 	// By this clock rather than Cinder's created_at: a Cinder clock behind
 	// this one would make every new volume look stuck at once.
 	return vol, time.Now().Add(p.cfg.stuckCreating), controller.ProvisioningNoChange, nil
