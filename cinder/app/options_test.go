@@ -129,16 +129,16 @@ func TestOriginalFlagNames(t *testing.T) {
 
 func TestTopologyKeyCanBeEmpty(t *testing.T) {
 	o := NewOptions()
-	if o.TopologyKey != "topology.kubernetes.io/zone" {
-		t.Errorf("default --topology-key = %q", o.TopologyKey)
+	if o.TopologyKey != "" {
+		t.Errorf("default --topology-key = %q, want off", o.TopologyKey)
 	}
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
-	if err := fs.Parse([]string{"--topology-key="}); err != nil {
+	if err := fs.Parse([]string{"--topology-key=topology.kubernetes.io/zone"}); err != nil {
 		t.Fatal(err)
 	}
-	if o.TopologyKey != "" {
-		t.Errorf("--topology-key= gives %q", o.TopologyKey)
+	if o.TopologyKey != "topology.kubernetes.io/zone" {
+		t.Errorf("--topology-key=topology.kubernetes.io/zone gives %q", o.TopologyKey)
 	}
 	if err := o.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)

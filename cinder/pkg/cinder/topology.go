@@ -15,12 +15,18 @@ import (
 	"github.com/kubeprov/external-storage/lib/controller"
 )
 
-// DefaultTopologyKey is the node label that maps Cinder availability zones
-// to nodes: the one cloud controller managers put on every node.
-const DefaultTopologyKey = corev1.LabelTopologyZone
+// DefaultTopologyKey is "": no topology. OpenStack attaches volumes across
+// availability zones unless Nova's cross_az_attach is off, and Cinder's zone
+// names often differ from Nova's, so node affinity by zone is opt-in.
+const DefaultTopologyKey = ""
+
+// ZoneTopologyKey is the node label cloud controller managers put on every
+// node with its availability zone: the usual WithTopologyKey when Cinder's
+// zones are Nova's.
+const ZoneTopologyKey = corev1.LabelTopologyZone
 
 // WithTopologyKey sets the node label whose value is a node's availability
-// zone (DefaultTopologyKey). "" turns topology off: volumes get Cinder's
+// zone (usually ZoneTopologyKey). "" (DefaultTopologyKey) turns topology off: volumes get Cinder's
 // zone choice (or the class's availability parameter) and PVs no node
 // affinity.
 func WithTopologyKey(key string) Option {

@@ -92,7 +92,7 @@ func TestProvisionZone(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			e := newEnv(t, tc.opts...)
+			e := newEnv(t, append([]Option{WithTopologyKey(ZoneTopologyKey)}, tc.opts...)...)
 			for k, v := range tc.fallback {
 				e.cinder.zones[k] = v
 			}
@@ -126,7 +126,7 @@ func TestProvisionZone(t *testing.T) {
 // TestProvisionZoneRetryUsesTheVolumesZone: a retry that finds the volume
 // of an earlier attempt writes that volume's zone on the PV.
 func TestProvisionZoneRetryUsesTheVolumesZone(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, WithTopologyKey(ZoneTopologyKey))
 	e.cinder.addVolume(fakeVolume{Name: testPV, Size: 1, Status: statusAvailable, Zone: "zone-x",
 		Metadata: map[string]string{MetaIdentity: testIdentity, MetaPVName: testPV}})
 	pv, _, err := e.p.Provision(ctx(t), provisionOptions(nil, "1Gi"))
@@ -164,7 +164,7 @@ func TestProvisionZoneConflicts(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newEnv(t, WithTopologyKey(ZoneTopologyKey))
 			o := provisionOptions(map[string]string{"availability": "zone-b"}, "1Gi")
 			o.StorageClass.AllowedTopologies = tc.allowed
 			if tc.node != nil {
@@ -185,11 +185,11 @@ func TestProvisionZoneConflicts(t *testing.T) {
 }
 
 func TestReadsSelectedNode(t *testing.T) {
-	if !newEnv(t).p.ReadsSelectedNode() {
-		t.Error("default: does not read the selected node")
+	if !newEnv(t, WithTopologyKey(ZoneTopologyKey)).p.ReadsSelectedNode() {
+		t.Error("topology on: does not read the selected node")
 	}
-	if newEnv(t, WithTopologyKey("")).p.ReadsSelectedNode() {
-		t.Error("topology off: reads the selected node")
+	if newEnv(t).p.ReadsSelectedNode() {
+		t.Error("default (topology off): reads the selected node")
 	}
 	if _, err := New(newFakeCinder(t).client(), newEnv(t).kube, testIdentity, WithTopologyKey("not a key")); err == nil {
 		t.Error("WithTopologyKey accepted a bad key")

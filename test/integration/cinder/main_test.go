@@ -168,7 +168,8 @@ func run(m *testing.M) int {
 func startProvisioner(ctx context.Context) (<-chan struct{}, error) {
 	p, err := cinderprov.New(volClient, cp.Client, identity,
 		cinderprov.WithConnector(cinderprov.Connector{Initiator: initiatorName, Host: "kubeprov-it", Platform: cinderprov.DefaultPlatform(), OSType: cinderprov.DefaultOSType}),
-		cinderprov.WithPollInterval(200*time.Millisecond))
+		cinderprov.WithPollInterval(200*time.Millisecond),
+		cinderprov.WithTopologyKey(cinderprov.ZoneTopologyKey))
 	if err != nil {
 		return nil, err
 	}

@@ -94,9 +94,9 @@ var permissions = map[string][]permission{
 			why: "cinder/pkg/cinder secret.go: a CHAP Secret per iSCSI volume in the claim's namespace"},
 		{group: "", resource: "namespaces", verbs: []string{"get"}, scope: cluster, names: []string{"kube-system"}, unless: "--identity",
 			why: "cinder/app defaultIdentity: the UID of kube-system as cluster id"},
-		{group: "", resource: "nodes", verbs: []string{"get", "list", "watch"}, scope: cluster, unless: "--topology-key=",
-			why: "controller: Node informer, as cinder/pkg/cinder topology.go is a SelectedNodeReader unless --topology-key is empty"},
-		{group: "", resource: "persistentvolumeclaims", verbs: []string{"patch"}, scope: cluster, unless: "--topology-key=",
+		{group: "", resource: "nodes", verbs: []string{"get", "list", "watch"}, scope: cluster, when: "--topology-key",
+			why: "controller: Node informer, as cinder/pkg/cinder topology.go is a SelectedNodeReader with --topology-key"},
+		{group: "", resource: "persistentvolumeclaims", verbs: []string{"patch"}, scope: cluster, when: "--topology-key",
 			why: "controller: dropSelectedNode, for a selected node that is gone or ProvisioningReschedule (cinder/pkg/cinder topology.go)"},
 	},
 	"flex": {
