@@ -340,7 +340,13 @@ func (h *HelperDirs) run(ctx context.Context, node, pv string, req HelperRequest
 	}
 	desc := fmt.Sprintf("helper pod %s/%s (%s %s on node %s)", pod.Namespace, pod.Name, req.Action, req.Rel, node)
 	logger.V(2).Info("Waiting for helper pod", "pod", klog.KObj(pod), "action", req.Action, "node", node)
-	final, err := h.wait(ctx, pod, pod.CreationTimestamp.Add(h.cfg.Timeout+10*time.Second))
+	start := pod.CreationTimestamp.Time
+	if start.IsZero() {
+		start = time.Now()
+	}
+	// The kubelet counts activeDeadlineSeconds from the pod's start on the
+	// node; a little more from its creation covers the way there.
+	final, err := h.wait(ctx, pod, start.Add(h.cfg.Timeout+min(h.cfg.Timeout/10, 10*time.Second)))
 	defer h.cleanup(ctx, pod)
 	switch {
 	case errors.Is(err, errPodGone):
