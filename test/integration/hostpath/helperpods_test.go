@@ -140,7 +140,7 @@ func TestManifestsHelperPods(t *testing.T) {
 				NodeName:      "nowhere",
 				RestartPolicy: corev1.RestartPolicyNever,
 				Containers:    []corev1.Container{{Name: "helper", Image: container.Image, Args: []string{"helper", "create", "--root=/", "--rel=etc"}}},
-				Volumes: []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}},
+				Volumes:       []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}},
 			},
 		}
 		if _, err := cp.Client.CoreV1().Pods(ns).Create(ctx, planted, metav1.CreateOptions{}); err != nil {
@@ -207,6 +207,8 @@ func startHelperSim(t *testing.T, ctx context.Context, images map[string]kubelet
 	if err := sim.AddNode(ctx, helperNode, nil); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cp.Client.CoreV1().Nodes().Delete(context.Background(), helperNode, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cp.Client.CoreV1().Nodes().Delete(context.Background(), helperNode, metav1.DeleteOptions{})
+	})
 	return sim
 }
