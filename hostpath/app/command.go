@@ -5,11 +5,15 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/hostpath/pkg/hostpath"
@@ -24,29 +28,37 @@ const BinaryName = "hostpath-provisioner"
 // NewCommand returns the hostpath-provisioner command.
 func NewCommand() *cobra.Command {
 	o := NewOptions()
-	return cli.NewCommand(BinaryName, "Provisions PersistentVolumes as directories on a node's filesystem", o)
+	cmd := cli.NewCommand(BinaryName, "Provisions PersistentVolumes as directories on a node's filesystem", o)
+	cmd.AddCommand(newHelperCommand())
+	return cmd
 }
 
 // Run provisions until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
+	clients, err := o.NewClients(BinaryName)
+	if err != nil {
+		return err
+	}
+	var dirs hostpath.Dirs
+	if o.HelperPods {
+		if dirs, err = o.helperDirs(ctx, clients.Kube); err != nil {
+			return err
+		}
+	}
 	p, err := hostpath.New(hostpath.Config{
 		Dir: o.PVDir, ConfigFile: o.Config, ReloadInterval: o.ConfigReloadInterval, NodeLabelKey: o.NodeLabelKey,
-		Node: o.NodeName, DirMode: o.DirMode, NodeLocal: o.NodeLocal,
+		Node: o.NodeName, DirMode: o.DirMode, NodeLocal: o.NodeLocal, Dirs: dirs,
 	})
 	if err != nil {
 		return err
 	}
-	if o.Config == "" {
+	if o.Config == "" && !o.HelperPods {
 		// Pods reach their volumes through bind mounts, never through --pv-dir.
 		if err := os.MkdirAll(o.PVDir, 0o750); err != nil {
 			return fmt.Errorf("--pv-dir: %w", err)
 		}
 	}
 	go p.WatchConfig(ctx)
-	clients, err := o.NewClients(BinaryName)
-	if err != nil {
-		return err
-	}
 	ro := cli.RunOptions{Ready: map[string]httpendpoint.Check{"pv-dir": o.checkPVDir}}
 	if o.NodeLocal {
 		// Instances on different nodes run side by side, each with its own
@@ -54,14 +66,14 @@ func (o *Options) Run(ctx context.Context) error {
 		ro.Controller = append(ro.Controller, controller.WithJournal(o.Namespace(), controller.JournalName(o.Provisioner, o.NodeName)))
 	}
 	klog.FromContext(ctx).Info("Starting", "provisioner", o.Provisioner, "node", o.NodeName, "pvDir", o.PVDir, "config", o.Config,
-		"dirMode", fmt.Sprintf("%#o", uint32(o.DirMode)), "nodeLocal", o.NodeLocal)
+		"dirMode", fmt.Sprintf("%#o", uint32(o.DirMode)), "nodeLocal", o.NodeLocal, "helperPods", o.HelperPods)
 	return o.Common.Run(ctx, clients, o.Provisioner, p, ro)
 }
 
 // checkPVDir fails readiness while --pv-dir is not a directory (for example
 // when the hostPath mount of the pod went wrong).
 func (o *Options) checkPVDir(*http.Request) error {
-	if o.Config != "" {
+	if o.Config != "" || o.HelperPods {
 		return nil
 	}
 	fi, err := os.Stat(o.PVDir)
@@ -72,4 +84,43 @@ func (o *Options) checkPVDir(*http.Request) error {
 		return fmt.Errorf("--pv-dir %s is not a directory", o.PVDir)
 	}
 	return nil
+}
+
+// helperDirs configures helper pods: their image is this pod's own unless
+// --helper-image says otherwise, so that a kustomize or Helm image override
+// reaches them too.
+func (o *Options) helperDirs(ctx context.Context, client kubernetes.Interface) (*hostpath.HelperDirs, error) {
+	ns := o.HelperNamespace
+	if ns == "" {
+		ns = o.Namespace()
+	}
+	image := o.HelperImage
+	if image == "" {
+		name := os.Getenv("POD_NAME")
+		if name == "" {
+			return nil, errors.New("--helper-pods needs --helper-image, or POD_NAME (downward API metadata.name) to use this pod's own image")
+		}
+		pod, err := client.CoreV1().Pods(o.Namespace()).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("reading this pod %s/%s for its image (or set --helper-image): %w", o.Namespace(), name, err)
+		}
+		image = ownImage(pod)
+		if image == "" {
+			return nil, fmt.Errorf("pod %s/%s has no container named %s: set --helper-image", o.Namespace(), name, BinaryName)
+		}
+	}
+	klog.FromContext(ctx).Info("Helper pods", "namespace", ns, "image", image, "timeout", o.HelperTimeout)
+	return hostpath.NewHelperDirs(hostpath.HelperConfig{
+		Client: client, Namespace: ns, Image: image, Timeout: o.HelperTimeout, ImagePullPolicy: corev1.PullPolicy(o.HelperPullPolicy),
+	})
+}
+
+// ownImage is the image of the provisioner's container in its pod.
+func ownImage(pod *corev1.Pod) string {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == BinaryName || len(pod.Spec.Containers) == 1 {
+			return c.Image
+		}
+	}
+	return ""
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeprov/external-storage/hostpath/pkg/hostpath"
 	"github.com/kubeprov/external-storage/lib/cli"
@@ -35,6 +36,11 @@ type Options struct {
 	NodeName             string
 	DirMode              fs.FileMode
 	NodeLocal            bool
+	HelperPods           bool
+	HelperImage          string
+	HelperNamespace      string
+	HelperTimeout        time.Duration
+	HelperPullPolicy     string
 }
 
 // NewOptions returns the options with their defaults.
@@ -45,6 +51,8 @@ func NewOptions() *Options {
 		ConfigReloadInterval: hostpath.DefaultReloadInterval,
 		NodeLabelKey:         hostpath.DefaultNodeLabelKey,
 		DirMode:              hostpath.DefaultDirMode,
+		HelperTimeout:        hostpath.DefaultHelperTimeout,
+		HelperPullPolicy:     string(corev1.PullIfNotPresent),
 	}
 }
 
@@ -62,6 +70,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Var((*octalMode)(&o.DirMode), "dir-mode", "Permission bits of new volume directories, in octal; the default lets pods of any uid write.")
 	fs.BoolVar(&o.NodeLocal, "node-local", o.NodeLocal,
 		"Run one instance per node (a DaemonSet): serve only claims scheduled to --node-name; needs WaitForFirstConsumer StorageClasses.")
+	fs.BoolVar(&o.HelperPods, "helper-pods", o.HelperPods,
+		"Make and remove directories through short-lived pods on the target node, so that one instance (a Deployment) serves every node.")
+	fs.StringVar(&o.HelperImage, "helper-image", o.HelperImage,
+		"Image of helper pods; empty means this pod's own image (read from the pod POD_NAME in POD_NAMESPACE).")
+	fs.StringVar(&o.HelperNamespace, "helper-namespace", o.HelperNamespace, "Namespace of helper pods; empty means the provisioner's namespace.")
+	fs.DurationVar(&o.HelperTimeout, "helper-timeout", o.HelperTimeout,
+		"Bound of one helper pod, from its creation to its end (scheduling, image pull, the work); also its activeDeadlineSeconds.")
+	fs.StringVar(&o.HelperPullPolicy, "helper-image-pull-policy", o.HelperPullPolicy, "imagePullPolicy of helper pods: Always, IfNotPresent or Never.")
 }
 
 // Validate checks the flags, naming the flag at fault.
@@ -85,6 +101,19 @@ func (o *Options) Validate() error {
 	}
 	if o.NodeLocal && o.LeaderElection {
 		errs = append(errs, errors.New("--leader-election cannot be combined with --node-local: every node's instance must be active"))
+	}
+	if o.HelperPods {
+		if o.NodeLocal {
+			errs = append(errs, errors.New("--helper-pods cannot be combined with --node-local: helper pods serve every node from one instance"))
+		}
+		if o.HelperTimeout < time.Second {
+			errs = append(errs, fmt.Errorf("--helper-timeout must be at least 1s, got %s", o.HelperTimeout))
+		}
+		switch corev1.PullPolicy(o.HelperPullPolicy) {
+		case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+		default:
+			errs = append(errs, fmt.Errorf("--helper-image-pull-policy %q must be Always, IfNotPresent or Never", o.HelperPullPolicy))
+		}
 	}
 	return errors.Join(errs...)
 }

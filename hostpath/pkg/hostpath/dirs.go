@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // ErrInsufficientSpace: no candidate path has the free space a claim asks for.
@@ -23,6 +24,8 @@ var ErrInsufficientSpace = errors.New("not enough free space")
 type CreateRequest struct {
 	// Node is where the directory is made.
 	Node string
+	// PV is the name of the volume the directory is for (names helper pods).
+	PV string
 	// Roots are the candidate paths; the one with the most free space wins.
 	Roots []string
 	// Rel is the directory, relative to the chosen root.
@@ -43,8 +46,20 @@ type Dirs interface {
 	// and returns that root. An existing directory is success (Provision is
 	// repeated after restarts) unless MustBeEmpty and it holds files.
 	Create(ctx context.Context, r CreateRequest) (root string, err error)
-	// Remove deletes rel under root on node; a missing one is success.
-	Remove(ctx context.Context, node, root, rel string) error
+	// Remove deletes r.Rel under r.Root on r.Node; a missing one is success.
+	Remove(ctx context.Context, r RemoveRequest) error
+}
+
+// RemoveRequest is one volume directory to remove from a node.
+type RemoveRequest struct {
+	// Node is where the directory is.
+	Node string
+	// Root is the configured path the directory is under.
+	Root string
+	// Rel is the directory, relative to Root.
+	Rel string
+	// PV is the volume the directory belongs to.
+	PV *corev1.PersistentVolume
 }
 
 // LocalDirs works on this process's filesystem.
@@ -154,7 +169,12 @@ func isEmpty(r *os.Root, rel string) (bool, error) {
 
 // Remove implements Dirs. RemoveAll through os.Root never follows symlinks
 // out of root: a link in the volume's place is removed as a link.
-func (LocalDirs) Remove(_ context.Context, _ string, root, rel string) error {
+func (LocalDirs) Remove(_ context.Context, req RemoveRequest) error {
+	return removeDir(req.Root, req.Rel)
+}
+
+// removeDir removes rel under root, never following a symlink out of root.
+func removeDir(root, rel string) error {
 	r, err := os.OpenRoot(root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -251,8 +251,14 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	}
 	size := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
 	root, err := p.cfg.Dirs.Create(ctx, CreateRequest{
-		Node: node, Roots: roots, Rel: vp.rel, Mode: p.cfg.DirMode, SizeBytes: size.Value(), MustBeEmpty: vp.patterned,
+		Node: node, PV: o.PVName, Roots: roots, Rel: vp.rel, Mode: p.cfg.DirMode, SizeBytes: size.Value(), MustBeEmpty: vp.patterned,
 	})
+	if errors.Is(err, ErrOutcomeUnknown) {
+		// A helper pod may have made the directory before it was lost:
+		// the controller calls Provision again, and cleans up if the
+		// claim is gone by then.
+		return nil, controller.ProvisioningInBackground, err
+	}
 	if err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
@@ -396,7 +402,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 		return fmt.Errorf("refusing to delete: the volume's path is %s, not %s under a path of node %s in the configuration (%v); remove the data yourself, then delete the PersistentVolume",
 			quoted(got), rel, node, roots)
 	}
-	if err := p.cfg.Dirs.Remove(ctx, node, root, rel); err != nil {
+	if err := p.cfg.Dirs.Remove(ctx, RemoveRequest{Node: node, Root: root, Rel: rel, PV: pv}); err != nil {
 		return fmt.Errorf("removing volume directory %s on node %s: %w", filepath.Join(root, rel), node, err)
 	}
 	return nil

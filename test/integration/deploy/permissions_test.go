@@ -58,7 +58,10 @@ var libPermissions = []permission{
 
 // permissions per provisioner directory, on top of libPermissions.
 var permissions = map[string][]permission{
-	"hostpath": nil, // no API calls of its own
+	"hostpath": {
+		{group: "", resource: "pods", verbs: []string{"get", "list", "watch", "create", "delete"}, scope: own, when: "--helper-pods",
+			why: "hostpath/pkg/hostpath helper.go: one helper pod per mkdir or rm on a node; hostpath/app command.go: get the own pod for its image"},
+	},
 	"nfs": {
 		{group: "", resource: "services", verbs: []string{"get"}, scope: own, nameFlag: "--service-name", when: "--service-name",
 			why: "nfs/app serverAddress: the ClusterIP of --service-name is the server PVs name"},

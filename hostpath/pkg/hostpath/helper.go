@@ -1,0 +1,594 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package hostpath
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubeprov/external-storage/lib/pathpattern"
+)
+
+// What helper pods look like.
+const (
+	// HelperContainerName is the name of a helper pod's only container.
+	HelperContainerName = "helper"
+	// HelperSubcommand is the provisioner binary's subcommand a helper pod
+	// runs (the image is the provisioner's own).
+	HelperSubcommand = "helper"
+	// HelperTerminationLog is where the helper writes its HelperResult.
+	HelperTerminationLog = "/dev/termination-log"
+	// EnvHelperTerminationLog tells the helper where HelperTerminationLog is.
+	EnvHelperTerminationLog = "HELPER_TERMINATION_LOG"
+	// LabelManagedBy, LabelHelperAction and LabelHelperPV label every helper pod.
+	LabelManagedBy    = "app.kubernetes.io/managed-by"
+	LabelHelperAction = "hostpath.kubeprov.io/helper"
+	LabelHelperPV     = "hostpath.kubeprov.io/pv"
+	// ManagedBy is the value of LabelManagedBy.
+	ManagedBy = "hostpath-provisioner"
+	// DefaultHelperTimeout bounds one helper pod, from its creation to its
+	// end: scheduling, image pull and the mkdir or rm itself.
+	DefaultHelperTimeout = 2 * time.Minute
+	// maxPodNameLength keeps pod names usable as host names and label values.
+	maxPodNameLength = 63
+	// cleanupTimeout bounds the deletion of a finished helper pod.
+	cleanupTimeout = 30 * time.Second
+)
+
+// Helper actions.
+const (
+	HelperCreate = "create"
+	HelperRemove = "remove"
+)
+
+// ErrOutcomeUnknown: a helper pod ran, or may have, but its result was lost
+// (deleted, killed at its deadline): the directory may exist.
+var ErrOutcomeUnknown = errors.New("outcome unknown")
+
+// HelperConfig configures helper pods.
+type HelperConfig struct {
+	// Client talks to the API server.
+	Client kubernetes.Interface
+	// Namespace is where helper pods run: the provisioner's own, which must
+	// allow the privileged Pod Security level (hostPath volumes).
+	Namespace string
+	// Image is the provisioner's own image: helper pods run its binary's
+	// helper subcommand.
+	Image string
+	// ImagePullPolicy of the helper container; empty means IfNotPresent.
+	ImagePullPolicy corev1.PullPolicy
+	// Timeout bounds one helper pod; 0 means DefaultHelperTimeout.
+	Timeout time.Duration
+}
+
+// HelperDirs makes and removes directories through short-lived pods on the
+// target node, so that one provisioner (a Deployment) serves every node.
+type HelperDirs struct {
+	cfg HelperConfig
+}
+
+var _ Dirs = (*HelperDirs)(nil)
+
+// NewHelperDirs checks cfg and returns HelperDirs.
+func NewHelperDirs(cfg HelperConfig) (*HelperDirs, error) {
+	var errs []error
+	if cfg.Client == nil {
+		errs = append(errs, errors.New("helper pods need a client"))
+	}
+	if msgs := validation.IsDNS1123Label(cfg.Namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("helper namespace %q: %s", cfg.Namespace, strings.Join(msgs, "; ")))
+	}
+	if cfg.Image == "" {
+		errs = append(errs, errors.New("helper pods need an image (the provisioner's own)"))
+	}
+	if cfg.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("helper timeout %s is negative", cfg.Timeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultHelperTimeout
+	}
+	if cfg.ImagePullPolicy == "" {
+		cfg.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	return &HelperDirs{cfg: cfg}, nil
+}
+
+// HelperRequest is what one helper pod does: the arguments of the helper
+// subcommand.
+type HelperRequest struct {
+	Action      string
+	Roots       []string
+	Rel         string
+	Mode        fs.FileMode
+	SizeBytes   int64
+	MustBeEmpty bool
+}
+
+// Args are the helper subcommand's arguments for r.
+func (r HelperRequest) Args() []string {
+	args := []string{HelperSubcommand, r.Action}
+	for _, root := range r.Roots {
+		args = append(args, "--root="+root)
+	}
+	args = append(args, "--rel="+r.Rel)
+	if r.Action == HelperCreate {
+		args = append(args, fmt.Sprintf("--mode=%#o", uint32(r.Mode)), "--size-bytes="+strconv.FormatInt(r.SizeBytes, 10))
+		if r.MustBeEmpty {
+			args = append(args, "--must-be-empty")
+		}
+	}
+	return args
+}
+
+// Validate re-checks a request where it is carried out, inside the helper
+// pod: absolute, clean roots; one plain relative path below them.
+func (r HelperRequest) Validate() error {
+	var errs []error
+	switch r.Action {
+	case HelperCreate:
+		if len(r.Roots) == 0 {
+			errs = append(errs, errors.New("no --root"))
+		}
+	case HelperRemove:
+		if len(r.Roots) != 1 {
+			errs = append(errs, fmt.Errorf("remove takes exactly one --root, got %d", len(r.Roots)))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("action %q must be %s or %s", r.Action, HelperCreate, HelperRemove))
+	}
+	for _, root := range r.Roots {
+		if !filepath.IsAbs(root) || filepath.Clean(root) != root || root == "/" {
+			errs = append(errs, fmt.Errorf("root %q must be a clean absolute path other than /", root))
+		}
+	}
+	if err := pathpattern.ValidateRelative(r.Rel); err != nil {
+		errs = append(errs, fmt.Errorf("--rel: %w", err))
+	}
+	if r.Mode&^fs.ModePerm != 0 {
+		errs = append(errs, fmt.Errorf("mode %#o has bits other than permissions", uint32(r.Mode)))
+	}
+	return errors.Join(errs...)
+}
+
+// HelperResult is what a helper writes to its termination message.
+type HelperResult struct {
+	// Root is the root the directory was made under (create).
+	Root string `json:"root,omitempty"`
+	// Error says why the helper failed.
+	Error string `json:"error,omitempty"`
+}
+
+// RunHelper carries out r on this filesystem, through os.Root (no "..",
+// no symlink out of the root), as LocalDirs does.
+func RunHelper(ctx context.Context, r HelperRequest) HelperResult {
+	if err := r.Validate(); err != nil {
+		return HelperResult{Error: err.Error()}
+	}
+	switch r.Action {
+	case HelperCreate:
+		root, err := LocalDirs{}.Create(ctx, CreateRequest{
+			Node: "this node", Roots: r.Roots, Rel: r.Rel, Mode: r.Mode, SizeBytes: r.SizeBytes, MustBeEmpty: r.MustBeEmpty,
+		})
+		if err != nil {
+			return HelperResult{Error: err.Error()}
+		}
+		return HelperResult{Root: root}
+	default:
+		if err := removeDir(r.Roots[0], r.Rel); err != nil {
+			return HelperResult{Error: err.Error()}
+		}
+		return HelperResult{}
+	}
+}
+
+// Create implements Dirs.
+func (h *HelperDirs) Create(ctx context.Context, r CreateRequest) (string, error) {
+	req := HelperRequest{Action: HelperCreate, Roots: r.Roots, Rel: r.Rel, Mode: r.Mode, SizeBytes: r.SizeBytes, MustBeEmpty: r.MustBeEmpty}
+	res, err := h.run(ctx, r.Node, r.PV, req, nil)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(r.Roots, res.Root) {
+		return "", fmt.Errorf("%w: the helper pod on node %s answered root %q, not one of %v", ErrOutcomeUnknown, r.Node, res.Root, r.Roots)
+	}
+	return res.Root, nil
+}
+
+// Remove implements Dirs.
+func (h *HelperDirs) Remove(ctx context.Context, r RemoveRequest) error {
+	req := HelperRequest{Action: HelperRemove, Roots: []string{r.Root}, Rel: r.Rel}
+	var owner *metav1.OwnerReference
+	name := ""
+	if r.PV != nil {
+		name = r.PV.Name
+		if r.PV.UID != "" {
+			owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "PersistentVolume", Name: r.PV.Name, UID: r.PV.UID}
+		}
+	}
+	_, err := h.run(ctx, r.Node, name, req, owner)
+	return err
+}
+
+// Pod is the helper pod that carries out req on node for volume pv.
+func (h *HelperDirs) Pod(node, pv string, req HelperRequest, owner *metav1.OwnerReference) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      HelperPodName(req.Action, pv, node, req.Rel),
+			Namespace: h.cfg.Namespace,
+			Labels: map[string]string{
+				LabelManagedBy:    ManagedBy,
+				LabelHelperAction: req.Action,
+				LabelHelperPV:     labelValue(pv),
+			},
+		},
+		Spec: corev1.PodSpec{
+			// Pinned to the node, past the scheduler, like a DaemonSet's
+			// pod: the directory must be made there and nowhere else.
+			NodeName:                     node,
+			RestartPolicy:                corev1.RestartPolicyNever,
+			ActiveDeadlineSeconds:        ptr.To(int64(h.cfg.Timeout.Seconds())),
+			AutomountServiceAccountToken: ptr.To(false),
+			EnableServiceLinks:           ptr.To(false),
+			// Whatever the node's taints: the work must be done there.
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		},
+	}
+	if owner != nil {
+		pod.OwnerReferences = []metav1.OwnerReference{*owner}
+	}
+	c := corev1.Container{
+		Name:                     HelperContainerName,
+		Image:                    h.cfg.Image,
+		ImagePullPolicy:          h.cfg.ImagePullPolicy,
+		Args:                     req.Args(),
+		Env:                      []corev1.EnvVar{{Name: EnvHelperTerminationLog, Value: HelperTerminationLog}},
+		TerminationMessagePath:   HelperTerminationLog,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
+		SecurityContext: HelperSecurityContext(),
+	}
+	// Only the configured paths the request names, each at the same path
+	// as on the node, as a Directory: never created by the kubelet.
+	for i, root := range req.Roots {
+		vol := "root-" + strconv.Itoa(i)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+			Name:         vol,
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: root, Type: ptr.To(corev1.HostPathDirectory)}},
+		})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: root})
+	}
+	pod.Spec.Containers = []corev1.Container{c}
+	return pod
+}
+
+// HelperSecurityContext is the helper container's: root, because the volume
+// directories belong to the pods' users of any uid, with only the two
+// powers of root the work needs, DAC_OVERRIDE (remove what they wrote, look
+// into a directory they made private) and FOWNER (set the mode of a
+// directory they chowned), as the provisioner itself in DaemonSet mode.
+func HelperSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsUser:                ptr.To[int64](0),
+		RunAsGroup:               ptr.To[int64](0),
+		RunAsNonRoot:             ptr.To(false),
+		Privileged:               ptr.To(false),
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities: &corev1.Capabilities{
+			Drop: []corev1.Capability{"ALL"},
+			Add:  []corev1.Capability{"DAC_OVERRIDE", "FOWNER"},
+		},
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// run creates the helper pod (or takes an earlier attempt's, if it is
+// exactly the pod this provisioner would create), waits until it ends or
+// the timeout passes, deletes it, and returns its result.
+func (h *HelperDirs) run(ctx context.Context, node, pv string, req HelperRequest, owner *metav1.OwnerReference) (*HelperResult, error) {
+	logger := klog.FromContext(ctx)
+	want := h.Pod(node, pv, req, owner)
+	pods := h.cfg.Client.CoreV1().Pods(want.Namespace)
+	pod, err := pods.Create(ctx, want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		pod, err = pods.Get(ctx, want.Name, metav1.GetOptions{})
+		if err == nil && !SameHelperIntent(pod, want) {
+			// Anyone who can create pods in the namespace can plant one of
+			// this name, and its termination message would decide what
+			// the provisioner believes. Not ours: not used, not deleted.
+			return nil, fmt.Errorf("helper pod %s/%s exists but is not the %s pod this provisioner creates (its labels or spec differ): not using it; delete it",
+				want.Namespace, want.Name, req.Action)
+		}
+		if err == nil {
+			logger.V(2).Info("Waiting on the helper pod of an earlier attempt", "pod", klog.KObj(pod))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating helper pod %s/%s on node %s: %w", want.Namespace, want.Name, node, err)
+	}
+	desc := fmt.Sprintf("helper pod %s/%s (%s %s on node %s)", pod.Namespace, pod.Name, req.Action, req.Rel, node)
+	logger.V(2).Info("Waiting for helper pod", "pod", klog.KObj(pod), "action", req.Action, "node", node)
+	start := pod.CreationTimestamp.Time
+	if start.IsZero() {
+		start = time.Now()
+	}
+	// The kubelet counts activeDeadlineSeconds from the pod's start on the
+	// node; a little more from its creation covers the way there.
+	final, err := h.wait(ctx, pod, start.Add(h.cfg.Timeout+min(h.cfg.Timeout/10, 10*time.Second)))
+	defer h.cleanup(ctx, pod)
+	switch {
+	case errors.Is(err, errPodGone):
+		return nil, fmt.Errorf("%w: %s was deleted before it finished", ErrOutcomeUnknown, desc)
+	case err != nil:
+		current, gerr := pods.Get(context.WithoutCancel(ctx), pod.Name, metav1.GetOptions{})
+		if gerr != nil || current.UID != pod.UID {
+			return nil, fmt.Errorf("%w: %s did not finish in time (--helper-timeout %s)", ErrOutcomeUnknown, desc, h.cfg.Timeout)
+		}
+		if isTerminal(current) {
+			final = current
+			break
+		}
+		if neverStarted(current) {
+			return nil, fmt.Errorf("%s did not start within --helper-timeout %s: %s", desc, h.cfg.Timeout, whyNotStarted(current))
+		}
+		return nil, fmt.Errorf("%w: %s did not finish within --helper-timeout %s", ErrOutcomeUnknown, desc, h.cfg.Timeout)
+	}
+	t := terminated(final)
+	if t == nil {
+		// Failed before its container ran: rejected by the kubelet
+		// (resources, node affinity) or killed at its deadline while the
+		// image was still pulled.
+		if neverStarted(final) {
+			return nil, fmt.Errorf("%s failed before it started: %s %s", desc, final.Status.Reason, truncate(final.Status.Message))
+		}
+		return nil, fmt.Errorf("%w: %s failed: %s %s", ErrOutcomeUnknown, desc, final.Status.Reason, truncate(final.Status.Message))
+	}
+	var res HelperResult
+	if jerr := json.Unmarshal([]byte(strings.TrimSpace(t.Message)), &res); jerr != nil {
+		msg := truncate(t.Message)
+		if msg == "" {
+			msg = "no termination message or log"
+		}
+		return nil, fmt.Errorf("%w: %s ended with exit code %d (%s) without a result: %s", ErrOutcomeUnknown, desc, t.ExitCode, t.Reason, msg)
+	}
+	if res.Error != "" || final.Status.Phase == corev1.PodFailed {
+		return nil, fmt.Errorf("%s failed with exit code %d: %s", desc, t.ExitCode, truncate(res.Error))
+	}
+	logger.V(2).Info("Helper pod succeeded", "pod", klog.KObj(pod), "action", req.Action, "root", res.Root)
+	return &res, nil
+}
+
+var errPodGone = errors.New("pod gone")
+
+func isTerminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// wait watches pod until it succeeds or fails, is deleted, ctx ends or bound passes.
+func (h *HelperDirs) wait(ctx context.Context, pod *corev1.Pod, bound time.Time) (*corev1.Pod, error) {
+	ctx, cancel := context.WithDeadline(ctx, bound)
+	defer cancel()
+	pods := h.cfg.Client.CoreV1().Pods(pod.Namespace)
+	sel := fields.OneTermEqualSelector("metadata.name", pod.Name).String()
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return pods.Watch(ctx, o)
+		},
+	}, h.cfg.Client)
+	present := func(store cache.Store) (bool, error) {
+		obj, ok, err := store.GetByKey(pod.Namespace + "/" + pod.Name)
+		if err != nil || !ok {
+			return false, errPodGone
+		}
+		p, ok := obj.(*corev1.Pod)
+		return ok && p.UID == pod.UID && isTerminal(p), nil
+	}
+	var last *corev1.Pod
+	ev, err := watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, present, func(ev watch.Event) (bool, error) {
+		if ev.Type == watch.Deleted {
+			return false, errPodGone
+		}
+		p, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			return false, nil
+		}
+		if p.UID != pod.UID {
+			return false, errPodGone
+		}
+		last = p
+		return isTerminal(p), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if ev == nil {
+		// Already terminal when the watch started (present).
+		if last != nil {
+			return last, nil
+		}
+		return pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	}
+	return ev.Object.(*corev1.Pod), nil
+}
+
+// cleanup deletes the helper pod, even when ctx has ended: its result is
+// read, or it is given up. Only this very pod (by UID).
+func (h *HelperDirs) cleanup(ctx context.Context, pod *corev1.Pod) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	uid := pod.UID
+	err := h.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid}, GracePeriodSeconds: ptr.To[int64](0),
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		klog.FromContext(ctx).Error(err, "Deleting helper pod failed; the next attempt reads its result and deletes it", "pod", klog.KObj(pod))
+	}
+}
+
+// SameHelperIntent reports whether an existing pod is the one want
+// describes: its labels, owner, and every field of the spec this
+// provisioner sets, ignoring only what the API server adds (defaults,
+// default tolerations, resources a LimitRange adds).
+func SameHelperIntent(existing, want *corev1.Pod) bool {
+	for k, v := range want.Labels {
+		if existing.Labels[k] != v {
+			return false
+		}
+	}
+	if !equality.Semantic.DeepEqual(existing.OwnerReferences, want.OwnerReferences) {
+		return false
+	}
+	a, b := existing.Spec, want.Spec
+	if len(a.Containers) != 1 || len(a.InitContainers) != 0 || len(a.EphemeralContainers) != 0 ||
+		a.HostNetwork || a.HostPID || a.HostIPC || ptr.Deref(a.HostUsers, true) != ptr.Deref(b.HostUsers, true) ||
+		!equality.Semantic.DeepEqual(orEmpty(a.SecurityContext), orEmpty(b.SecurityContext)) {
+		return false
+	}
+	ca, cb := a.Containers[0], b.Containers[0]
+	return a.NodeName == b.NodeName && a.RestartPolicy == b.RestartPolicy &&
+		ptr.Deref(a.ActiveDeadlineSeconds, 0) == ptr.Deref(b.ActiveDeadlineSeconds, 0) &&
+		ptr.Deref(a.AutomountServiceAccountToken, true) == ptr.Deref(b.AutomountServiceAccountToken, true) &&
+		equality.Semantic.DeepEqual(a.Volumes, b.Volumes) &&
+		ca.Name == cb.Name && ca.Image == cb.Image &&
+		len(ca.Command) == 0 && slices.Equal(ca.Args, cb.Args) && ca.WorkingDir == "" && len(ca.EnvFrom) == 0 &&
+		equality.Semantic.DeepEqual(ca.Env, cb.Env) &&
+		equality.Semantic.DeepEqual(ca.VolumeMounts, cb.VolumeMounts) &&
+		len(ca.VolumeDevices) == 0 &&
+		equality.Semantic.DeepEqual(ca.SecurityContext, cb.SecurityContext) &&
+		ca.TerminationMessagePath == cb.TerminationMessagePath &&
+		containsQuantities(ca.Resources.Limits, cb.Resources.Limits) &&
+		containsQuantities(ca.Resources.Requests, cb.Resources.Requests)
+}
+
+func containsQuantities(have, want corev1.ResourceList) bool {
+	for name, q := range want {
+		h, ok := have[name]
+		if !ok || h.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func orEmpty(sc *corev1.PodSecurityContext) *corev1.PodSecurityContext {
+	if sc == nil {
+		return &corev1.PodSecurityContext{}
+	}
+	return sc
+}
+
+// HelperPodName is the deterministic name of a helper pod, at most 63
+// characters: one volume never has two helper pods of one action at once.
+// Without a PV name, a hash of the node and directory names it.
+func HelperPodName(action, pv, node, rel string) string {
+	if pv == "" {
+		sum := sha256.Sum256([]byte(node + "\x00" + rel))
+		pv = hex.EncodeToString(sum[:])[:16]
+	}
+	return capName("hostpath-" + action + "-" + pv)
+}
+
+// labelValue makes a PV name usable as a label value.
+func labelValue(s string) string {
+	if len(validation.IsValidLabelValue(s)) == 0 {
+		return s
+	}
+	return capName(s)
+}
+
+// capName keeps names of up to 63 characters and otherwise cuts them,
+// ending with a hash of the whole name so that they stay distinct.
+func capName(s string) string {
+	if len(s) <= maxPodNameLength {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	h := hex.EncodeToString(sum[:])[:10]
+	return strings.TrimRight(s[:maxPodNameLength-len(h)-1], "-.") + "-" + h
+}
+
+// terminated is the helper container's final state, if any.
+func terminated(pod *corev1.Pod) *corev1.ContainerStateTerminated {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == HelperContainerName {
+			return cs.State.Terminated
+		}
+	}
+	return nil
+}
+
+// neverStarted reports whether no container of pod ever started.
+func neverStarted(pod *corev1.Pod) bool {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// whyNotStarted says what kept a pod from starting, as the kubelet (or,
+// for a node that does not exist, nobody) reported it.
+func whyNotStarted(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return fmt.Sprintf("not scheduled: %s %s", c.Reason, truncate(c.Message))
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			return fmt.Sprintf("container is waiting: %s %s", w.Reason, truncate(w.Message))
+		}
+	}
+	if pod.Status.Phase == "" && len(pod.Status.Conditions) == 0 {
+		return fmt.Sprintf("no kubelet has reported on it: is node %s up?", pod.Spec.NodeName)
+	}
+	return "container has not started"
+}
+
+// truncate keeps messages from pods short enough for an event.
+func truncate(s string) string {
+	s = strings.TrimSpace(s)
+	const maxLen = 512
+	if len(s) > maxLen {
+		return s[:maxLen] + "..."
+	}
+	return s
+}
