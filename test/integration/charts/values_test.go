@@ -283,6 +283,26 @@ func TestChartSpecificValues(t *testing.T) {
 				t.Errorf("nfs.server/path: env %v, volume %+v", env, spec.Volumes[0].NFS)
 			}
 		}},
+		{chart: "cinder", values: map[string]any{"topologyKey": "topology.kubernetes.io/zone"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			_, c := pod(t, objs)
+			if !slices.Contains(c.Args, "--topology-key=topology.kubernetes.io/zone") {
+				t.Errorf("topologyKey: args %v", c.Args)
+			}
+			var nodes bool
+			for _, o := range objs {
+				if o.GetKind() != "ClusterRole" {
+					continue
+				}
+				rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+				for _, r := range rules {
+					res, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+					nodes = nodes || slices.Contains(res, "nodes")
+				}
+			}
+			if !nodes {
+				t.Error("topologyKey: the ClusterRole grants nothing on nodes, which topology reads")
+			}
+		}},
 		{chart: "cinder", values: map[string]any{"cloudConfig": map[string]any{"existingSecret": "my-cloud"}}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			spec, _ := pod(t, objs)
 			if len(ofKind(objs, "Secret")) != 0 || spec.Volumes[0].Secret.SecretName != "my-cloud" {
