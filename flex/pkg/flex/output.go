@@ -12,13 +12,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kubeprov/external-storage/lib/capacity"
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/podrun"
 )
 
 // Statuses a driver reports, as in the FlexVolume convention.
@@ -30,7 +30,7 @@ const (
 
 // MaxMessageBytes bounds each piece of driver output (message, stderr,
 // termination message) quoted in an error, so that events stay readable.
-const MaxMessageBytes = 512
+const MaxMessageBytes = podrun.MaxMessageBytes
 
 // ErrNotSupported is wrapped by errors of drivers that answered "Not supported".
 var ErrNotSupported = errors.New("not supported by the driver")
@@ -184,14 +184,4 @@ func setSources(src *corev1.PersistentVolumeSource) []string {
 }
 
 // Truncate shortens driver text to MaxMessageBytes on a rune boundary.
-func Truncate(s string) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= MaxMessageBytes {
-		return s
-	}
-	cut := MaxMessageBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "...(truncated)"
-}
+func Truncate(s string) string { return podrun.Truncate(s) }

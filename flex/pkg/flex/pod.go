@@ -5,13 +5,10 @@ package flex
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
-	"slices"
 	"strings"
 	"time"
 
@@ -20,19 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/podrun"
 )
 
 // What provisioning pods look like.
@@ -52,10 +45,6 @@ const (
 	// DefaultPodStartTimeout is how long a pod may take to be scheduled and
 	// to start (image pull) before it is given up.
 	DefaultPodStartTimeout = 2 * time.Minute
-	// maxPodNameLength keeps pod names usable as host names and label values.
-	maxPodNameLength = 63
-	// cleanupTimeout bounds the deletion of a finished pod.
-	cleanupTimeout = 30 * time.Second
 )
 
 // Environment variables of a provisioning pod besides the input's (EnvName).
@@ -325,19 +314,11 @@ func (l *PodLauncher) run(ctx context.Context, action string, call *Call, cfg *P
 	if err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
-	pods := l.Client.CoreV1().Pods(want.Namespace)
-	pod, err := pods.Create(ctx, want, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		pod, err = pods.Get(ctx, want.Name, metav1.GetOptions{})
-		if err == nil && !sameIntent(pod, want) {
-			// Anyone who can create pods in that namespace can plant one of
-			// this name, and its termination message would decide the PV.
-			// It is not ours, so it is not deleted either.
-			return nil, controller.ProvisioningFinished, fmt.Errorf("pod %s/%s exists but is not the %s pod this provisioner creates (its labels or spec differ): not using it; delete or rename it", pod.Namespace, pod.Name, action)
-		}
-		if err == nil {
-			logger.V(2).Info("Waiting on the existing pod of an earlier attempt", "pod", klog.KObj(pod))
-		}
+	runner := podrun.Runner{Client: l.Client}
+	pod, err := runner.Start(ctx, want, sameIntent)
+	if errors.Is(err, podrun.ErrForeignPod) {
+		// Its termination message would decide the PV.
+		return nil, controller.ProvisioningFinished, fmt.Errorf("pod %s/%s exists but is not the %s pod this provisioner creates (its labels or spec differ): not using it; delete or rename it", want.Namespace, want.Name, action)
 	}
 	if err != nil {
 		// Whatever an earlier attempt left running still runs.
@@ -346,86 +327,30 @@ func (l *PodLauncher) run(ctx context.Context, action string, call *Call, cfg *P
 	desc := describePod(pod)
 	logger.V(2).Info("Waiting for pod", "pod", klog.KObj(pod), "action", action)
 	bound := pod.CreationTimestamp.Add(l.startTimeout() + time.Duration(cfg.ActiveDeadlineSeconds)*time.Second)
-	final, err := l.wait(ctx, pod, bound)
+	final, err := runner.Wait(ctx, pod, bound)
 	switch {
 	case err == nil:
-		defer l.cleanup(ctx, final)
+		defer runner.Delete(ctx, final)
 		return final, controller.ProvisioningFinished, nil
-	case errors.Is(err, errPodGone):
+	case errors.Is(err, podrun.ErrPodGone):
 		return nil, controller.ProvisioningInBackground, fmt.Errorf("%s was deleted before it finished; it will run again, so the image must be idempotent", desc)
 	case ctx.Err() != nil:
 		return nil, controller.ProvisioningInBackground, fmt.Errorf("%s is still running when the operation ended (--timeout); waiting for it again later", desc)
 	}
 	// Our own bound passed: a pod that never started is given up.
-	current, gerr := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	current, gerr := l.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if gerr != nil {
 		return nil, controller.ProvisioningInBackground, fmt.Errorf("%s did not finish in time and cannot be read: %w", desc, gerr)
 	}
-	if current.UID == pod.UID && (current.Status.Phase == corev1.PodSucceeded || current.Status.Phase == corev1.PodFailed) {
-		defer l.cleanup(ctx, current)
+	if current.UID == pod.UID && podrun.Terminal(current) {
+		defer runner.Delete(ctx, current)
 		return current, controller.ProvisioningFinished, nil
 	}
-	if neverRan(current) {
-		defer l.cleanup(ctx, current)
-		return nil, controller.ProvisioningFinished, fmt.Errorf("%s did not start within %v (--pod-start-timeout): %s", desc, l.startTimeout(), whyNotStarted(current))
+	if podrun.NeverRan(current) {
+		defer runner.Delete(ctx, current)
+		return nil, controller.ProvisioningFinished, fmt.Errorf("%s did not start within %v (--pod-start-timeout): %s", desc, l.startTimeout(), podrun.WhyNotStarted(current))
 	}
 	return nil, controller.ProvisioningInBackground, fmt.Errorf("%s is still running past its deadline of %ds; waiting for it again later", desc, cfg.ActiveDeadlineSeconds)
-}
-
-var errPodGone = errors.New("pod gone")
-
-// wait watches pod until it succeeds or fails, is deleted, ctx ends or bound passes.
-func (l *PodLauncher) wait(ctx context.Context, pod *corev1.Pod, bound time.Time) (*corev1.Pod, error) {
-	ctx, cancel := context.WithDeadline(ctx, bound)
-	defer cancel()
-	pods := l.Client.CoreV1().Pods(pod.Namespace)
-	sel := fields.OneTermEqualSelector("metadata.name", pod.Name).String()
-	// The wrapper tells the reflector whether the client can stream lists
-	// (fake clients cannot).
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return pods.Watch(ctx, o)
-		},
-	}, l.Client)
-	present := func(store cache.Store) (bool, error) {
-		if _, ok, err := store.GetByKey(pod.Namespace + "/" + pod.Name); err != nil || !ok {
-			return false, errPodGone
-		}
-		return false, nil
-	}
-	ev, err := watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, present, func(ev watch.Event) (bool, error) {
-		if ev.Type == watch.Deleted {
-			return false, errPodGone
-		}
-		p, ok := ev.Object.(*corev1.Pod)
-		if !ok {
-			return false, nil
-		}
-		if p.UID != pod.UID {
-			return false, errPodGone
-		}
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ev.Object.(*corev1.Pod), nil
-}
-
-// cleanup deletes a finished pod, even when ctx has ended.
-func (l *PodLauncher) cleanup(ctx context.Context, pod *corev1.Pod) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	uid := pod.UID
-	err := l.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		klog.FromContext(ctx).Error(err, "Deleting finished pod failed; the next attempt reads its result and deletes it", "pod", klog.KObj(pod))
-	}
 }
 
 // pod builds the operation's pod.
@@ -455,7 +380,7 @@ func (l *PodLauncher) pod(action string, call *Call, cfg *PodConfig, owner *meta
 			Labels: map[string]string{
 				LabelManagedBy: ManagedBy,
 				LabelAction:    action,
-				LabelPV:        labelValue(call.PVName),
+				LabelPV:        podrun.LabelValue(call.PVName),
 			},
 		},
 		Spec: corev1.PodSpec{
@@ -495,140 +420,27 @@ func (l *PodLauncher) pod(action string, call *Call, cfg *PodConfig, owner *meta
 	return pod, nil
 }
 
-// sameIntent reports whether an existing pod is the one want describes: the
-// labels and every field of the spec this provisioner sets, ignoring only
-// what the API server adds (defaults, the service account token volume).
+// sameIntent reports whether an existing pod is the one want describes
+// (podrun.SameIntent), on the node selector and service account this
+// provisioner sets too.
 func sameIntent(existing, want *corev1.Pod) bool {
-	for k, v := range want.Labels {
-		if existing.Labels[k] != v {
-			return false
-		}
-	}
-	a, b := existing.Spec, want.Spec
-	if len(a.Containers) != 1 || len(a.InitContainers) != 0 || len(a.EphemeralContainers) != 0 ||
-		a.HostNetwork || a.HostPID || a.HostIPC || !equality.Semantic.DeepEqual(orEmpty(a.SecurityContext), orEmpty(b.SecurityContext)) {
-		return false
-	}
-	if !sameTemplate(a, b) {
-		return false
-	}
-	ca, cb := a.Containers[0], b.Containers[0]
-	return a.RestartPolicy == b.RestartPolicy &&
-		ptr.Deref(a.ActiveDeadlineSeconds, 0) == ptr.Deref(b.ActiveDeadlineSeconds, 0) &&
-		equality.Semantic.DeepEqual(a.NodeSelector, b.NodeSelector) &&
-		a.ServiceAccountName == b.ServiceAccountName &&
-		ptr.Deref(a.AutomountServiceAccountToken, true) == ptr.Deref(b.AutomountServiceAccountToken, true) &&
-		equality.Semantic.DeepEqual(withoutTokenVolumes(a.Volumes), b.Volumes) &&
-		ca.Name == cb.Name && ca.Image == cb.Image &&
-		len(ca.Command) == 0 && len(ca.Args) == 0 && ca.WorkingDir == "" && len(ca.EnvFrom) == 0 &&
-		equality.Semantic.DeepEqual(ca.Env, cb.Env) &&
-		equality.Semantic.DeepEqual(withoutTokenMounts(ca.VolumeMounts), cb.VolumeMounts) &&
-		equality.Semantic.DeepEqual(ca.SecurityContext, cb.SecurityContext) &&
-		ca.TerminationMessagePath == cb.TerminationMessagePath
-}
-
-// sameTemplate compares what a pod template sets (PodTemplate), allowing
-// for what admission adds: default tolerations, a default priority class,
-// resources from a LimitRange.
-func sameTemplate(a, b corev1.PodSpec) bool {
-	for _, t := range b.Tolerations {
-		if !slices.ContainsFunc(a.Tolerations, func(x corev1.Toleration) bool { return equality.Semantic.DeepEqual(x, t) }) {
-			return false
-		}
-	}
-	if b.PriorityClassName != "" && a.PriorityClassName != b.PriorityClassName {
-		return false
-	}
-	ra, rb := a.Containers[0].Resources, b.Containers[0].Resources
-	return equality.Semantic.DeepEqual(a.Affinity, b.Affinity) &&
-		// The ServiceAccount admission adds the account's pull secrets to a pod that has none.
-		(len(b.ImagePullSecrets) == 0 || equality.Semantic.DeepEqual(a.ImagePullSecrets, b.ImagePullSecrets)) &&
-		containsQuantities(ra.Limits, rb.Limits) && containsQuantities(ra.Requests, rb.Requests)
-}
-
-// containsQuantities reports whether have has every quantity of want.
-func containsQuantities(have, want corev1.ResourceList) bool {
-	for name, q := range want {
-		h, ok := have[name]
-		if !ok || h.Cmp(q) != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func orEmpty(sc *corev1.PodSecurityContext) *corev1.PodSecurityContext {
-	if sc == nil {
-		return &corev1.PodSecurityContext{}
-	}
-	return sc
-}
-
-// tokenVolumePrefix names the projected service account token volume that
-// admission adds to pods which mount a token.
-const tokenVolumePrefix = "kube-api-access-"
-
-func withoutTokenVolumes(vs []corev1.Volume) []corev1.Volume {
-	var out []corev1.Volume
-	for _, v := range vs {
-		if !strings.HasPrefix(v.Name, tokenVolumePrefix) || v.Projected == nil {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-func withoutTokenMounts(ms []corev1.VolumeMount) []corev1.VolumeMount {
-	var out []corev1.VolumeMount
-	for _, m := range ms {
-		if !strings.HasPrefix(m.Name, tokenVolumePrefix) {
-			out = append(out, m)
-		}
-	}
-	return out
+	return podrun.SameIntent(existing, want) &&
+		equality.Semantic.DeepEqual(existing.Spec.NodeSelector, want.Spec.NodeSelector) &&
+		existing.Spec.ServiceAccountName == want.Spec.ServiceAccountName
 }
 
 // PodName is the deterministic name of an operation's pod, at most 63
 // characters: one PV never has two pods of the same action at once.
 func PodName(action, pvName string) string {
-	return capName("flex-" + action + "-" + pvName)
-}
-
-// labelValue makes a PV name usable as a label value.
-func labelValue(s string) string {
-	if len(validation.IsValidLabelValue(s)) == 0 {
-		return s
-	}
-	return capName(s)
-}
-
-// capName keeps names of up to 63 characters and otherwise cuts them,
-// ending with a hash of the whole name so that they stay distinct.
-func capName(s string) string {
-	if len(s) <= maxPodNameLength {
-		return s
-	}
-	sum := sha256.Sum256([]byte(s))
-	h := hex.EncodeToString(sum[:])[:10]
-	return strings.TrimRight(s[:maxPodNameLength-len(h)-1], "-.") + "-" + h
+	return podrun.ShortName("flex-" + action + "-" + pvName)
 }
 
 func describePod(pod *corev1.Pod) string {
 	return fmt.Sprintf("%s pod %s/%s", pod.Labels[LabelAction], pod.Namespace, pod.Name)
 }
 
-// terminated is the driver container's final state, if any.
-func terminated(pod *corev1.Pod) *corev1.ContainerStateTerminated {
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == ContainerName {
-			return cs.State.Terminated
-		}
-	}
-	return nil
-}
-
 func terminationMessage(pod *corev1.Pod) string {
-	if t := terminated(pod); t != nil {
+	if t := podrun.Terminated(pod, ContainerName); t != nil {
 		return t.Message
 	}
 	return ""
@@ -637,7 +449,7 @@ func terminationMessage(pod *corev1.Pod) string {
 // failedState: a pod killed at its deadline may have created something,
 // unless its container never started.
 func failedState(pod *corev1.Pod) controller.ProvisioningState {
-	if pod.Status.Reason == reasonDeadlineExceeded && !neverStarted(pod) {
+	if pod.Status.Reason == reasonDeadlineExceeded && !podrun.NeverStarted(pod) {
 		return controller.ProvisioningInBackground
 	}
 	return controller.ProvisioningFinished
@@ -646,13 +458,13 @@ func failedState(pod *corev1.Pod) controller.ProvisioningState {
 // podFailure describes a failed pod with its exit code and termination
 // message (the log tail when the container wrote none).
 func podFailure(desc string, pod *corev1.Pod) error {
-	t := terminated(pod)
-	if pod.Status.Reason == reasonDeadlineExceeded && neverStarted(pod) {
+	t := podrun.Terminated(pod, ContainerName)
+	if pod.Status.Reason == reasonDeadlineExceeded && podrun.NeverStarted(pod) {
 		// The deadline counts from the pod's start on its node, image
 		// pull included: a kubelet fails a pod whose image cannot be
 		// pulled at its deadline, with the container still waiting.
 		return fmt.Errorf("%s did not start within its deadline of %ds (active-deadline-seconds, which includes pulling the image): %s",
-			desc, ptr.Deref(pod.Spec.ActiveDeadlineSeconds, 0), whyNotStarted(pod))
+			desc, ptr.Deref(pod.Spec.ActiveDeadlineSeconds, 0), podrun.WhyNotStarted(pod))
 	}
 	if pod.Status.Reason == reasonDeadlineExceeded {
 		msg := ""
@@ -675,43 +487,4 @@ func podFailure(desc string, pod *corev1.Pod) error {
 		msg = "no termination message or log"
 	}
 	return fmt.Errorf("%s failed with exit code %d: %s", desc, t.ExitCode, msg)
-}
-
-// neverRan reports whether pod is pending and no container of it ever started.
-func neverRan(pod *corev1.Pod) bool {
-	// A pod nobody has reported on yet has no phase: it is pending too.
-	if pod.Status.Phase != corev1.PodPending && pod.Status.Phase != "" {
-		return false
-	}
-	return neverStarted(pod)
-}
-
-// neverStarted reports whether no container of pod ever started, whatever
-// its phase.
-func neverStarted(pod *corev1.Pod) bool {
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// whyNotStarted says what kept a pod from starting, as the scheduler or the
-// kubelet reported it.
-func whyNotStarted(pod *corev1.Pod) string {
-	if pod.Spec.NodeName == "" {
-		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				return fmt.Sprintf("not scheduled: %s %s", c.Reason, Truncate(c.Message))
-			}
-		}
-		return fmt.Sprintf("not scheduled to any node (node-selector %v)", labels.Set(pod.Spec.NodeSelector))
-	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil {
-			return fmt.Sprintf("on node %s, container is waiting: %s %s", pod.Spec.NodeName, w.Reason, Truncate(w.Message))
-		}
-	}
-	return fmt.Sprintf("on node %s, container has not started", pod.Spec.NodeName)
 }

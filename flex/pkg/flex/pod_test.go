@@ -480,7 +480,4 @@ func TestPodName(t *testing.T) {
 	if len(a) > 63 || a == b || a != PodName(ActionDelete, long+"1") {
 		t.Errorf("capped names %q %q", a, b)
 	}
-	if v := labelValue(long); len(v) > 63 {
-		t.Errorf("label value %q", v)
-	}
 }

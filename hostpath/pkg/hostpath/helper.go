@@ -19,20 +19,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeprov/external-storage/lib/pathpattern"
+	"github.com/kubeprov/external-storage/lib/podrun"
 )
 
 // What helper pods look like.
@@ -55,10 +50,6 @@ const (
 	// DefaultHelperTimeout bounds one helper pod, from its creation to its
 	// end: scheduling, image pull and the mkdir or rm itself.
 	DefaultHelperTimeout = 2 * time.Minute
-	// maxPodNameLength keeps pod names usable as host names and label values.
-	maxPodNameLength = 63
-	// cleanupTimeout bounds the deletion of a finished helper pod.
-	cleanupTimeout = 30 * time.Second
 )
 
 // Helper actions.
@@ -247,7 +238,7 @@ func (h *HelperDirs) Pod(node, pv string, req HelperRequest, owner *metav1.Owner
 			Labels: map[string]string{
 				LabelManagedBy:    ManagedBy,
 				LabelHelperAction: req.Action,
-				LabelHelperPV:     labelValue(pv),
+				LabelHelperPV:     podrun.LabelValue(pv),
 			},
 		},
 		Spec: corev1.PodSpec{
@@ -320,20 +311,13 @@ func HelperSecurityContext() *corev1.SecurityContext {
 func (h *HelperDirs) run(ctx context.Context, node, pv string, req HelperRequest, owner *metav1.OwnerReference) (*HelperResult, error) {
 	logger := klog.FromContext(ctx)
 	want := h.Pod(node, pv, req, owner)
-	pods := h.cfg.Client.CoreV1().Pods(want.Namespace)
-	pod, err := pods.Create(ctx, want, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		pod, err = pods.Get(ctx, want.Name, metav1.GetOptions{})
-		if err == nil && !SameHelperIntent(pod, want) {
-			// Anyone who can create pods in the namespace can plant one of
-			// this name, and its termination message would decide what
-			// the provisioner believes. Not ours: not used, not deleted.
-			return nil, fmt.Errorf("helper pod %s/%s exists but is not the %s pod this provisioner creates (its labels or spec differ): not using it; delete it",
-				want.Namespace, want.Name, req.Action)
-		}
-		if err == nil {
-			logger.V(2).Info("Waiting on the helper pod of an earlier attempt", "pod", klog.KObj(pod))
-		}
+	// The pod is deleted at once, past its grace period: whatever it was
+	// doing is given up.
+	runner := podrun.Runner{Client: h.cfg.Client, DeleteGracePeriod: ptr.To[int64](0)}
+	pod, err := runner.Start(ctx, want, SameHelperIntent)
+	if errors.Is(err, podrun.ErrForeignPod) {
+		return nil, fmt.Errorf("helper pod %s/%s exists but is not the %s pod this provisioner creates (its labels or spec differ): not using it; delete it",
+			want.Namespace, want.Name, req.Action)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("creating helper pod %s/%s on node %s: %w", want.Namespace, want.Name, node, err)
@@ -346,172 +330,56 @@ func (h *HelperDirs) run(ctx context.Context, node, pv string, req HelperRequest
 	}
 	// The kubelet counts activeDeadlineSeconds from the pod's start on the
 	// node; a little more from its creation covers the way there.
-	final, err := h.wait(ctx, pod, start.Add(h.cfg.Timeout+min(h.cfg.Timeout/10, 10*time.Second)))
-	defer h.cleanup(ctx, pod)
+	final, err := runner.Wait(ctx, pod, start.Add(h.cfg.Timeout+min(h.cfg.Timeout/10, 10*time.Second)))
+	defer runner.Delete(ctx, pod)
 	switch {
-	case errors.Is(err, errPodGone):
+	case errors.Is(err, podrun.ErrPodGone):
 		return nil, fmt.Errorf("%w: %s was deleted before it finished", ErrOutcomeUnknown, desc)
 	case err != nil:
-		current, gerr := pods.Get(context.WithoutCancel(ctx), pod.Name, metav1.GetOptions{})
+		current, gerr := h.cfg.Client.CoreV1().Pods(pod.Namespace).Get(context.WithoutCancel(ctx), pod.Name, metav1.GetOptions{})
 		if gerr != nil || current.UID != pod.UID {
 			return nil, fmt.Errorf("%w: %s did not finish in time (--helper-timeout %s)", ErrOutcomeUnknown, desc, h.cfg.Timeout)
 		}
-		if isTerminal(current) {
+		if podrun.Terminal(current) {
 			final = current
 			break
 		}
-		if neverStarted(current) {
-			return nil, fmt.Errorf("%s did not start within --helper-timeout %s: %s", desc, h.cfg.Timeout, whyNotStarted(current))
+		if podrun.NeverStarted(current) {
+			return nil, fmt.Errorf("%s did not start within --helper-timeout %s: %s", desc, h.cfg.Timeout, podrun.WhyNotStarted(current))
 		}
 		return nil, fmt.Errorf("%w: %s did not finish within --helper-timeout %s", ErrOutcomeUnknown, desc, h.cfg.Timeout)
 	}
-	t := terminated(final)
+	t := podrun.Terminated(final, HelperContainerName)
 	if t == nil {
 		// Failed before its container ran: rejected by the kubelet
 		// (resources, node affinity) or killed at its deadline while the
 		// image was still pulled.
-		if neverStarted(final) {
-			return nil, fmt.Errorf("%s failed before it started: %s %s", desc, final.Status.Reason, truncate(final.Status.Message))
+		if podrun.NeverStarted(final) {
+			return nil, fmt.Errorf("%s failed before it started: %s %s", desc, final.Status.Reason, podrun.Truncate(final.Status.Message))
 		}
-		return nil, fmt.Errorf("%w: %s failed: %s %s", ErrOutcomeUnknown, desc, final.Status.Reason, truncate(final.Status.Message))
+		return nil, fmt.Errorf("%w: %s failed: %s %s", ErrOutcomeUnknown, desc, final.Status.Reason, podrun.Truncate(final.Status.Message))
 	}
 	var res HelperResult
 	if jerr := json.Unmarshal([]byte(strings.TrimSpace(t.Message)), &res); jerr != nil {
-		msg := truncate(t.Message)
+		msg := podrun.Truncate(t.Message)
 		if msg == "" {
 			msg = "no termination message or log"
 		}
 		return nil, fmt.Errorf("%w: %s ended with exit code %d (%s) without a result: %s", ErrOutcomeUnknown, desc, t.ExitCode, t.Reason, msg)
 	}
 	if res.Error != "" || final.Status.Phase == corev1.PodFailed {
-		return nil, fmt.Errorf("%s failed with exit code %d: %s", desc, t.ExitCode, truncate(res.Error))
+		return nil, fmt.Errorf("%s failed with exit code %d: %s", desc, t.ExitCode, podrun.Truncate(res.Error))
 	}
 	logger.V(2).Info("Helper pod succeeded", "pod", klog.KObj(pod), "action", req.Action, "root", res.Root)
 	return &res, nil
 }
 
-var errPodGone = errors.New("pod gone")
-
-func isTerminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-}
-
-// wait watches pod until it succeeds or fails, is deleted, ctx ends or bound passes.
-func (h *HelperDirs) wait(ctx context.Context, pod *corev1.Pod, bound time.Time) (*corev1.Pod, error) {
-	ctx, cancel := context.WithDeadline(ctx, bound)
-	defer cancel()
-	pods := h.cfg.Client.CoreV1().Pods(pod.Namespace)
-	sel := fields.OneTermEqualSelector("metadata.name", pod.Name).String()
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return pods.Watch(ctx, o)
-		},
-	}, h.cfg.Client)
-	present := func(store cache.Store) (bool, error) {
-		obj, ok, err := store.GetByKey(pod.Namespace + "/" + pod.Name)
-		if err != nil || !ok {
-			return false, errPodGone
-		}
-		p, ok := obj.(*corev1.Pod)
-		return ok && p.UID == pod.UID && isTerminal(p), nil
-	}
-	var last *corev1.Pod
-	ev, err := watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, present, func(ev watch.Event) (bool, error) {
-		if ev.Type == watch.Deleted {
-			return false, errPodGone
-		}
-		p, ok := ev.Object.(*corev1.Pod)
-		if !ok {
-			return false, nil
-		}
-		if p.UID != pod.UID {
-			return false, errPodGone
-		}
-		last = p
-		return isTerminal(p), nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if ev == nil {
-		// Already terminal when the watch started (present).
-		if last != nil {
-			return last, nil
-		}
-		return pods.Get(ctx, pod.Name, metav1.GetOptions{})
-	}
-	return ev.Object.(*corev1.Pod), nil
-}
-
-// cleanup deletes the helper pod, even when ctx has ended: its result is
-// read, or it is given up. Only this very pod (by UID).
-func (h *HelperDirs) cleanup(ctx context.Context, pod *corev1.Pod) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	uid := pod.UID
-	err := h.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid}, GracePeriodSeconds: ptr.To[int64](0),
-	})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		klog.FromContext(ctx).Error(err, "Deleting helper pod failed; the next attempt reads its result and deletes it", "pod", klog.KObj(pod))
-	}
-}
-
 // SameHelperIntent reports whether an existing pod is the one want
-// describes: its labels, owner, and every field of the spec this
-// provisioner sets, ignoring only what the API server adds (defaults,
-// default tolerations, resources a LimitRange adds).
+// describes (podrun.SameIntent), on the node and owners too.
 func SameHelperIntent(existing, want *corev1.Pod) bool {
-	for k, v := range want.Labels {
-		if existing.Labels[k] != v {
-			return false
-		}
-	}
-	if !equality.Semantic.DeepEqual(existing.OwnerReferences, want.OwnerReferences) {
-		return false
-	}
-	a, b := existing.Spec, want.Spec
-	if len(a.Containers) != 1 || len(a.InitContainers) != 0 || len(a.EphemeralContainers) != 0 ||
-		a.HostNetwork || a.HostPID || a.HostIPC || ptr.Deref(a.HostUsers, true) != ptr.Deref(b.HostUsers, true) ||
-		!equality.Semantic.DeepEqual(orEmpty(a.SecurityContext), orEmpty(b.SecurityContext)) {
-		return false
-	}
-	ca, cb := a.Containers[0], b.Containers[0]
-	return a.NodeName == b.NodeName && a.RestartPolicy == b.RestartPolicy &&
-		ptr.Deref(a.ActiveDeadlineSeconds, 0) == ptr.Deref(b.ActiveDeadlineSeconds, 0) &&
-		ptr.Deref(a.AutomountServiceAccountToken, true) == ptr.Deref(b.AutomountServiceAccountToken, true) &&
-		equality.Semantic.DeepEqual(a.Volumes, b.Volumes) &&
-		ca.Name == cb.Name && ca.Image == cb.Image &&
-		len(ca.Command) == 0 && slices.Equal(ca.Args, cb.Args) && ca.WorkingDir == "" && len(ca.EnvFrom) == 0 &&
-		equality.Semantic.DeepEqual(ca.Env, cb.Env) &&
-		equality.Semantic.DeepEqual(ca.VolumeMounts, cb.VolumeMounts) &&
-		len(ca.VolumeDevices) == 0 &&
-		equality.Semantic.DeepEqual(ca.SecurityContext, cb.SecurityContext) &&
-		ca.TerminationMessagePath == cb.TerminationMessagePath &&
-		containsQuantities(ca.Resources.Limits, cb.Resources.Limits) &&
-		containsQuantities(ca.Resources.Requests, cb.Resources.Requests)
-}
-
-func containsQuantities(have, want corev1.ResourceList) bool {
-	for name, q := range want {
-		h, ok := have[name]
-		if !ok || h.Cmp(q) != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func orEmpty(sc *corev1.PodSecurityContext) *corev1.PodSecurityContext {
-	if sc == nil {
-		return &corev1.PodSecurityContext{}
-	}
-	return sc
+	return podrun.SameIntent(existing, want) &&
+		existing.Spec.NodeName == want.Spec.NodeName &&
+		equality.Semantic.DeepEqual(existing.OwnerReferences, want.OwnerReferences)
 }
 
 // HelperPodName is the deterministic name of a helper pod, at most 63
@@ -522,73 +390,5 @@ func HelperPodName(action, pv, node, rel string) string {
 		sum := sha256.Sum256([]byte(node + "\x00" + rel))
 		pv = hex.EncodeToString(sum[:])[:16]
 	}
-	return capName("hostpath-" + action + "-" + pv)
-}
-
-// labelValue makes a PV name usable as a label value.
-func labelValue(s string) string {
-	if len(validation.IsValidLabelValue(s)) == 0 {
-		return s
-	}
-	return capName(s)
-}
-
-// capName keeps names of up to 63 characters and otherwise cuts them,
-// ending with a hash of the whole name so that they stay distinct.
-func capName(s string) string {
-	if len(s) <= maxPodNameLength {
-		return s
-	}
-	sum := sha256.Sum256([]byte(s))
-	h := hex.EncodeToString(sum[:])[:10]
-	return strings.TrimRight(s[:maxPodNameLength-len(h)-1], "-.") + "-" + h
-}
-
-// terminated is the helper container's final state, if any.
-func terminated(pod *corev1.Pod) *corev1.ContainerStateTerminated {
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == HelperContainerName {
-			return cs.State.Terminated
-		}
-	}
-	return nil
-}
-
-// neverStarted reports whether no container of pod ever started.
-func neverStarted(pod *corev1.Pod) bool {
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// whyNotStarted says what kept a pod from starting, as the kubelet (or,
-// for a node that does not exist, nobody) reported it.
-func whyNotStarted(pod *corev1.Pod) string {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return fmt.Sprintf("not scheduled: %s %s", c.Reason, truncate(c.Message))
-		}
-	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil {
-			return fmt.Sprintf("container is waiting: %s %s", w.Reason, truncate(w.Message))
-		}
-	}
-	if pod.Status.Phase == "" && len(pod.Status.Conditions) == 0 {
-		return fmt.Sprintf("no kubelet has reported on it: is node %s up?", pod.Spec.NodeName)
-	}
-	return "container has not started"
-}
-
-// truncate keeps messages from pods short enough for an event.
-func truncate(s string) string {
-	s = strings.TrimSpace(s)
-	const maxLen = 512
-	if len(s) > maxLen {
-		return s[:maxLen] + "..."
-	}
-	return s
+	return podrun.ShortName("hostpath-" + action + "-" + pv)
 }
