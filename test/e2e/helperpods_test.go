@@ -34,9 +34,8 @@ const (
 // nodes: deploy/helper-pods (one Deployment that mounts no node path, and
 // its WaitForFirstConsumer class), a claim and the README's writer pod
 // asked onto the node the provisioner does not run on. That node has no
-// /var/lib/hostpath-provisioner yet: the helper pod cannot mount it and the
-// claim gets the Warning the README describes, until the directory is made
-// on the node as the README asks. Then a create pod runs there under the
+// /var/lib/hostpath-provisioner yet: the helper pod's hostPath makes it.
+// A create pod runs there under the
 // real kubelet, in the provisioner's namespace, with the README's security
 // context, succeeds and is deleted; the pod's file is in the volume's
 // directory on that node only. Deleting the pod and the claim runs a
@@ -99,8 +98,7 @@ func TestHostpathHelperPods(t *testing.T) {
 
 	ns := c.CreateTestNamespace(t, "helper-pods")
 	const name = "helper-pods"
-	pvc, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, framework.NewPVC(ns, name, "hostpath", "1Gi"), metav1.CreateOptions{})
-	if err != nil {
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, framework.NewPVC(ns, name, "hostpath", "1Gi"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pod := writerPod(name, c.Image(cluster.BusyboxImage))
@@ -113,35 +111,10 @@ func TestHostpathHelperPods(t *testing.T) {
 		t.Fatalf("creating pod %s/%s: %v", ns, name, err)
 	}
 
-	// A fresh node has no /var/lib/hostpath-provisioner, and the helper
-	// pod's hostPath is of type Directory: the kubelet refuses it, and
-	// after --helper-timeout (2m) the claim says so, as the README tells.
+	// A fresh node has no /var/lib/hostpath-provisioner: the helper pod's
+	// hostPath (DirectoryOrCreate) makes it, as the DaemonSet modes do.
 	if out, err := node.Exec(ctx, "ls", "-d", hostpathDir); err == nil {
 		t.Fatalf("%s already exists on %s (%s): the node is not fresh", hostpathDir, node.Name, out)
-	}
-	ev, err := framework.WaitForEvent(ctx, c.Client, pvc, "ProvisioningFailed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	helperName := "hostpath-create-pvc-" + string(pvc.UID)
-	// The kubelet ends the pod at its activeDeadlineSeconds (the same
-	// 2m), so the provisioner sees a container it could not locate (exit
-	// code 137) rather than one that never started: the Warning names the
-	// helper pod, whose FailedMount event says why.
-	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, helperName) || !strings.Contains(ev.Message, "on node "+node.Name) {
-		t.Errorf("claim event %s %q, want a Warning naming %s on %s", ev.Type, ev.Message, helperName, node.Name)
-	}
-	mount, err := framework.WaitForEvent(ctx, c.Client, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: hostpathNS, Name: helperName}}, "FailedMount")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(mount.Message, "hostPath type check failed: "+hostpathDir+" is not a directory") {
-		t.Errorf("helper pod event FailedMount %q, want the hostPath type check", mount.Message)
-	}
-	t.Logf("without %s on %s: claim event %q; helper pod event %q", hostpathDir, node.Name, ev.Message, mount.Message)
-	// The README's remedy: create the path on the node. The retry works.
-	if _, err := node.Exec(ctx, "mkdir", "-p", hostpathDir); err != nil {
-		t.Fatal(err)
 	}
 	if err := c.WaitPodPhase(ctx, ns, name, corev1.PodSucceeded); err != nil {
 		t.Fatal(err)

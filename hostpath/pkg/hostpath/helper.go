@@ -271,12 +271,15 @@ func (h *HelperDirs) Pod(node, pv string, req HelperRequest, owner *metav1.Owner
 		SecurityContext: HelperSecurityContext(),
 	}
 	// Only the configured paths the request names, each at the same path
-	// as on the node, as a Directory: never created by the kubelet.
+	// as on the node. DirectoryOrCreate, as the DaemonSet modes mount
+	// theirs: a configured path a fresh node lacks is made there (it is
+	// the administrator's, absolute and never "/"), instead of a helper
+	// pod the kubelet cannot start.
 	for i, root := range req.Roots {
 		vol := "root-" + strconv.Itoa(i)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
 			Name:         vol,
-			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: root, Type: ptr.To(corev1.HostPathDirectory)}},
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: root, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}},
 		})
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: root})
 	}
@@ -350,6 +353,12 @@ func (h *HelperDirs) run(ctx context.Context, node, pv string, req HelperRequest
 		return nil, fmt.Errorf("%w: %s did not finish within --helper-timeout %s", ErrOutcomeUnknown, desc, h.cfg.Timeout)
 	}
 	t := podrun.Terminated(final, HelperContainerName)
+	if t != nil && t.StartedAt.IsZero() && t.ContainerID == "" {
+		// Ended at its activeDeadlineSeconds before its container ever
+		// started (a volume the kubelet could not mount, an image it
+		// could not pull): nothing ran, and the pod's events say why.
+		return nil, fmt.Errorf("%s did not start within --helper-timeout %s (%s): see the pod's events", desc, h.cfg.Timeout, t.Reason)
+	}
 	if t == nil {
 		// Failed before its container ran: rejected by the kubelet
 		// (resources, node affinity) or killed at its deadline while the

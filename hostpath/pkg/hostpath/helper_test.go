@@ -126,8 +126,11 @@ func runsHelper(t *testing.T) func(*corev1.Pod) corev1.PodStatus {
 }
 
 func terminatedHelper(phase corev1.PodPhase, code int32, msg string) corev1.PodStatus {
+	// A container that ran, as the kubelet reports it: an id and a start.
 	return corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: HelperContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg}},
+		Name: HelperContainerName, ContainerID: "containerd://0123", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: code, Message: msg, ContainerID: "containerd://0123", StartedAt: metav1.Now(),
+		}},
 	}}}
 }
 
@@ -154,8 +157,8 @@ func TestHelperPodSpec(t *testing.T) {
 	c := s.Containers[0]
 	for i, root := range req.Roots {
 		v := s.Volumes[i]
-		if v.HostPath == nil || v.HostPath.Path != root || *v.HostPath.Type != corev1.HostPathDirectory {
-			t.Errorf("volume %d = %+v, want hostPath %s of type Directory", i, v, root)
+		if v.HostPath == nil || v.HostPath.Path != root || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate {
+			t.Errorf("volume %d = %+v, want hostPath %s of type DirectoryOrCreate", i, v, root)
 		}
 		if m := c.VolumeMounts[i]; m.Name != v.Name || m.MountPath != root || m.SubPath != "" {
 			t.Errorf("mount %d = %+v", i, m)
@@ -341,6 +344,17 @@ func TestHelperFailures(t *testing.T) {
 			return corev1.PodStatus{Phase: corev1.PodFailed, Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu"}
 		},
 		want:  []string{"hostpath-create-pvc-uid-1", "failed before it started: OutOfcpu"},
+		state: controller.ProvisioningFinished,
+	}, {
+		// The kubelet ends a pod whose volume it cannot mount at its
+		// activeDeadlineSeconds and reports a container it never started.
+		name: "ended at its deadline before it started",
+		status: func(*corev1.Pod) corev1.PodStatus {
+			return corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded", ContainerStatuses: []corev1.ContainerStatus{{
+				Name: HelperContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown"}},
+			}}}
+		},
+		want:  []string{"hostpath-create-pvc-uid-1", "did not start within --helper-timeout", "ContainerStatusUnknown", "see the pod's events"},
 		state: controller.ProvisioningFinished,
 	}, {
 		name:   "killed without a result",
