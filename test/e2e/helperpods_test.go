@@ -112,9 +112,14 @@ func TestHostpathHelperPods(t *testing.T) {
 	}
 
 	// A fresh node has no /var/lib/hostpath-provisioner: the helper pod's
-	// hostPath (DirectoryOrCreate) makes it, as the DaemonSet modes do.
-	if out, err := node.Exec(ctx, "ls", "-d", hostpathDir); err == nil {
-		t.Fatalf("%s already exists on %s (%s): the node is not fresh", hostpathDir, node.Name, out)
+	// hostPath (DirectoryOrCreate) makes it, as the DaemonSet modes do. An
+	// earlier test of the suite may have made it (empty once its volumes
+	// went): rmdir removes only an empty directory, so a leftover volume
+	// fails here instead of being lost.
+	if _, err := node.Exec(ctx, "ls", "-d", hostpathDir); err == nil {
+		if out, err := node.Exec(ctx, "rmdir", hostpathDir); err != nil {
+			t.Fatalf("%s on %s is not empty (%s, %v): an earlier test left a volume there", hostpathDir, node.Name, out, err)
+		}
 	}
 	if err := c.WaitPodPhase(ctx, ns, name, corev1.PodSucceeded); err != nil {
 		t.Fatal(err)
