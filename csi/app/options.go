@@ -58,8 +58,8 @@ type Options struct {
 	// PreventVolumeModeConversion refuses snapshot restores that change the
 	// volume mode, unless the VolumeSnapshotContent allows it.
 	PreventVolumeModeConversion bool
-	// CloningProtectionThreads: workers of the cloning-protection finalizer
-	// (not implemented yet: accepted for compatibility).
+	// CloningProtectionThreads: workers removing the cloning-protection
+	// finalizer from clone sources (csi/pkg/cloneprotection).
 	CloningProtectionThreads int
 	// AutoMaxProcs and SnapshotOrphanSweepInterval are accepted for
 	// compatibility and have no effect (see ignoredFlags).
@@ -122,7 +122,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Refuse to restore a VolumeSnapshot into a volume of another volumeMode than its source's, unless its VolumeSnapshotContent is annotated "+
 			provisioner.AnnAllowVolumeModeChange+": \"true\".")
 	fs.IntVar(&o.CloningProtectionThreads, "cloning-protection-threads", o.CloningProtectionThreads,
-		"Accepted for compatibility with external-provisioner; the cloning-protection finalizer is not implemented yet.")
+		"Workers removing the cloning-protection finalizer from clone sources once no clone of them is pending.")
 	fs.BoolVar(&o.AutoMaxProcs, "automaxprocs", o.AutoMaxProcs,
 		"Accepted for compatibility with external-provisioner; has no effect: Go sets GOMAXPROCS from the container's CPU limit itself.")
 	fs.DurationVar(&o.SnapshotOrphanSweepInterval, "snapshot-orphan-sweep-interval", o.SnapshotOrphanSweepInterval,

@@ -23,7 +23,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -104,7 +103,7 @@ type Provisioner struct {
 	nodes          corelisters.NodeLister
 	csiNodes       storagelisters.CSINodeLister
 	topologySynced []cache.InformerSynced
-	attachments    storagelisters.VolumeAttachmentLister
+	attachments    cache.Indexer // by attachedPVIndex
 	attachSynced   cache.InformerSynced
 	// legacyWarned holds the deprecated keys already logged about.
 	legacyWarned sync.Map
@@ -139,8 +138,11 @@ func New(cfg Config) (*Provisioner, error) {
 		cfg.Identity = NewIdentity(cfg.DriverName, time.Now())
 	}
 	p := &Provisioner{cfg: cfg}
-	attachments := cfg.Informers.Storage().V1().VolumeAttachments()
-	p.attachments, p.attachSynced = attachments.Lister(), attachments.Informer().HasSynced
+	attachments := cfg.Informers.Storage().V1().VolumeAttachments().Informer()
+	if err := attachments.AddIndexers(cache.Indexers{attachedPVIndex: attachedPV}); err != nil {
+		return nil, fmt.Errorf("indexing VolumeAttachments: %w", err)
+	}
+	p.attachments, p.attachSynced = attachments.GetIndexer(), attachments.HasSynced
 	if cfg.Capabilities.Topology {
 		nodes := cfg.Informers.Core().V1().Nodes()
 		csiNodes := cfg.Informers.Storage().V1().CSINodes()
@@ -457,17 +459,28 @@ func (p *Provisioner) checkDetached(ctx context.Context, pv *corev1.PersistentVo
 	if !cache.WaitForCacheSync(ctx.Done(), p.attachSynced) {
 		return fmt.Errorf("waiting for the VolumeAttachment cache before deleting PersistentVolume %s: %w", pv.Name, ctx.Err())
 	}
-	all, err := p.attachments.List(labels.Everything())
+	attached, err := p.attachments.ByIndex(attachedPVIndex, pv.Name)
 	if err != nil {
 		return err
 	}
-	for _, va := range all {
-		if name := va.Spec.Source.PersistentVolumeName; name != nil && *name == pv.Name {
+	for _, obj := range attached {
+		if va, ok := obj.(*storagev1.VolumeAttachment); ok {
 			return fmt.Errorf("PersistentVolume %s is still attached to node %s (VolumeAttachment %s): its volume is deleted once it is detached",
 				pv.Name, va.Spec.NodeName, va.Name)
 		}
 	}
 	return nil
+}
+
+// attachedPVIndex indexes VolumeAttachments by the PV they attach, so that
+// a deletion looks up its PV's instead of scanning them all.
+const attachedPVIndex = "persistentVolumeName"
+
+func attachedPV(obj any) ([]string, error) {
+	if va, ok := obj.(*storagev1.VolumeAttachment); ok && va.Spec.Source.PersistentVolumeName != nil {
+		return []string{*va.Spec.Source.PersistentVolumeName}, nil
+	}
+	return nil, nil
 }
 
 func (p *Provisioner) deleteVolume(ctx context.Context, id string, secrets map[string]string) error {
