@@ -61,17 +61,24 @@ func TestCacheTrimsOnlySettledObjects(t *testing.T) {
 		{"claim being deleted: all of it", deleting.DeepCopy(), withoutManaged(deleting.DeepCopy())},
 		{"bound claim: identity and volume", bound.DeepCopy(), &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: "bound", Namespace: "ns", UID: bound.UID, ResourceVersion: "1"},
-			Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "pvc-uid-bound", StorageClassName: bound.Spec.StorageClassName},
-			Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+			Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "pvc-uid-bound"},
 		}},
 		{"released PV: all of it, for Delete", released.DeepCopy(), withoutManaged(released.DeepCopy())},
 		{"PV deleted before its claim: all of it, for Delete", deletedPV.DeepCopy(), withoutManaged(deletedPV.DeepCopy())},
 		{"bound PV: what says when it becomes ours to delete", boundPV.DeepCopy(), &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: "pvc-uid-bound", UID: "pv-uid", ResourceVersion: "7",
-				Annotations: boundPV.Annotations, Finalizers: boundPV.Finalizers},
-			Spec: corev1.PersistentVolumeSpec{ClaimRef: boundPV.Spec.ClaimRef, StorageClassName: "gold",
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete},
+				Annotations: map[string]string{AnnProvisionedBy: testProvisioner}},
+			Spec: corev1.PersistentVolumeSpec{ClaimRef: &corev1.ObjectReference{Namespace: "ns", Name: "bound", UID: bound.UID}},
 			Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound},
+		}},
+		{"bound PV of another provisioner: no annotation", func() metav1.Object {
+			pv := boundPV.DeepCopy()
+			pv.Annotations = map[string]string{"other": "x"}
+			pv.Spec.ClaimRef = nil
+			return pv
+		}(), &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: "pvc-uid-bound", UID: "pv-uid", ResourceVersion: "7"},
+			Status:     corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound},
 		}},
 	}
 	for _, tt := range tests {

@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -62,6 +63,8 @@ type config struct {
 	timeout                time.Duration
 	inflight               int
 	inflightHold           time.Duration
+	restartRuns            int
+	restartProfile         bool
 }
 
 // Default sizes per provisioner: the library alone and the two provisioners
@@ -143,6 +146,8 @@ func main() {
 	flag.Var(c.restartProvisioned, "restart-provisioned", "of the restart's bound claims, how many go through the storage; the rest are API-made copies of their PVs (same forms)")
 	flag.IntVar(&c.kcmQPS, "kcm-qps", 2000, "kube-controller-manager QPS, high so that its binder does not mask the provisioner")
 	flag.DurationVar(&c.timeout, "timeout", 30*time.Minute, "bound of each provisioner's run")
+	flag.IntVar(&c.restartRuns, "restart-runs", 1, "restarts measured on the same bound claims (binding 100,000 takes about 20 minutes, a restart seconds)")
+	flag.BoolVar(&c.restartProfile, "restart-profile", false, "save a CPU profile of each restart's start-up and a heap profile when idle into the run's directory (the provisioner runs with --enable-pprof)")
 	flag.IntVar(&c.inflight, "inflight", 0, "lib only: claims a slow backend keeps \"in background\" (-inflight-hold) while 100 more claims are measured (0 skips it)")
 	flag.DurationVar(&c.inflightHold, "inflight-hold", 90*time.Second, "lib only: how long the slow backend takes for each of -inflight's claims")
 	flag.Parse()
@@ -193,7 +198,7 @@ type result struct {
 	ceiling       float64
 	restartClaims int
 	provisioned   int // of restartClaims, those that went through the storage
-	restart       *restart
+	restarts      []*restart
 }
 
 // measure runs every measurement of one provisioner on a control plane of
@@ -243,19 +248,34 @@ func measure(ctx context.Context, name string, c config, out io.Writer) (*result
 	}
 
 	if r.restartClaims > 0 {
-		if r.restart, err = measureRestart(ctx, s, r.restartClaims, r.provisioned); err != nil {
+		if err := bindForRestart(ctx, s, r.restartClaims, r.provisioned); err != nil {
 			return nil, err
+		}
+		for range max(1, c.restartRuns) {
+			x, err := measureRestart(ctx, s, c.restartProfile)
+			if err != nil {
+				return nil, err
+			}
+			r.restarts = append(r.restarts, x)
 		}
 		fmt.Fprintf(out, "\n%s Restart with %d bound claims\n\n", h, r.restartClaims)
 		if r.provisioned < r.restartClaims {
 			fmt.Fprintf(out, "%d of them provisioned through the storage, the other %d bound to API-made copies of their PVs.\n\n", r.provisioned, r.restartClaims-r.provisioned)
 		}
-		fmt.Fprintf(out, "| measure | value |\n|---|---|\n")
-		fmt.Fprintf(out, "| time from start to ready (/readyz) | %.2f s |\n", r.restart.ready.Seconds())
-		fmt.Fprintf(out, "| time from start to idle (work queues empty) | %.2f s |\n", r.restart.idle.Seconds())
-		fmt.Fprintf(out, "| API writes during start-up | %.0f |\n", r.restart.writes)
-		fmt.Fprintf(out, "| RSS when idle | %.1f MB |\n", r.restart.rssMB)
-		fmt.Fprintf(out, "| heap in use when idle | %.1f MB |\n", r.restart.heapMB)
+		row := func(measure, format string, value func(*restart) float64) {
+			fmt.Fprintf(out, "| %s |", measure)
+			for _, x := range r.restarts {
+				fmt.Fprintf(out, " "+format+" |", value(x))
+			}
+			fmt.Fprintln(out)
+		}
+		fmt.Fprintf(out, "| measure |%s\n|---|%s\n", strings.Repeat(" restart |", len(r.restarts)), strings.Repeat("---|", len(r.restarts)))
+		row("time from start to ready (/readyz)", "%.2f s", func(x *restart) float64 { return x.ready.Seconds() })
+		row("time from start to idle (work queues empty)", "%.2f s", func(x *restart) float64 { return x.idle.Seconds() })
+		row("API writes during start-up", "%.0f", func(x *restart) float64 { return x.writes })
+		row("RSS when idle", "%.1f MB", func(x *restart) float64 { return x.rssMB })
+		row("heap in use when idle", "%.1f MB", func(x *restart) float64 { return x.heapMB })
+		row(fmt.Sprintf("RSS %s after idle", settleTime), "%.1f MB", func(x *restart) float64 { return x.rssLaterMB })
 	}
 	if c.inflight > 0 && name == libName {
 		x, err := measureInFlight(ctx, s, c.inflight, c.inflightHold)
@@ -593,44 +613,62 @@ func measureBacklog(ctx context.Context, s *subject, n int) (*backlog, error) {
 const workersStarted = "Workers started"
 
 type restart struct {
-	ready, idle   time.Duration
-	writes        float64
-	rssMB, heapMB float64
+	ready, idle               time.Duration
+	writes                    float64
+	rssMB, heapMB, rssLaterMB float64
 }
 
-// measureRestart binds many claims, restarts the provisioner and measures
-// its start-up: it must write nothing. The first provisioned claims go
-// through the provisioner and its storage; the rest are bound, while it is
-// stopped, to copies of their PVs.
-func measureRestart(ctx context.Context, s *subject, claims, provisioned int) (*restart, error) {
+// settleTime is how long after idle the restarted provisioner's RSS is read
+// again: what it keeps, not only what it holds right after start-up.
+const settleTime = 30 * time.Second
+
+// bindForRestart binds many claims for measureRestart and stops the
+// provisioner. The first provisioned claims go through the provisioner and
+// its storage; the rest are bound, while it is stopped, to copies of their
+// PVs.
+func bindForRestart(ctx context.Context, s *subject, claims, provisioned int) error {
 	admin := s.admin
 	ns, err := framework.CreateNamespace(ctx, admin, "restart")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	logf("creating %d claims for the restart measurement", provisioned)
 	if err := createClaims(ctx, admin, ns, s.class, "r", provisioned); err != nil {
-		return nil, err
+		return err
 	}
 	if err := waitBound(ctx, admin, ns, provisioned); err != nil {
-		return nil, err
+		return err
 	}
 	s.stop()
 	if claims > provisioned {
 		logf("binding %d more claims to copies of their PVs", claims-provisioned)
 		if err := copyBoundClaims(ctx, admin, ns, s.class, provisioned, claims); err != nil {
-			return nil, err
+			return err
 		}
 		if err := waitBound(ctx, admin, ns, claims); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// measureRestart (re)starts the provisioner and measures its start-up: it
+// must write nothing.
+func measureRestart(ctx context.Context, s *subject, profile bool) (*restart, error) {
 	logf("restarting the provisioner")
+	var profiled chan struct{}
 	before := s.api.snapshot()
 	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
 	r := &restart{ready: time.Since(s.started)}
+	if profile {
+		profiled = make(chan struct{})
+		go func() {
+			defer close(profiled)
+			saveProfile(ctx, s, "cpu", "profile?seconds=15")
+		}()
+	}
 	if err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
 		m, err := scrape(s.p)
 		if err != nil {
@@ -650,7 +688,46 @@ func measureRestart(ctx context.Context, s *subject, claims, provisioned int) (*
 		return nil, err
 	}
 	r.rssMB = procStatusMB(s.p.Pid(), "VmRSS:")
+	if profile {
+		saveProfile(ctx, s, "heap", "heap")
+		<-profiled
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(settleTime):
+	}
+	r.rssLaterMB = procStatusMB(s.p.Pid(), "VmRSS:")
 	return r, nil
+}
+
+// saveProfile saves one of the running provisioner's pprof profiles as
+// <kind>-<pid>.pprof in the run's directory; failures are only logged.
+func saveProfile(ctx context.Context, s *subject, kind, query string) {
+	path := filepath.Join(s.dir, fmt.Sprintf("%s-%d.pprof", kind, s.p.Pid()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.p.Endpoint+"/debug/pprof/"+query, nil)
+	if err != nil {
+		logf("%s profile: %v", kind, err)
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		logf("%s profile: %v", kind, err)
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", resp.Status, data)
+	}
+	if err == nil {
+		err = os.WriteFile(path, data, 0o644)
+	}
+	if err != nil {
+		logf("%s profile: %v", kind, err)
+		return
+	}
+	logf("%s profile saved: %s", kind, path)
 }
 
 // waitBound waits until want claims in ns are Bound.
@@ -872,15 +949,15 @@ func summary(out io.Writer, c config, results []*result) {
 			r.name, mark, b.n, b.boundRate, strings.Join(quantiles(b.toPV), " / "), strings.Join(quantiles(b.endToEnd), " / "),
 			writesBy(b.provRequests, "main")/n, writesBy(b.provRequests, "events")/n, b.deleteRate, delWrites, b.peakRSSMB, b.heapMB, r.ceiling)
 	}
-	fmt.Fprintf(out, "\n| provisioner | bound claims | start to ready | start to idle | API writes at start | RSS when idle | heap when idle |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(out, "\n| provisioner | bound claims | start to ready | start to idle | API writes at start | RSS when idle | heap when idle | RSS %s later |\n|---|---|---|---|---|---|---|---|\n", settleTime)
 	for _, r := range results {
-		if x := r.restart; x != nil {
+		for _, x := range r.restarts {
 			claims := strconv.Itoa(r.restartClaims)
 			if r.provisioned < r.restartClaims {
 				claims += fmt.Sprintf(" (%d provisioned, the rest copies)", r.provisioned)
 			}
-			fmt.Fprintf(out, "| %s | %s | %.2f s | %.2f s | %.0f | %.1f MB | %.1f MB |\n",
-				r.name, claims, x.ready.Seconds(), x.idle.Seconds(), x.writes, x.rssMB, x.heapMB)
+			fmt.Fprintf(out, "| %s | %s | %.2f s | %.2f s | %.0f | %.1f MB | %.1f MB | %.1f MB |\n",
+				r.name, claims, x.ready.Seconds(), x.idle.Seconds(), x.writes, x.rssMB, x.heapMB, x.rssLaterMB)
 		}
 	}
 }

@@ -116,6 +116,9 @@ func newSubject(ctx context.Context, name string, c config) (_ *subject, retErr 
 		},
 		Log: logf,
 	}
+	if c.restartProfile {
+		bcfg.ExtraArgs = append(bcfg.ExtraArgs, "--enable-pprof")
+	}
 	s.class = "bench"
 	if name == libName {
 		bcfg.ProvisionerName = "bench.kubeprov.io/noop"
