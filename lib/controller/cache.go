@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"context"
 	"sync"
 	"time"
 	"unique"
@@ -11,8 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // stripManagedFields drops managed fields from cached objects: they are most
@@ -31,12 +36,18 @@ type trimmedFactory struct {
 }
 
 // NewInformerFactory returns the informer factory the controller uses when
-// none is injected: besides managed fields its caches drop what the
-// controller never reads of settled objects, which are nearly all of a
-// cluster's. Of a bound claim it keeps only its identity and volume name, of
-// a bound PV only its identity, its claim's and the provisioned-by
-// annotation: what tells when it becomes the controller's business (released
-// or deleted), at which point the update brings the whole object again.
+// none is injected. Its caches hold what the controller works on, whole
+// (less managed fields), and little of what has settled, which is nearly all
+// of a cluster's objects:
+//
+//   - Bound claims are not cached at all. The claim informer's watch turns a
+//     claim's binding into its deletion, and the lister answers NotFound for
+//     it (the controller asks the API server when it must know). A bound
+//     claim being deleted is cached again, whole.
+//   - Of a bound PV the cache keeps its identity, its claim reference and
+//     the provisioned-by annotation: what tells when it becomes the
+//     controller's business (released or deleted), at which point the update
+//     brings the whole object again.
 //
 // A provisioner that reads volumes itself shares such a factory with
 // WithInformerFactory, and keepVolume copies into a bound PV's cached form
@@ -44,27 +55,79 @@ type trimmedFactory struct {
 // shared with code the controller knows nothing of, so their objects only
 // lose managed fields.
 func NewInformerFactory(client kubernetes.Interface, resync time.Duration, keepVolume func(full, cached *corev1.PersistentVolume)) informers.SharedInformerFactory {
-	return trimmedFactory{informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(func(obj any) (any, error) {
+	f := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(func(obj any) (any, error) {
 		return trimForCache(obj, keepVolume)
-	}))}
+	}))
+	f.InformerFor(&corev1.PersistentVolumeClaim{}, newUnsettledClaimInformer)
+	return trimmedFactory{f}
+}
+
+// claimSettled reports whether a claim is bound and not being deleted:
+// nothing for a provisioner to do until it is deleted.
+func claimSettled(claim *corev1.PersistentVolumeClaim) bool {
+	return claim.Spec.VolumeName != "" && claim.DeletionTimestamp == nil
+}
+
+// newUnsettledClaimInformer is the claim informer of NewInformerFactory: the
+// factory's own, with settled claims filtered out of its list and watch.
+func newUnsettledClaimInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+	claims := func() typedcorev1.PersistentVolumeClaimInterface {
+		return client.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll)
+	}
+	list := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		l, err := claims().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		unsettled := l.Items[:0]
+		for i := range l.Items {
+			if !claimSettled(&l.Items[i]) {
+				unsettled = append(unsettled, l.Items[i])
+			}
+		}
+		l.Items = unsettled
+		return l, nil
+	}
+	watchUnsettled := func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		w, err := claims().Watch(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			claim, ok := e.Object.(*corev1.PersistentVolumeClaim)
+			if !ok || !claimSettled(claim) || e.Type == watch.Deleted {
+				return e, true
+			}
+			if e.Type == watch.Added {
+				return e, false // bound before the cache saw it
+			}
+			// Bound now, maybe cached unbound: leaves the cache (a delete
+			// of a claim the cache does not hold is ignored by it).
+			e.Type = watch.Deleted
+			return e, true
+		}), nil
+	}
+	lw := &cache.ListWatch{
+		ListFunc: func(opts metav1.ListOptions) (runtime.Object, error) { return list(context.Background(), opts) },
+		WatchFunc: func(opts metav1.ListOptions) (watch.Interface, error) {
+			return watchUnsettled(context.Background(), opts)
+		},
+		ListWithContextFunc:  list,
+		WatchFuncWithContext: watchUnsettled,
+	}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.PersistentVolumeClaim{},
+		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 }
 
 // trimForCache is the transform of NewInformerFactory. It trims the decoded
 // object in place rather than copying what it keeps: a copy would be
 // allocated among the garbage of the objects being decoded, and Go's heap,
 // which never moves objects, would keep the half-empty pages of that
-// garbage (at 100,000 bound claims: 460 MB in use for 268 MB of objects).
-// What many objects hold alike (namespaces, the provisioner's name) is
-// stored once.
+// garbage. What many objects hold alike (namespaces, the provisioner's name)
+// is stored once. Claims reach it only unsettled, or on their way out of
+// the cache (whole, so that handlers see what the claim was bound from).
 func trimForCache(obj any, keepVolume func(full, cached *corev1.PersistentVolume)) (any, error) {
 	switch o := obj.(type) {
-	case *corev1.PersistentVolumeClaim:
-		if o.Spec.VolumeName != "" && o.DeletionTimestamp == nil {
-			o.ObjectMeta = metav1.ObjectMeta{Name: o.Name, Namespace: unique.Make(o.Namespace).Value(), UID: o.UID, ResourceVersion: o.ResourceVersion}
-			o.Spec = corev1.PersistentVolumeClaimSpec{VolumeName: o.Spec.VolumeName}
-			o.Status = corev1.PersistentVolumeClaimStatus{}
-			return o, nil
-		}
 	case *corev1.Node:
 		// Of a node a provisioner reads its labels, taints and addresses;
 		// its image list and conditions are most of it and change often.

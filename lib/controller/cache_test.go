@@ -5,12 +5,19 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -59,16 +66,13 @@ func TestCacheTrimsOnlySettledObjects(t *testing.T) {
 	}{
 		{"unbound claim: all of it", unbound.DeepCopy(), withoutManaged(unbound.DeepCopy())},
 		{"claim being deleted: all of it", deleting.DeepCopy(), withoutManaged(deleting.DeepCopy())},
-		{"bound claim: identity and volume", bound.DeepCopy(), &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: "bound", Namespace: "ns", UID: bound.UID, ResourceVersion: "1"},
-			Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "pvc-uid-bound"},
-		}},
+		{"bound claim on its way out of the cache: all of it", bound.DeepCopy(), withoutManaged(bound.DeepCopy())},
 		{"released PV: all of it, for Delete", released.DeepCopy(), withoutManaged(released.DeepCopy())},
 		{"PV deleted before its claim: all of it, for Delete", deletedPV.DeepCopy(), withoutManaged(deletedPV.DeepCopy())},
 		{"bound PV: what says when it becomes ours to delete", boundPV.DeepCopy(), &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: "pvc-uid-bound", UID: "pv-uid", ResourceVersion: "7",
 				Annotations: map[string]string{AnnProvisionedBy: testProvisioner}},
-			Spec: corev1.PersistentVolumeSpec{ClaimRef: &corev1.ObjectReference{Namespace: "ns", Name: "bound", UID: bound.UID}},
+			Spec:   corev1.PersistentVolumeSpec{ClaimRef: &corev1.ObjectReference{Namespace: "ns", Name: "bound", UID: bound.UID}},
 			Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound},
 		}},
 		{"bound PV of another provisioner: no annotation", func() metav1.Object {
@@ -118,17 +122,19 @@ func TestCacheKeepsWhatTheProvisionerReads(t *testing.T) {
 }
 
 // The informers the controller creates itself, and those of
-// NewInformerFactory, use the trimming transform; other injected ones, shared
-// with other code, only lose managed fields.
+// NewInformerFactory, leave bound claims out and trim the rest; other
+// injected ones, shared with other code, only lose managed fields.
 func TestTrimmingOnlyInOwnInformers(t *testing.T) {
+	managed := []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	bound := claim("bound", "gold", func(c *corev1.PersistentVolumeClaim) {
 		c.Spec.VolumeName = "pv"
-		c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+		c.ManagedFields = managed
 	})
+	unbound := claim("unbound", "gold", func(c *corev1.PersistentVolumeClaim) { c.ManagedFields = managed })
 	for _, tt := range []struct {
-		name         string
-		opts         func(kubernetes.Interface) []Option
-		wantRequests bool
+		name      string
+		opts      func(kubernetes.Interface) []Option
+		wantBound bool
 	}{
 		{"own informers", func(kubernetes.Interface) []Option { return nil }, false},
 		{"injected informers", func(c kubernetes.Interface) []Option {
@@ -142,7 +148,7 @@ func TestTrimmingOnlyInOwnInformers(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			client := fake.NewClientset(bound.DeepCopy())
+			client := fake.NewClientset(bound.DeepCopy(), unbound.DeepCopy())
 			c, err := NewProvisionController(client, testProvisioner, newStore(t), tt.opts(client)...)
 			if err != nil {
 				t.Fatal(err)
@@ -151,18 +157,99 @@ func TestTrimmingOnlyInOwnInformers(t *testing.T) {
 			if !cache.WaitForCacheSync(ctx.Done(), c.claimInformer.HasSynced) {
 				t.Fatal("claim cache did not sync")
 			}
-			got, err := c.claims.PersistentVolumeClaims("ns").Get("bound")
+			got, err := c.claims.PersistentVolumeClaims("ns").Get("unbound")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.ManagedFields != nil {
-				t.Errorf("managed fields cached: %v", got.ManagedFields)
+			if got.ManagedFields != nil || got.Spec.Resources.Requests == nil {
+				t.Errorf("cached unbound claim: managed fields %v, requests %v; want none, some", got.ManagedFields, got.Spec.Resources.Requests)
 			}
-			if has := got.Spec.Resources.Requests != nil; has != tt.wantRequests {
-				t.Errorf("cached bound claim has requests: %v, want %v", has, tt.wantRequests)
+			cachedBound, err := c.claims.PersistentVolumeClaims("ns").Get("bound")
+			if tt.wantBound && (err != nil || cachedBound.ManagedFields != nil) {
+				t.Errorf("bound claim: %v, %v; want it cached without managed fields", cachedBound, err)
+			}
+			if !tt.wantBound && !apierrors.IsNotFound(err) {
+				t.Errorf("bound claim cached: %v, %v; want NotFound", cachedBound, err)
 			}
 		})
 	}
+}
+
+// In the controller's own claim cache a claim stays while it is unbound,
+// leaves it when bound (its handlers see a deletion of the whole bound
+// claim, data source included) and comes back, whole, while it is deleted.
+func TestBoundClaimsLeaveTheCache(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pending := claim("data", "gold", func(c *corev1.PersistentVolumeClaim) {
+		c.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "source"}
+		c.Finalizers = []string{"kubernetes.io/pvc-protection"}
+	})
+	client := fake.NewClientset(pending.DeepCopy())
+	factory := NewInformerFactory(client, 0, nil)
+	informer := factory.Core().V1().PersistentVolumeClaims().Informer()
+	deleted := make(chan *corev1.PersistentVolumeClaim, 10)
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if c, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+			deleted <- c
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		t.Fatal("claim cache did not sync")
+	}
+	lister := factory.Core().V1().PersistentVolumeClaims().Lister().PersistentVolumeClaims("ns")
+	cachedAs := func(want string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			c, err := lister.Get("data")
+			switch want {
+			case "absent":
+				return apierrors.IsNotFound(err), nil
+			case "unbound":
+				return err == nil && c.Spec.VolumeName == "", nil
+			default: // deleting
+				return err == nil && c.DeletionTimestamp != nil && c.Spec.DataSource != nil, nil
+			}
+		})
+		if err != nil {
+			t.Fatalf("claim never cached as %s", want)
+		}
+	}
+	cachedAs("unbound")
+
+	bound := pending.DeepCopy()
+	bound.Spec.VolumeName = "pvc-uid-data"
+	bound.Status.Phase = corev1.ClaimBound
+	if _, err := client.CoreV1().PersistentVolumeClaims("ns").Update(ctx, bound, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cachedAs("absent")
+	select {
+	case c := <-deleted:
+		if c.Spec.VolumeName != "pvc-uid-data" || c.Spec.DataSource == nil {
+			t.Errorf("handlers saw the bound claim leave as %+v, want it whole", c.Spec)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("handlers saw no deletion when the claim was bound")
+	}
+
+	// Further changes of the bound claim stay out.
+	bound.Labels = map[string]string{"changed": "yes"}
+	if _, err := client.CoreV1().PersistentVolumeClaims("ns").Update(ctx, bound, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The fake API server deletes at once; a deletion held by a finalizer
+	// is an update that sets the deletion timestamp.
+	now := metav1.Now()
+	bound.DeletionTimestamp = &now
+	if _, err := client.CoreV1().PersistentVolumeClaims("ns").Update(ctx, bound, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cachedAs("deleting")
 }
 
 // A PV whose first sight ends its provisioning operation may already be
@@ -187,4 +274,76 @@ func TestReleasedPVEndingItsOperationIsDeleted(t *testing.T) {
 	if f.c.volumeQueue.Len() != 1 {
 		t.Errorf("released PV not queued for deletion: %d queued", f.c.volumeQueue.Len())
 	}
+}
+
+// BenchmarkBoundCacheFootprint prints what the controller's caches hold per
+// bound claim and PV pair, decoded from protobuf as the binaries' clients
+// decode them, filtered and trimmed as NewInformerFactory's informers do:
+//
+//	go test -run '^$' -bench BoundCacheFootprint -benchtime 100000x ./controller/
+//
+// B/pair counts live objects; inuse-B/pair the heap pages they keep, which
+// is what the process's memory follows (a page holding one live object stays).
+func BenchmarkBoundCacheFootprint(b *testing.B) {
+	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	volumes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	before := heapAfterGC()
+	filesystem := corev1.PersistentVolumeFilesystem
+	class := "gold"
+	for i := range b.N {
+		uid := types.UID(fmt.Sprintf("%08x-1111-2222-3333-444455556666", i))
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-%d", i), Namespace: "apps", UID: uid, ResourceVersion: strconv.Itoa(100000 + i),
+				Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes", AnnStorageProvisioner: testProvisioner},
+				Finalizers:  []string{"kubernetes.io/pvc-protection"},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate,
+					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:volumeName":{}}}`)}}}},
+			Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pvc-" + string(uid), StorageClassName: &class, VolumeMode: &filesystem,
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+			Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		}
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: "pvc-" + string(uid), UID: uid + "-pv", ResourceVersion: strconv.Itoa(300000 + i),
+				Annotations: map[string]string{AnnProvisionedBy: testProvisioner},
+				Labels:      map[string]string{LabelManagedBy: "provisioner"},
+				Finalizers:  []string{"kubernetes.io/pv-protection", VolumeFinalizer}},
+			Spec: corev1.PersistentVolumeSpec{StorageClassName: class, PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete, VolumeMode: &filesystem,
+				AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: "apps", Name: pvc.Name, UID: uid, ResourceVersion: "1"},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data/pvc-" + string(uid)}}},
+			Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound},
+		}
+		decodedClaim, decodedVolume := &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}
+		if data, err := pvc.Marshal(); err != nil || decodedClaim.Unmarshal(data) != nil {
+			b.Fatal(err)
+		}
+		if data, err := pv.Marshal(); err != nil || decodedVolume.Unmarshal(data) != nil {
+			b.Fatal(err)
+		}
+		if !claimSettled(decodedClaim) { // never true here: the claim informer's filter
+			trimmedClaim, _ := trimForCache(decodedClaim, nil)
+			if err := claims.Add(trimmedClaim); err != nil {
+				b.Fatal(err)
+			}
+		}
+		trimmedVolume, _ := trimForCache(decodedVolume, nil)
+		if err := volumes.Add(trimmedVolume); err != nil {
+			b.Fatal(err)
+		}
+	}
+	after := heapAfterGC()
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "B/pair")
+	b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/float64(b.N), "inuse-B/pair")
+	runtime.KeepAlive(claims)
+	runtime.KeepAlive(volumes)
+}
+
+func heapAfterGC() runtime.MemStats {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m
 }

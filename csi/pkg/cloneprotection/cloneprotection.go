@@ -51,8 +51,9 @@ func New(client kubernetes.Interface, claims coreinformers.PersistentVolumeClaim
 	}
 	_, err := claims.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueueSource,
-		// The old form matters: a clone's bound form is trimmed in the
-		// cache and no longer names its source.
+		// Both forms: with controller.NewInformerFactory a clone's binding
+		// arrives as its deletion (whole), with other factories as an
+		// update.
 		UpdateFunc: func(old, updated any) { c.enqueueSource(old); c.enqueueSource(updated) },
 		DeleteFunc: c.enqueueSource,
 	})
@@ -122,8 +123,8 @@ func (c *Controller) sync(ctx context.Context, source cache.ObjectName) error {
 			return nil // still being cloned
 		}
 	}
-	// Bound claims are trimmed in the cache: their finalizers come from the
-	// API server.
+	// Bound claims are not in the controller's cache: the source's
+	// finalizers come from the API server.
 	src, err := c.client.CoreV1().PersistentVolumeClaims(source.Namespace).Get(ctx, source.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
