@@ -272,6 +272,8 @@ func measure(ctx context.Context, name string, c config, out io.Writer) (*result
 		fmt.Fprintf(out, "| measure |%s\n|---|%s\n", strings.Repeat(" restart |", len(r.restarts)), strings.Repeat("---|", len(r.restarts)))
 		row("time from start to ready (/readyz)", "%.2f s", func(x *restart) float64 { return x.ready.Seconds() })
 		row("time from start to idle (work queues empty)", "%.2f s", func(x *restart) float64 { return x.idle.Seconds() })
+		row("provisioner CPU until idle", "%.2f s", func(x *restart) float64 { return x.cpu })
+		row("load average (1 min) at idle", "%.1f", func(x *restart) float64 { return x.load })
 		row("API writes during start-up", "%.0f", func(x *restart) float64 { return x.writes })
 		row("RSS when idle", "%.1f MB", func(x *restart) float64 { return x.rssMB })
 		row("heap in use when idle", "%.1f MB", func(x *restart) float64 { return x.heapMB })
@@ -324,6 +326,16 @@ func machine(c config) string {
 
 // peakRSSMB is a process's high-water mark of resident memory.
 func peakRSSMB(p *framework.Process) float64 { return procStatusMB(p.Pid(), "VmHWM:") }
+
+// loadAverage is the machine's one-minute load average (0 if unreadable).
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	return f
+}
 
 func procStatusMB(pid int, key string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -616,6 +628,10 @@ type restart struct {
 	ready, idle               time.Duration
 	writes                    float64
 	rssMB, heapMB, rssLaterMB float64
+	// cpu is the CPU time the provisioner used until idle; load the
+	// machine's one-minute load average then: on a machine shared with
+	// the API server, what the start-up waited for.
+	cpu, load float64
 }
 
 // settleTime is how long after idle the restarted provisioner's RSS is read
@@ -683,6 +699,8 @@ func measureRestart(ctx context.Context, s *subject, profile bool) (*restart, er
 		r.idle = time.Since(s.started)
 		r.writes = writes(diff(s.api.snapshot(), before))
 		r.heapMB = m.sum("go_memstats_heap_inuse_bytes", nil) / 1024 / 1024
+		r.cpu = m.sum("process_cpu_seconds_total", nil)
+		r.load = loadAverage()
 		return true, nil
 	}); err != nil {
 		return nil, err
