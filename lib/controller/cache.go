@@ -107,14 +107,7 @@ func newUnsettledClaimInformer(client kubernetes.Interface, resync time.Duration
 			return e, true
 		}), nil
 	}
-	lw := &cache.ListWatch{
-		ListFunc: func(opts metav1.ListOptions) (runtime.Object, error) { return list(context.Background(), opts) },
-		WatchFunc: func(opts metav1.ListOptions) (watch.Interface, error) {
-			return watchUnsettled(context.Background(), opts)
-		},
-		ListWithContextFunc:  list,
-		WatchFuncWithContext: watchUnsettled,
-	}
+	lw := &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchUnsettled}
 	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.PersistentVolumeClaim{},
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 }

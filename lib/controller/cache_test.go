@@ -297,7 +297,7 @@ func BenchmarkBoundCacheFootprint(b *testing.B) {
 				Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes", AnnStorageProvisioner: testProvisioner},
 				Finalizers:  []string{"kubernetes.io/pvc-protection"},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate,
-					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:volumeName":{}}}`)}}}},
+					FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:volumeName":{}}}`)}}},
 			Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pvc-" + string(uid), StorageClassName: &class, VolumeMode: &filesystem,
 				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
