@@ -384,6 +384,13 @@ func (d *Driver) logf(format string, args ...any) {
 	}
 }
 
+// pause holds a call for Options.OperationDelay with the lock released.
+func (d *Driver) pause() {
+	d.mu.Unlock()
+	defer d.mu.Lock()
+	time.Sleep(d.opts.OperationDelay)
+}
+
 // hasCapability reports whether the driver advertises a controller capability.
 func (d *Driver) hasCapability(c csi.ControllerServiceCapability_RPC_Type) bool {
 	return slices.Contains(d.opts.ControllerCapabilities, c)
@@ -587,40 +594,33 @@ func (d *Driver) validateCapabilities(caps []*csi.VolumeCapability) error {
 // other call is creating.
 func (d *Driver) create(req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	size := size(req.GetCapacityRange())
-	var srcVolume, srcSnapshot string
-	var source *Volume
-	if src := req.GetVolumeContentSource(); src != nil {
-		switch {
-		case src.GetVolume() != nil:
-			srcVolume = src.GetVolume().GetVolumeId()
-			if source = d.byID(srcVolume); source == nil {
-				d.mu.Unlock()
-				return nil, status.Error(codes.NotFound, "source volumeID does not exist, are source/destination in the same storage class?")
-			}
-			if source.CapacityBytes > size {
-				d.mu.Unlock()
-				return nil, status.Errorf(codes.OutOfRange, "source volume %s has %d bytes, more than the %d requested", srcVolume, source.CapacityBytes, size)
-			}
-		case src.GetSnapshot() != nil:
-			srcSnapshot = src.GetSnapshot().GetSnapshotId()
-			snapSize, ok := d.snapshots[srcSnapshot]
-			if !ok {
-				d.mu.Unlock()
-				return nil, status.Errorf(codes.NotFound, "cannot find snapshot %v", srcSnapshot)
-			}
-			if snapSize > size {
-				d.mu.Unlock()
-				return nil, status.Errorf(codes.OutOfRange, "snapshot %s has %d bytes, more than the %d requested", srcSnapshot, snapSize, size)
-			}
-		}
-	}
+	srcVolume := req.GetVolumeContentSource().GetVolume().GetVolumeId()
+	srcSnapshot := req.GetVolumeContentSource().GetSnapshot().GetSnapshotId()
 	if v, ok := d.volumes[req.GetName()]; ok {
-		d.mu.Unlock()
 		if err := v.compatible(req, srcVolume, srcSnapshot); err != nil {
 			return nil, err
 		}
 		return &csi.CreateVolumeResponse{Volume: v.csiVolume()}, nil
+	}
+	var source *Volume
+	switch {
+	case srcVolume != "":
+		if source = d.byID(srcVolume); source == nil {
+			return nil, status.Error(codes.NotFound, "source volumeID does not exist, are source/destination in the same storage class?")
+		}
+		if source.CapacityBytes > size {
+			return nil, status.Errorf(codes.OutOfRange, "source volume %s has %d bytes, more than the %d requested", srcVolume, source.CapacityBytes, size)
+		}
+	case srcSnapshot != "":
+		snapSize, ok := d.snapshots[srcSnapshot]
+		if !ok {
+			return nil, status.Errorf(codes.NotFound, "cannot find snapshot %v", srcSnapshot)
+		}
+		if snapSize > size {
+			return nil, status.Errorf(codes.OutOfRange, "snapshot %s has %d bytes, more than the %d requested", srcSnapshot, snapSize, size)
+		}
 	}
 	v := &Volume{
 		ID: uuid.NewString(), Name: req.GetName(), CapacityBytes: size,
@@ -632,15 +632,9 @@ func (d *Driver) create(req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse
 		v.Topology = chooseTopology(req.GetAccessibilityRequirements()).GetSegments()
 	}
 	if err := d.makeDirectory(v, source); err != nil {
-		d.mu.Unlock()
 		return nil, err
 	}
-	d.mu.Unlock()
-
-	time.Sleep(d.opts.OperationDelay)
-
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.pause()
 	d.volumes[v.Name] = v
 	if err := d.save(); err != nil {
 		delete(d.volumes, v.Name)
@@ -775,18 +769,15 @@ func (d *Driver) deleteVolume(req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeRe
 		}
 	}
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if v := d.byID(req.GetVolumeId()); v != nil {
 		delete(d.volumes, v.Name)
 		if err := d.save(); err != nil {
 			d.volumes[v.Name] = v
-			d.mu.Unlock()
 			return nil, err
 		}
-		d.mu.Unlock()
-		time.Sleep(d.opts.OperationDelay)
-		d.mu.Lock()
+		d.pause()
 	}
-	defer d.mu.Unlock()
 	// Success only once nothing of the volume is left: a directory left by
 	// an earlier call cut short goes too.
 	if err := d.removeDirectory(req.GetVolumeId()); err != nil {

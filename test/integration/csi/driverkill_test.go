@@ -36,7 +36,7 @@ const killOperationDelay = time.Second
 func TestDriverKilled(t *testing.T) {
 	e := setup(t, processDriver, csidriver.Options{OperationDelay: killOperationDelay})
 	class := e.createClass(nil)
-	files := driverFiles{stateDir: e.stateDir, requestLog: e.backend.RequestLog(), report: t.Errorf}
+	files := e.view().(driverFiles)
 
 	// Bound before the kill; half of them are deleted around it.
 	var kept, deleted []*corev1.PersistentVolumeClaim
