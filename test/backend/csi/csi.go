@@ -227,7 +227,7 @@ func (b *Backend) AssetOf(pv *corev1.PersistentVolume) string {
 // socket goes, as when its container crashes: in this process its server
 // stops, a driver process is killed (SIGKILL). The volumes stay. restore
 // serves it on the same socket again, a process with the same state.
-func (b *Backend) Outage(ctx context.Context) (func(context.Context) error, error) {
+func (b *Backend) Outage(context.Context) (func(context.Context) error, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.down {
