@@ -16,7 +16,7 @@ INTEGRATION_TIMEOUT ?= 40m
 .DEFAULT_GOAL := help
 CHARTS := $(notdir $(wildcard charts/*))
 
-.PHONY: help chart build test test-unit test-integration test-faults test-e2e deps controlplane node cluster lint tidy verify demo bench image push clean
+.PHONY: help chart build test test-unit test-integration test-csi-process test-faults test-e2e deps controlplane node cluster lint tidy verify demo bench image push clean
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -34,8 +34,12 @@ test-unit: $(MODULES:%=test/%) ## Unit tests of every released module.
 test/%:
 	cd $* && go test $(GO_TEST_FLAGS) -count=1 ./...
 
-test-integration: controlplane node ## Integration tests against the real control plane and backends, and the e2e suite on real nodes (test/e2e, test/cluster).
+test-integration: controlplane node ## Integration tests against the real control plane and backends, and the e2e suite on real nodes (test/e2e, test/cluster); then test-csi-process.
 	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./...
+	$(MAKE) --no-print-directory test-csi-process
+
+test-csi-process: controlplane ## The csi integration tests again, the CSI driver a process of its own with its volumes on disk, killed and restarted (CSI_TEST_DRIVER=process).
+	cd test && CSI_TEST_DRIVER=process go test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./integration/csi/
 
 test-faults: controlplane ## Only the fault suite (test/faults): kills, restarts and outages across all provisioners.
 	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./faults/

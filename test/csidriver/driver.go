@@ -2,21 +2,32 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package csidriver is a CSI controller plugin for tests that behaves like a
-// real driver: it keeps its volumes across calls and across restarts of its
-// server, answers repeated CreateVolume calls for one name with the same
-// volume, refuses a name reused with another size (AlreadyExists) and a
-// second call for a name still being created (Aborted), treats deleting a
-// missing volume as success, honors topology requirements, clones volumes
-// and restores snapshots. Faults (errors, delays, calls that block until
-// released) are injected per call, and every request is recorded so tests can
-// assert on parameters and secrets.
+// real driver, csi-driver-host-path (the driver Kubernetes' own storage tests
+// use) in particular: it keeps its volumes across calls and across restarts
+// of its server, answers repeated CreateVolume calls for one name with the
+// same volume, refuses a name reused with another size, parameters or
+// content source (AlreadyExists) and a second call for a name still being
+// created (Aborted), treats deleting a missing volume as success, honors
+// topology requirements, clones volumes and restores snapshots. It checks
+// requests as strictly as the CSI spec lets a driver (see validateCreate):
+// what a provisioner must not send is refused, with the codes and, where
+// csi-driver-host-path has one, the message that driver answers.
 //
-// It is served on a unix socket by csi-test's driver.CSIDriver.
+// With Options.StateDir it keeps its volumes on disk as csi-driver-host-path
+// does, so that a driver process killed and started again still has them
+// (see state.go). Faults (errors, delays, calls that block until released)
+// are injected per call in this process, and every request is recorded, in
+// memory and, with Options.RequestLog, in a file, so tests can assert on
+// parameters and secrets.
+//
+// It is served on a unix socket by csi-test's driver.CSIDriver; the command
+// test/cmd/csidriver serves it as a process of its own.
 package csidriver
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -25,6 +36,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/google/uuid"
 	"github.com/kubernetes-csi/csi-test/v5/driver"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -34,8 +46,14 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// DefaultCapacityBytes is the size of a volume whose request gives none.
-const DefaultCapacityBytes = 1 << 30
+const (
+	// DefaultCapacityBytes is the size of a volume whose request gives none.
+	DefaultCapacityBytes = 1 << 30
+	// DefaultMaxVolumeSize is the largest volume CreateVolume makes unless
+	// Options.MaxVolumeSize says otherwise: csi-driver-host-path's default
+	// for --max-volume-size (1 TiB, inclusive).
+	DefaultMaxVolumeSize = 1 << 40
+)
 
 // Options describe the driver.
 type Options struct {
@@ -49,19 +67,46 @@ type Options struct {
 	// Topology adds the VOLUME_ACCESSIBILITY_CONSTRAINTS plugin capability:
 	// volumes are then reachable only from the segment chosen at creation.
 	Topology bool
+	// MaxVolumeSize is the largest volume CreateVolume makes (OutOfRange
+	// above it), also reported by GetCapacity; 0 makes volumes up to
+	// DefaultMaxVolumeSize and reports no maximum.
+	MaxVolumeSize int64
+	// StateDir, if set, keeps the volumes on disk: a state file, StateFile,
+	// replaced atomically at every change, beside a directory per volume
+	// named by its id. A driver started on the StateDir of one that was
+	// killed has its volumes. Empty keeps them in memory.
+	StateDir string
+	// RequestLog, if set, is a file every CreateVolume, DeleteVolume and
+	// GetCapacity request is appended to, secrets included (ReadRequestLog):
+	// what tests read of a driver running in another process.
+	RequestLog string
+	// OperationDelay holds every CreateVolume between making the volume's
+	// directory and recording the volume, and every DeleteVolume between
+	// forgetting the volume and removing its directory, as a slow backend
+	// would; a crash meanwhile leaves a directory that the driver removes
+	// when it starts again.
+	OperationDelay time.Duration
+	// Logf, if set, logs every CreateVolume and DeleteVolume and its answer
+	// (never the secrets).
+	Logf func(format string, args ...any)
 }
 
 // Volume is a volume the driver holds.
 type Volume struct {
-	ID, Name      string
-	CapacityBytes int64
-	Parameters    map[string]string
+	ID            string `json:"id"`
+	Name          string `json:"name"`
+	CapacityBytes int64  `json:"capacityBytes"`
+	// Parameters and MutableParameters are those of the request that
+	// created it.
+	Parameters        map[string]string `json:"parameters,omitempty"`
+	MutableParameters map[string]string `json:"mutableParameters,omitempty"`
 	// SourceVolumeID and SourceSnapshotID say what the volume was filled from.
-	SourceVolumeID, SourceSnapshotID string
-	// Topology is where the volume is reachable from; nil when anywhere.
-	Topology *csi.Topology
+	SourceVolumeID   string `json:"sourceVolumeID,omitempty"`
+	SourceSnapshotID string `json:"sourceSnapshotID,omitempty"`
+	// Topology is the segment the volume is reachable from; nil when anywhere.
+	Topology map[string]string `json:"topology,omitempty"`
 	// Block is true when it was created for block access.
-	Block bool
+	Block bool `json:"block,omitempty"`
 }
 
 // Fault changes the answer to one call.
@@ -87,22 +132,22 @@ type Driver struct {
 	volumes      map[string]*Volume // by name
 	snapshots    map[string]int64   // snapshot id -> size
 	inProgress   map[string]bool    // names being created
-	nextID       int
 	notReady     bool
 	createFaults []Fault
 	deleteFaults []Fault
-	creates      []*csi.CreateVolumeRequest
-	deletes      []*csi.DeleteVolumeRequest
 	capacity     map[capacityKey]int64 // total size of each pool in each segment
-	maxVolume    int64                 // 0: not reported
 	capFaults    []Fault
-	capRequests  []*csi.GetCapacityRequest
+	requests     Requests
 
 	server *driver.CSIDriver
+	// node is served beside identity and controller when set: a stub for
+	// csi-sanity, which cleans up through the node service.
+	node csi.NodeServer
 }
 
-// New returns a driver with no volumes; Start serves it.
-func New(opts Options) *Driver {
+// New returns a driver with the volumes of opts.StateDir, none without it;
+// Start serves it.
+func New(opts Options) (*Driver, error) {
 	if opts.ControllerCapabilities == nil {
 		opts.ControllerCapabilities = []csi.ControllerServiceCapability_RPC_Type{
 			csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
@@ -110,8 +155,14 @@ func New(opts Options) *Driver {
 			csi.ControllerServiceCapability_RPC_GET_CAPACITY,
 		}
 	}
-	return &Driver{opts: opts, volumes: map[string]*Volume{}, snapshots: map[string]int64{}, inProgress: map[string]bool{},
+	d := &Driver{opts: opts, volumes: map[string]*Volume{}, snapshots: map[string]int64{}, inProgress: map[string]bool{},
 		capacity: map[capacityKey]int64{}}
+	if opts.StateDir != "" {
+		if err := d.restore(); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 // Start serves the driver on a unix socket at path (removed first if stale).
@@ -123,7 +174,7 @@ func (d *Driver) Start(path string) error {
 	if err != nil {
 		return err
 	}
-	srv := driver.NewCSIDriver(&driver.CSIDriverServers{Identity: &identity{d: d}, Controller: &controller{d: d}})
+	srv := driver.NewCSIDriver(&driver.CSIDriverServers{Identity: &identity{d: d}, Controller: &controller{d: d}, Node: d.node})
 	if err := srv.Start(l); err != nil {
 		_ = l.Close()
 		return err
@@ -133,21 +184,23 @@ func (d *Driver) Start(path string) error {
 	d.mu.Unlock()
 	// csi-test starts Serve in a goroutine and panics if Stop comes before
 	// it: return only once the server answers, so that Stop is always safe.
-	return waitServing(path)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	return Probe(ctx, path, grpc.WaitForReady(true))
 }
 
 // startTimeout bounds the wait for a started server to answer.
 const startTimeout = 30 * time.Second
 
-func waitServing(path string) error {
+// Probe calls GetPluginInfo on the driver at the unix socket path: nil once
+// it answers.
+func Probe(ctx context.Context, path string, opts ...grpc.CallOption) error {
 	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
 	defer func() { _ = conn.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	_, err = csi.NewIdentityClient(conn).GetPluginInfo(ctx, &csi.GetPluginInfoRequest{}, grpc.WaitForReady(true))
+	_, err = csi.NewIdentityClient(conn).GetPluginInfo(ctx, &csi.GetPluginInfoRequest{}, opts...)
 	return err
 }
 
@@ -193,13 +246,8 @@ type capacityKey struct{ pool, segment string }
 
 // segmentKey is a segment as sorted key=value pairs; "" for none.
 func segmentKey(segments map[string]string) string {
-	keys := make([]string, 0, len(segments))
-	for k := range segments {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
+	parts := make([]string, 0, len(segments))
+	for _, k := range slices.Sorted(maps.Keys(segments)) {
 		parts = append(parts, k+"="+segments[k])
 	}
 	return strings.Join(parts, ",")
@@ -215,12 +263,11 @@ func (d *Driver) SetCapacity(pool string, segment map[string]string, bytes int64
 	d.capacity[capacityKey{pool, segmentKey(segment)}] = bytes
 }
 
-// SetMaximumVolumeSize sets the largest volume GetCapacity reports; 0
-// reports none.
+// SetMaximumVolumeSize sets Options.MaxVolumeSize.
 func (d *Driver) SetMaximumVolumeSize(bytes int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.maxVolume = bytes
+	d.opts.MaxVolumeSize = bytes
 }
 
 // FailGetCapacity queues faults for the next GetCapacity calls, one per call.
@@ -230,28 +277,26 @@ func (d *Driver) FailGetCapacity(faults ...Fault) {
 	d.capFaults = append(d.capFaults, faults...)
 }
 
-// CapacityRequests returns copies of every GetCapacity request received.
-func (d *Driver) CapacityRequests() []*csi.GetCapacityRequest {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return cloneAll(d.capRequests)
-}
-
 // AddSnapshot makes a snapshot of the given size available for restores.
-func (d *Driver) AddSnapshot(id string, sizeBytes int64) {
+func (d *Driver) AddSnapshot(id string, sizeBytes int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.snapshots[id] = sizeBytes
+	return d.save()
 }
 
 // Volumes returns copies of the volumes, sorted by name.
 func (d *Driver) Volumes() []Volume {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.volumeList()
+}
+
+// volumeList is Volumes under the lock.
+func (d *Driver) volumeList() []Volume {
 	out := make([]Volume, 0, len(d.volumes))
 	for _, v := range d.volumes {
-		c := *v
-		out = append(out, c)
+		out = append(out, *v)
 	}
 	slices.SortFunc(out, func(a, b Volume) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -272,26 +317,28 @@ func (d *Driver) Volume(name string) (Volume, bool) {
 func (d *Driver) CreateRequests() []*csi.CreateVolumeRequest {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return cloneAll(d.creates)
+	return cloneAll(d.requests.Create)
 }
 
 // DeleteRequests returns copies of every DeleteVolume request received.
 func (d *Driver) DeleteRequests() []*csi.DeleteVolumeRequest {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return cloneAll(d.deletes)
+	return cloneAll(d.requests.Delete)
+}
+
+// CapacityRequests returns copies of every GetCapacity request received.
+func (d *Driver) CapacityRequests() []*csi.GetCapacityRequest {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return cloneAll(d.requests.Capacity)
 }
 
 // LastCreateRequest returns the last CreateVolume request for a name.
 func (d *Driver) LastCreateRequest(name string) *csi.CreateVolumeRequest {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for i := len(d.creates) - 1; i >= 0; i-- {
-		if d.creates[i].GetName() == name {
-			return proto.Clone(d.creates[i]).(*csi.CreateVolumeRequest)
-		}
-	}
-	return nil
+	return d.requests.LastCreate(name)
 }
 
 func cloneAll[T proto.Message](in []T) []T {
@@ -328,6 +375,31 @@ func (f Fault) apply() error {
 		return status.Error(f.Code, f.Message)
 	}
 	return nil
+}
+
+// logf logs through Options.Logf, if set.
+func (d *Driver) logf(format string, args ...any) {
+	if d.opts.Logf != nil {
+		d.opts.Logf(format, args...)
+	}
+}
+
+// pause holds a call for Options.OperationDelay with the lock released.
+func (d *Driver) pause() {
+	d.mu.Unlock()
+	defer d.mu.Lock()
+	time.Sleep(d.opts.OperationDelay)
+}
+
+// hasCapability reports whether the driver advertises a controller capability.
+func (d *Driver) hasCapability(c csi.ControllerServiceCapability_RPC_Type) bool {
+	return slices.Contains(d.opts.ControllerCapabilities, c)
+}
+
+// unsupported is csi-driver-host-path's answer to a call that needs a
+// controller capability it does not advertise.
+func unsupported(c csi.ControllerServiceCapability_RPC_Type) error {
+	return status.Errorf(codes.InvalidArgument, "unsupported capability %s", c)
 }
 
 type identity struct {
@@ -374,11 +446,17 @@ func (s *controller) ControllerGetCapabilities(context.Context, *csi.ControllerG
 
 func (s *controller) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	d := s.d
+	rsp, err := d.createVolume(req)
+	d.logf("CreateVolume %s: %s", req.GetName(), answer(rsp.GetVolume().GetVolumeId(), err))
+	return rsp, err
+}
+
+func (d *Driver) createVolume(req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	d.mu.Lock()
-	d.creates = append(d.creates, proto.Clone(req).(*csi.CreateVolumeRequest))
-	if req.GetName() == "" || len(req.GetVolumeCapabilities()) == 0 {
+	d.record(req)
+	if err := d.validateCreate(req); err != nil {
 		d.mu.Unlock()
-		return nil, status.Error(codes.InvalidArgument, "name and volume capabilities are required")
+		return nil, err
 	}
 	if d.inProgress[req.GetName()] {
 		d.mu.Unlock()
@@ -397,64 +475,207 @@ func (s *controller) CreateVolume(_ context.Context, req *csi.CreateVolumeReques
 			return nil, err
 		}
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	return d.create(req)
 }
 
-// create does the work of CreateVolume under the lock.
-func (d *Driver) create(req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+// answer is an RPC's outcome for the log.
+func answer(id string, err error) string {
+	if err != nil {
+		return status.Code(err).String() + ": " + status.Convert(err).Message()
+	}
+	return "OK " + id
+}
+
+// size is the capacity a valid request gets: what it requires, else the
+// default within its limit.
+func size(r *csi.CapacityRange) int64 {
+	if r.GetRequiredBytes() > 0 {
+		return r.GetRequiredBytes()
+	}
+	if limit := r.GetLimitBytes(); limit > 0 && limit < DefaultCapacityBytes {
+		return limit
+	}
+	return DefaultCapacityBytes
+}
+
+// maxVolumeSize is the largest volume the driver makes.
+func (d *Driver) maxVolumeSize() int64 {
+	if d.opts.MaxVolumeSize > 0 {
+		return d.opts.MaxVolumeSize
+	}
+	return DefaultMaxVolumeSize
+}
+
+// validateCreate checks a CreateVolume request before anything else, under
+// the lock: what the CSI spec requires of every request, and what it
+// forbids a CO to send this driver.
+func (d *Driver) validateCreate(req *csi.CreateVolumeRequest) error {
+	if !d.hasCapability(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME) {
+		return unsupported(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)
+	}
+	if req.GetName() == "" {
+		return status.Error(codes.InvalidArgument, "Name missing in request")
+	}
+	if len(req.GetVolumeCapabilities()) == 0 {
+		return status.Error(codes.InvalidArgument, "Volume Capabilities missing in request")
+	}
+	if err := d.validateCapabilities(req.GetVolumeCapabilities()); err != nil {
+		return err
+	}
 	required, limit := req.GetCapacityRange().GetRequiredBytes(), req.GetCapacityRange().GetLimitBytes()
-	size := required
-	if size == 0 {
-		size = DefaultCapacityBytes
-		if limit > 0 && limit < size {
-			size = limit
-		}
+	switch {
+	case required < 0 || limit < 0:
+		return status.Error(codes.InvalidArgument, "cannot have negative capacity")
+	case limit > 0 && required > limit:
+		return status.Error(codes.InvalidArgument, "capacity cannot exceed limit")
+	case size(req.GetCapacityRange()) > d.maxVolumeSize():
+		return status.Errorf(codes.OutOfRange, "Requested capacity %d exceeds maximum allowed %d", size(req.GetCapacityRange()), d.maxVolumeSize())
 	}
-	if limit > 0 && required > limit {
-		return nil, status.Errorf(codes.OutOfRange, "required %d bytes exceeds the limit of %d", required, limit)
+	if len(req.GetMutableParameters()) > 0 && !d.hasCapability(csi.ControllerServiceCapability_RPC_MODIFY_VOLUME) {
+		// The spec: mutable_parameters "MUST NOT be specified unless the SP
+		// has the MODIFY_VOLUME plugin capability".
+		return unsupported(csi.ControllerServiceCapability_RPC_MODIFY_VOLUME)
 	}
-	var srcVolume, srcSnapshot string
+	if req.GetAccessibilityRequirements() != nil && !d.opts.Topology {
+		// The spec: "MUST NOT be specified unless the SP has the
+		// VOLUME_ACCESSIBILITY_CONSTRAINTS plugin capability".
+		return status.Error(codes.InvalidArgument, "accessibility_requirements given to a driver without the VOLUME_ACCESSIBILITY_CONSTRAINTS capability")
+	}
 	if src := req.GetVolumeContentSource(); src != nil {
 		switch {
 		case src.GetVolume() != nil:
-			srcVolume = src.GetVolume().GetVolumeId()
-			source := d.byID(srcVolume)
-			if source == nil {
-				return nil, status.Errorf(codes.NotFound, "source volume %s does not exist", srcVolume)
+			if !d.hasCapability(csi.ControllerServiceCapability_RPC_CLONE_VOLUME) {
+				return unsupported(csi.ControllerServiceCapability_RPC_CLONE_VOLUME)
 			}
-			if source.CapacityBytes > size {
-				return nil, status.Errorf(codes.OutOfRange, "source volume %s has %d bytes, more than the %d requested", srcVolume, source.CapacityBytes, size)
+			if src.GetVolume().GetVolumeId() == "" {
+				return status.Error(codes.InvalidArgument, "the source volume has no id")
 			}
 		case src.GetSnapshot() != nil:
-			srcSnapshot = src.GetSnapshot().GetSnapshotId()
-			snapSize, ok := d.snapshots[srcSnapshot]
-			if !ok {
-				return nil, status.Errorf(codes.NotFound, "snapshot %s does not exist", srcSnapshot)
+			if src.GetSnapshot().GetSnapshotId() == "" {
+				return status.Error(codes.InvalidArgument, "the source snapshot has no id")
 			}
-			if snapSize > size {
-				return nil, status.Errorf(codes.OutOfRange, "snapshot %s has %d bytes, more than the %d requested", srcSnapshot, snapSize, size)
+		default:
+			return status.Errorf(codes.InvalidArgument, "%v not a proper volume source", src)
+		}
+	}
+	return nil
+}
+
+// validateCapabilities checks each volume capability: an access type and a
+// known access mode, one the driver supports, and not block and mount
+// together.
+func (d *Driver) validateCapabilities(caps []*csi.VolumeCapability) error {
+	var block, mount bool
+	for i, c := range caps {
+		switch {
+		case c.GetBlock() != nil:
+			block = true
+		case c.GetMount() != nil:
+			mount = true
+		default:
+			return status.Errorf(codes.InvalidArgument, "volume capability %d has no access type (block or mount)", i)
+		}
+		switch mode := c.GetAccessMode().GetMode(); mode {
+		case csi.VolumeCapability_AccessMode_UNKNOWN:
+			return status.Errorf(codes.InvalidArgument, "volume capability %d has no access mode", i)
+		case csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
+			if !d.hasCapability(csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER) {
+				return status.Errorf(codes.InvalidArgument, "access mode %s needs the SINGLE_NODE_MULTI_WRITER capability, which this driver does not have", mode)
 			}
 		}
 	}
+	if block && mount {
+		return status.Error(codes.InvalidArgument, "cannot have both block and mount access type")
+	}
+	return nil
+}
+
+// create does the work of CreateVolume for a valid request whose name no
+// other call is creating.
+func (d *Driver) create(req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	size := size(req.GetCapacityRange())
+	srcVolume := req.GetVolumeContentSource().GetVolume().GetVolumeId()
+	srcSnapshot := req.GetVolumeContentSource().GetSnapshot().GetSnapshotId()
 	if v, ok := d.volumes[req.GetName()]; ok {
-		if v.CapacityBytes < required || (limit > 0 && v.CapacityBytes > limit) || v.SourceVolumeID != srcVolume || v.SourceSnapshotID != srcSnapshot {
-			return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes and another content source", v.Name, v.CapacityBytes)
+		if err := v.compatible(req, srcVolume, srcSnapshot); err != nil {
+			return nil, err
 		}
 		return &csi.CreateVolumeResponse{Volume: v.csiVolume()}, nil
 	}
-	d.nextID++
+	var source *Volume
+	switch {
+	case srcVolume != "":
+		if source = d.byID(srcVolume); source == nil {
+			return nil, status.Error(codes.NotFound, "source volumeID does not exist, are source/destination in the same storage class?")
+		}
+		if source.CapacityBytes > size {
+			return nil, status.Errorf(codes.OutOfRange, "source volume %s has %d bytes, more than the %d requested", srcVolume, source.CapacityBytes, size)
+		}
+	case srcSnapshot != "":
+		snapSize, ok := d.snapshots[srcSnapshot]
+		if !ok {
+			return nil, status.Errorf(codes.NotFound, "cannot find snapshot %v", srcSnapshot)
+		}
+		if snapSize > size {
+			return nil, status.Errorf(codes.OutOfRange, "snapshot %s has %d bytes, more than the %d requested", srcSnapshot, snapSize, size)
+		}
+	}
 	v := &Volume{
-		ID: fmt.Sprintf("%s-vol-%d", d.opts.Name, d.nextID), Name: req.GetName(), CapacityBytes: size,
-		Parameters: req.GetParameters(), SourceVolumeID: srcVolume, SourceSnapshotID: srcSnapshot,
+		ID: uuid.NewString(), Name: req.GetName(), CapacityBytes: size,
+		Parameters: req.GetParameters(), MutableParameters: req.GetMutableParameters(),
+		SourceVolumeID: srcVolume, SourceSnapshotID: srcSnapshot,
 		Block: req.GetVolumeCapabilities()[0].GetBlock() != nil,
 	}
 	if d.opts.Topology {
-		v.Topology = chooseTopology(req.GetAccessibilityRequirements())
+		v.Topology = chooseTopology(req.GetAccessibilityRequirements()).GetSegments()
 	}
+	if err := d.makeDirectory(v, source); err != nil {
+		return nil, err
+	}
+	d.pause()
 	d.volumes[v.Name] = v
+	if err := d.save(); err != nil {
+		delete(d.volumes, v.Name)
+		_ = d.removeDirectory(v.ID)
+		return nil, err
+	}
 	return &csi.CreateVolumeResponse{Volume: v.csiVolume()}, nil
+}
+
+// compatible answers AlreadyExists unless the volume is what req asks for:
+// the spec's "compatible with the specified capacity_range,
+// volume_capabilities, parameters and mutable_parameters" and "accessible
+// from accessibility_requirements", from the same content source.
+func (v *Volume) compatible(req *csi.CreateVolumeRequest, srcVolume, srcSnapshot string) error {
+	required, limit := req.GetCapacityRange().GetRequiredBytes(), req.GetCapacityRange().GetLimitBytes()
+	var problem string
+	switch {
+	case v.CapacityBytes < required || (limit > 0 && v.CapacityBytes > limit):
+		// csi-driver-host-path's message.
+		return status.Errorf(codes.AlreadyExists, "Volume with the same name: %s but with different size already exist", v.Name)
+	case v.SourceVolumeID != srcVolume || v.SourceSnapshotID != srcSnapshot:
+		problem = "another content source"
+	case !maps.Equal(v.Parameters, req.GetParameters()):
+		problem = "other parameters"
+	case !maps.Equal(v.MutableParameters, req.GetMutableParameters()):
+		problem = "other mutable parameters"
+	case v.Block != (req.GetVolumeCapabilities()[0].GetBlock() != nil):
+		problem = "another access type"
+	case v.Topology != nil && !accessibleFrom(v.Topology, req.GetAccessibilityRequirements()):
+		problem = "a topology the requirements exclude"
+	default:
+		return nil
+	}
+	return status.Errorf(codes.AlreadyExists, "volume %s exists with %s", v.Name, problem)
+}
+
+// accessibleFrom reports whether a volume in segment satisfies r: no
+// requisite segments, or segment among them.
+func accessibleFrom(segment map[string]string, r *csi.TopologyRequirement) bool {
+	requisite := r.GetRequisite()
+	return len(requisite) == 0 || slices.ContainsFunc(requisite, func(t *csi.Topology) bool { return maps.Equal(t.GetSegments(), segment) })
 }
 
 // chooseTopology picks the first preferred segment, else the first requisite one.
@@ -480,7 +701,7 @@ func (d *Driver) byID(id string) *Volume {
 func (v *Volume) csiVolume() *csi.Volume {
 	out := &csi.Volume{VolumeId: v.ID, CapacityBytes: v.CapacityBytes, VolumeContext: map[string]string{"volumeName": v.Name}}
 	if v.Topology != nil {
-		out.AccessibleTopology = []*csi.Topology{v.Topology}
+		out.AccessibleTopology = []*csi.Topology{{Segments: maps.Clone(v.Topology)}}
 	}
 	switch {
 	case v.SourceVolumeID != "":
@@ -494,8 +715,8 @@ func (v *Volume) csiVolume() *csi.Volume {
 func (s *controller) GetCapacity(_ context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
 	d := s.d
 	d.mu.Lock()
-	d.capRequests = append(d.capRequests, proto.Clone(req).(*csi.GetCapacityRequest))
-	if !slices.Contains(d.opts.ControllerCapabilities, csi.ControllerServiceCapability_RPC_GET_CAPACITY) {
+	d.record(req)
+	if !d.hasCapability(csi.ControllerServiceCapability_RPC_GET_CAPACITY) {
 		d.mu.Unlock()
 		return nil, status.Error(codes.Unimplemented, "GetCapacity is not supported")
 	}
@@ -511,24 +732,34 @@ func (s *controller) GetCapacity(_ context.Context, req *csi.GetCapacityRequest)
 	pool, segment := req.GetParameters()[PoolParameter], segmentKey(req.GetAccessibleTopology().GetSegments())
 	free := d.capacity[capacityKey{pool, segment}]
 	for _, v := range d.volumes {
-		if v.Parameters[PoolParameter] == pool && segmentKey(v.Topology.GetSegments()) == segment {
+		if v.Parameters[PoolParameter] == pool && segmentKey(v.Topology) == segment {
 			free -= v.CapacityBytes
 		}
 	}
 	rsp := &csi.GetCapacityResponse{AvailableCapacity: max(free, 0)}
-	if d.maxVolume > 0 {
-		rsp.MaximumVolumeSize = wrapperspb.Int64(d.maxVolume)
+	if d.opts.MaxVolumeSize > 0 {
+		rsp.MaximumVolumeSize = wrapperspb.Int64(d.opts.MaxVolumeSize)
 	}
 	return rsp, nil
 }
 
 func (s *controller) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
 	d := s.d
+	rsp, err := d.deleteVolume(req)
+	d.logf("DeleteVolume %s: %s", req.GetVolumeId(), answer("", err))
+	return rsp, err
+}
+
+func (d *Driver) deleteVolume(req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
 	d.mu.Lock()
-	d.deletes = append(d.deletes, proto.Clone(req).(*csi.DeleteVolumeRequest))
+	d.record(req)
 	if req.GetVolumeId() == "" {
 		d.mu.Unlock()
-		return nil, status.Error(codes.InvalidArgument, "volume id is required")
+		return nil, status.Error(codes.InvalidArgument, "Volume ID missing in request")
+	}
+	if !d.hasCapability(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME) {
+		d.mu.Unlock()
+		return nil, unsupported(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)
 	}
 	fault, faulted := nextFault(&d.deleteFaults)
 	d.mu.Unlock()
@@ -541,6 +772,45 @@ func (s *controller) DeleteVolume(_ context.Context, req *csi.DeleteVolumeReques
 	defer d.mu.Unlock()
 	if v := d.byID(req.GetVolumeId()); v != nil {
 		delete(d.volumes, v.Name)
+		if err := d.save(); err != nil {
+			d.volumes[v.Name] = v
+			return nil, err
+		}
+		d.pause()
+	}
+	// Success only once nothing of the volume is left: a directory left by
+	// an earlier call cut short goes too.
+	if err := d.removeDirectory(req.GetVolumeId()); err != nil {
+		return nil, err
 	}
 	return &csi.DeleteVolumeResponse{}, nil
+}
+
+func (s *controller) ValidateVolumeCapabilities(_ context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	d := s.d
+	switch {
+	case req.GetVolumeId() == "":
+		return nil, status.Error(codes.InvalidArgument, "Volume ID cannot be empty")
+	case len(req.GetVolumeCapabilities()) == 0:
+		return nil, status.Error(codes.InvalidArgument, "Volume Capabilities cannot be empty")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v := d.byID(req.GetVolumeId())
+	if v == nil {
+		return nil, status.Errorf(codes.NotFound, "volume id %s does not exist in the volumes list", req.GetVolumeId())
+	}
+	if err := d.validateCapabilities(req.GetVolumeCapabilities()); err != nil {
+		return nil, err
+	}
+	for _, c := range req.GetVolumeCapabilities() {
+		if (c.GetBlock() != nil) != v.Block {
+			return &csi.ValidateVolumeCapabilitiesResponse{Message: fmt.Sprintf("volume %s was not created for this access type", v.ID)}, nil
+		}
+	}
+	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{
+		VolumeContext:      req.GetVolumeContext(),
+		VolumeCapabilities: req.GetVolumeCapabilities(),
+		Parameters:         req.GetParameters(),
+	}}, nil
 }

@@ -4,9 +4,13 @@
 package csidriver
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
@@ -23,7 +27,10 @@ func start(t *testing.T, opts Options) (*Driver, csi.ControllerClient, string) {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	path := filepath.Join(dir, "csi.sock")
-	d := New(opts)
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := d.Start(path); err != nil {
 		t.Fatal(err)
 	}
@@ -200,5 +207,213 @@ func TestGetCapacity(t *testing.T) {
 	_, c, _ = start(t, Options{Name: "test.example.com", ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}})
 	if _, err := c.GetCapacity(ctx, &csi.GetCapacityRequest{}); status.Code(err) != codes.Unimplemented {
 		t.Errorf("GetCapacity without GET_CAPACITY: %v, want Unimplemented", err)
+	}
+}
+
+// TestValidation: what the CSI spec forbids a CO to send is refused with
+// the codes csi-driver-host-path answers, before anything is created.
+func TestValidation(t *testing.T) {
+	d, c, _ := start(t, Options{Name: "test.example.com", MaxVolumeSize: 1 << 30})
+	ctx := t.Context()
+	if _, err := c.CreateVolume(ctx, request("existing", 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	mode := func(m csi.VolumeCapability_AccessMode_Mode) func(*csi.CreateVolumeRequest) {
+		return func(r *csi.CreateVolumeRequest) { r.VolumeCapabilities[0].AccessMode.Mode = m }
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*csi.CreateVolumeRequest)
+		want   codes.Code
+	}{
+		{"no name", func(r *csi.CreateVolumeRequest) { r.Name = "" }, codes.InvalidArgument},
+		{"no capabilities", func(r *csi.CreateVolumeRequest) { r.VolumeCapabilities = nil }, codes.InvalidArgument},
+		{"no access type", func(r *csi.CreateVolumeRequest) { r.VolumeCapabilities[0].AccessType = nil }, codes.InvalidArgument},
+		{"no access mode", func(r *csi.CreateVolumeRequest) { r.VolumeCapabilities[0].AccessMode = nil }, codes.InvalidArgument},
+		{"single-writer mode without SINGLE_NODE_MULTI_WRITER", mode(csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER), codes.InvalidArgument},
+		{"block and mount", func(r *csi.CreateVolumeRequest) {
+			r.VolumeCapabilities = append(r.VolumeCapabilities, &csi.VolumeCapability{
+				AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
+				AccessMode: r.VolumeCapabilities[0].AccessMode,
+			})
+		}, codes.InvalidArgument},
+		{"negative capacity", func(r *csi.CreateVolumeRequest) { r.CapacityRange.RequiredBytes = -1 }, codes.InvalidArgument},
+		{"required above limit", func(r *csi.CreateVolumeRequest) { r.CapacityRange.LimitBytes = 1 }, codes.InvalidArgument},
+		{"above the maximum size", func(r *csi.CreateVolumeRequest) { r.CapacityRange.RequiredBytes = 2 << 30 }, codes.OutOfRange},
+		{"mutable parameters without MODIFY_VOLUME", func(r *csi.CreateVolumeRequest) { r.MutableParameters = map[string]string{"iops": "1"} }, codes.InvalidArgument},
+		{"topology requirements without VOLUME_ACCESSIBILITY_CONSTRAINTS", func(r *csi.CreateVolumeRequest) {
+			r.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: []*csi.Topology{{Segments: map[string]string{"zone": "a"}}}}
+		}, codes.InvalidArgument},
+		{"empty content source", func(r *csi.CreateVolumeRequest) { r.VolumeContentSource = &csi.VolumeContentSource{} }, codes.InvalidArgument},
+		{"missing source volume", func(r *csi.CreateVolumeRequest) {
+			r.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: "absent"}}}
+		}, codes.NotFound},
+		{"same name, other size", func(r *csi.CreateVolumeRequest) { r.Name, r.CapacityRange.RequiredBytes = "existing", 2<<20 }, codes.AlreadyExists},
+		{"same name, other parameters", func(r *csi.CreateVolumeRequest) { r.Name, r.Parameters = "existing", map[string]string{"type": "fast"} }, codes.AlreadyExists},
+		{"same name, block", func(r *csi.CreateVolumeRequest) {
+			r.Name = "existing"
+			r.VolumeCapabilities[0].AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
+		}, codes.AlreadyExists},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := request("v-"+tc.name, 1<<20)
+			tc.mutate(req)
+			if _, err := c.CreateVolume(ctx, req); status.Code(err) != tc.want {
+				t.Errorf("%v, want %s", err, tc.want)
+			}
+		})
+	}
+	if n := len(d.Volumes()); n != 1 {
+		t.Errorf("%d volumes, want only the first", n)
+	}
+	if _, err := c.DeleteVolume(ctx, &csi.DeleteVolumeRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("DeleteVolume without an id: %v, want InvalidArgument", err)
+	}
+	if _, err := c.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "../not-an-id"}); err != nil {
+		t.Errorf("DeleteVolume of an id no volume has: %v, want success", err)
+	}
+}
+
+// TestStateDir: with a StateDir, the volumes are a state file and a
+// directory each; a new driver on that directory (a process started again
+// after a kill) has them, and removes what a kill left half done.
+func TestStateDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	opts := Options{Name: "test.example.com", StateDir: dir}
+	d, c, _ := start(t, opts)
+	ctx := t.Context()
+	src, err := c.CreateVolume(ctx, request("source", 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcID := src.GetVolume().GetVolumeId()
+	if err := os.WriteFile(filepath.Join(dir, srcID, "data"), []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clone := request("clone", 1<<20)
+	clone.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: srcID}}}
+	cloned, err := c.CreateVolume(ctx, clone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cloneID := cloned.GetVolume().GetVolumeId()
+	if data, err := os.ReadFile(filepath.Join(dir, cloneID, "data")); err != nil || string(data) != "hello" {
+		t.Errorf("the clone's directory has %q (%v), want the source's file", data, err)
+	}
+	if err := d.AddSnapshot("snap-1", 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStateDir(dir); err != nil {
+		t.Error(err)
+	}
+
+	// What a kill can leave: the directory of a creation never recorded,
+	// a state file half written.
+	orphan := filepath.Join(dir, "00000000-0000-0000-0000-000000000001")
+	if err := os.Mkdir(orphan, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, tempPrefix+"123"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStateDir(dir); err == nil || !strings.Contains(err.Error(), filepath.Base(orphan)) {
+		t.Errorf("CheckStateDir: %v, want the orphan named", err)
+	}
+	again, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := again.Volumes(); len(got) != 2 || got[0].Name != "clone" || got[0].SourceVolumeID != srcID || got[1].ID != srcID {
+		t.Errorf("volumes after a restart %+v, want source and its clone", got)
+	}
+	if err := CheckStateDir(dir); err != nil {
+		t.Errorf("after a restart: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, tempPrefix+"123")); !os.IsNotExist(err) {
+		t.Errorf("the half-written state file is still there (%v)", err)
+	}
+	if vols, err := ReadState(dir); err != nil || len(vols) != 2 {
+		t.Errorf("ReadState: %v, %v; want both volumes", vols, err)
+	}
+
+	// Deleting removes the directory; a directory left by a deletion cut
+	// short goes with the next DeleteVolume of its id.
+	if _, err := c.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: cloneID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, cloneID)); !os.IsNotExist(err) {
+		t.Errorf("the deleted volume's directory is still there (%v)", err)
+	}
+	if err := os.Mkdir(orphan, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: filepath.Base(orphan)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Errorf("DeleteVolume answered OK with the directory still there (%v)", err)
+	}
+
+	// A volume whose directory is gone is lost data: the driver refuses
+	// to start.
+	if err := os.RemoveAll(filepath.Join(dir, srcID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(opts); err == nil || !strings.Contains(err.Error(), srcID) {
+		t.Errorf("New with a volume's directory gone: %v, want an error naming it", err)
+	}
+}
+
+// TestRequestLog: what a driver in another process was asked, secrets
+// included, read back from its log; a line cut short by a kill is left out.
+func TestRequestLog(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "requests.jsonl")
+	_, c, _ := start(t, Options{Name: "test.example.com", RequestLog: log})
+	ctx := t.Context()
+	req := request("a", 1<<20)
+	req.Secrets = map[string]string{"password": "s3cret"}
+	rsp, err := c.CreateVolume(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: rsp.GetVolume().GetVolumeId()}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"method":"csi.v1.Create`); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	got, err := ReadRequestLog(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Create) != 1 || len(got.Delete) != 1 || got.LastCreate("a").GetSecrets()["password"] != "s3cret" ||
+		got.Delete[0].GetVolumeId() != rsp.GetVolume().GetVolumeId() {
+		t.Errorf("read back %+v", got)
+	}
+}
+
+// TestFlags: Args and AddFlags agree.
+func TestFlags(t *testing.T) {
+	for _, want := range []Options{
+		{Name: "a.example.com"},
+		{Name: "b.example.com", ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{}, NoControllerService: true},
+		{Name: "c.example.com", ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{
+			csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME, csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
+		}, Topology: true, MaxVolumeSize: 5 << 30, StateDir: "/state", RequestLog: "/log", OperationDelay: 300 * time.Millisecond},
+	} {
+		var got Options
+		fs := flag.NewFlagSet("csidriver", flag.ContinueOnError)
+		got.AddFlags(fs)
+		if err := fs.Parse(want.Args()); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%v parsed as %+v, want %+v", want.Args(), got, want)
+		}
 	}
 }

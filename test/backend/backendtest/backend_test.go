@@ -31,6 +31,12 @@ func TestCSI(t *testing.T) {
 	backendtest.Run(t, cp, csi.New, backendtest.Expect{OutageEvent: "Unavailable"})
 }
 
+// TestCSIProcess: TestCSI with the driver as a process of its own, its
+// volumes on disk; the outage kills it (SIGKILL) and restarts it on them.
+func TestCSIProcess(t *testing.T) {
+	backendtest.Run(t, cp, csi.NewProcess, backendtest.Expect{OutageEvent: "Unavailable"})
+}
+
 // TestFlex: claims become directories of the driver script; with the
 // driver hanging a new claim's run is killed at --driver-timeout (shorter
 // than the backend's, yet long enough for a run on a busy machine), reported

@@ -89,7 +89,7 @@ func (e *env) expectCapacities(ns string, want ...string) {
 // deploy's RBAC; none for an Immediate class; another producer's object
 // untouched.
 func TestCapacity(t *testing.T) {
-	e := newEnv(t, csidriver.Options{Topology: true})
+	e := newEnv(t, inProcessDriver, csidriver.Options{Topology: true})
 	user := uniqueName("csi-provisioner")
 	home := cp.CreateTestNamespace(t, "csi-home")
 	e.grantDeployRBAC(user, home)
@@ -110,9 +110,9 @@ func TestCapacity(t *testing.T) {
 	e.createNode("a", true)
 	nodeB := e.createNode("b", true)
 	e.createNode("c", false) // the driver does not run there: no segment
-	e.driver.SetCapacity("", map[string]string{zoneKey: "a"}, 10<<30)
-	e.driver.SetCapacity("", map[string]string{zoneKey: "b"}, 20<<30)
-	e.driver.SetCapacity("", map[string]string{zoneKey: "c"}, 30<<30)
+	e.inProcess.SetCapacity("", map[string]string{zoneKey: "a"}, 10<<30)
+	e.inProcess.SetCapacity("", map[string]string{zoneKey: "b"}, 20<<30)
+	e.inProcess.SetCapacity("", map[string]string{zoneKey: "c"}, 30<<30)
 	wffc := e.createClass(nil, waitForFirstConsumer)
 	immediate := e.createClass(nil)
 	// Another producer's object for the same driver and class.
@@ -153,7 +153,7 @@ func TestCapacity(t *testing.T) {
 	}
 	// What the driver was asked: the class's segment, as the driver's
 	// topology keys on the node.
-	if reqs := e.driver.CapacityRequests(); !slices.ContainsFunc(reqs, func(r *csi.GetCapacityRequest) bool {
+	if reqs := e.inProcess.CapacityRequests(); !slices.ContainsFunc(reqs, func(r *csi.GetCapacityRequest) bool {
 		return r.GetAccessibleTopology().GetSegments()[zoneKey] == "b"
 	}) {
 		t.Errorf("no GetCapacity for zone b in %v", reqs)
@@ -161,8 +161,8 @@ func TestCapacity(t *testing.T) {
 
 	t.Run("capacity changes are published at the next poll", func(t *testing.T) {
 		e := e.on(t)
-		e.driver.SetCapacity("", map[string]string{zoneKey: "a"}, 5<<30)
-		e.driver.SetMaximumVolumeSize(4 << 30)
+		e.inProcess.SetCapacity("", map[string]string{zoneKey: "a"}, 5<<30)
+		e.inProcess.SetMaximumVolumeSize(4 << 30)
 		e.expectCapacities(home, wffc.Name+" a 5Gi/4Gi", wffc.Name+" b 20Gi/4Gi")
 		// A volume provisioned in zone b takes its room.
 		_, pv := e.bound(e.createClaim(wffc.Name, "3Gi", selectedNode(nodeB)))
@@ -209,9 +209,9 @@ func TestCapacity(t *testing.T) {
 // per class valid on every node; --capacity-for-immediate-binding adds
 // Immediate classes; the driver is asked with the class's parameters.
 func TestCapacityWithoutTopology(t *testing.T) {
-	e := newEnv(t, csidriver.Options{})
-	e.driver.SetCapacity("", nil, 100<<30)
-	e.driver.SetCapacity("fast", nil, 1<<30)
+	e := newEnv(t, inProcessDriver, csidriver.Options{})
+	e.inProcess.SetCapacity("", nil, 100<<30)
+	e.inProcess.SetCapacity("fast", nil, 1<<30)
 	wffc := e.createClass(map[string]string{csidriver.PoolParameter: "fast", "csi.storage.k8s.io/fstype": "xfs"}, waitForFirstConsumer)
 	immediate := e.createClass(nil)
 	e.prov = e.startReplica(backend.Replica{Env: []string{"NAMESPACE=" + e.ns}, Args: []string{
@@ -220,7 +220,7 @@ func TestCapacityWithoutTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.expectCapacities(e.ns, wffc.Name+" * 1Gi", immediate.Name+" * 100Gi")
-	for _, r := range e.driver.CapacityRequests() {
+	for _, r := range e.inProcess.CapacityRequests() {
 		if _, ok := r.GetParameters()["csi.storage.k8s.io/fstype"]; ok {
 			t.Errorf("GetCapacity got the reserved parameters: %v", r.GetParameters())
 		}
@@ -230,7 +230,7 @@ func TestCapacityWithoutTopology(t *testing.T) {
 // TestCapacityNeedsGetCapacity: --enable-capacity with a driver that cannot
 // report capacity stops at start, saying why.
 func TestCapacityNeedsGetCapacity(t *testing.T) {
-	e := newEnv(t, csidriver.Options{ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{
+	e := newEnv(t, anyDriver, csidriver.Options{ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 	}})
 	p := e.startProvisioner("--enable-capacity")

@@ -34,7 +34,7 @@ func cloneOf(source string) func(*corev1.PersistentVolumeClaim) {
 // TestClone: a claim cloned from a bound claim of the same class gets a
 // volume filled from the source volume; every misuse is a Warning event.
 func TestClone(t *testing.T) {
-	e := setup(t, csidriver.Options{})
+	e := setup(t, anyDriver, csidriver.Options{})
 	class := e.createClass(nil)
 	other := e.createClass(nil)
 	unserved := e.createClass(nil, func(c *storagev1.StorageClass) { c.Provisioner = "nobody.test.kubeprov.io" })
@@ -91,7 +91,7 @@ func TestClone(t *testing.T) {
 
 // TestCloneUnsupported: a driver without CLONE_VOLUME is never asked to clone.
 func TestCloneUnsupported(t *testing.T) {
-	e := setup(t, csidriver.Options{ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{
+	e := setup(t, anyDriver, csidriver.Options{ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 	}})
 	class := e.createClass(nil)
@@ -192,7 +192,7 @@ func restoreFrom(snapshot string) func(*corev1.PersistentVolumeClaim) {
 // TestSnapshotRestore: without the snapshot API a restore is a clear Warning
 // event; with it, the volume is created from the snapshot's handle.
 func TestSnapshotRestore(t *testing.T) {
-	e := setup(t, csidriver.Options{})
+	e := setup(t, inProcessDriver, csidriver.Options{})
 	dyn, err := dynamic.NewForConfig(cp.RestConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +202,9 @@ func TestSnapshotRestore(t *testing.T) {
 	e.event(waiting, "ProvisioningFailed", "VolumeSnapshot "+e.ns+"/snap", "the VolumeSnapshot API (snapshot.storage.k8s.io/v1) is not installed in this cluster")
 
 	e.installSnapshotCRDs(dyn)
-	e.driver.AddSnapshot("snap-handle-1", 1<<30)
+	if err := e.inProcess.AddSnapshot("snap-handle-1", 1<<30); err != nil {
+		t.Fatal(err)
+	}
 	e.createSnapshot(dyn, "snap", "snap-handle-1", true)
 	e.createSnapshot(dyn, "unready", "snap-handle-2", false)
 
@@ -225,11 +227,11 @@ func TestSnapshotRestore(t *testing.T) {
 // the cloning-protection finalizer, so deleting the source waits; once the
 // clone is bound the finalizer goes and so does the source.
 func TestCloneProtection(t *testing.T) {
-	e := setup(t, csidriver.Options{})
+	e := setup(t, inProcessDriver, csidriver.Options{})
 	class := e.createClass(nil)
 	source, _ := e.bound(e.createClaim(class.Name, "1Gi"))
 	started, release := make(chan struct{}), make(chan struct{})
-	e.driver.FailCreate(csidriver.Fault{Started: started, Release: release})
+	e.inProcess.FailCreate(csidriver.Fault{Started: started, Release: release})
 	clone := e.createClaim(class.Name, "1Gi", cloneOf(source.Name))
 	select {
 	case <-started:
@@ -268,7 +270,7 @@ const cloningProtection = "provisioner.storage.kubernetes.io/cloning-protection"
 // allows it; until then a Warning event says what is missing. Without the
 // gate such a claim is refused.
 func TestCrossNamespaceClone(t *testing.T) {
-	e := setup(t, csidriver.Options{}, "--feature-gates=CrossNamespaceVolumeDataSource=true")
+	e := setup(t, anyDriver, csidriver.Options{}, "--feature-gates=CrossNamespaceVolumeDataSource=true")
 	dyn, err := dynamic.NewForConfig(cp.RestConfig())
 	if err != nil {
 		t.Fatal(err)

@@ -20,12 +20,12 @@ import (
 // TestDriverErrors: final errors are reported with the driver's message and
 // retried; transient ones are retried until the volume exists, once.
 func TestDriverErrors(t *testing.T) {
-	e := setup(t, csidriver.Options{})
+	e := setup(t, inProcessDriver, csidriver.Options{})
 	class := e.createClass(nil)
 
 	t.Run("InvalidArgument", func(t *testing.T) {
 		e := e.on(t)
-		e.driver.FailCreate(csidriver.Fault{Code: codes.InvalidArgument, Message: "parameter replicas must be 1 to 3"})
+		e.inProcess.FailCreate(csidriver.Fault{Code: codes.InvalidArgument, Message: "parameter replicas must be 1 to 3"})
 		claim := e.createClaim(class.Name, "1Gi")
 		e.event(claim, "ProvisioningFailed", "CSI driver "+e.name, "InvalidArgument", "parameter replicas must be 1 to 3")
 		// The fault was for one call: the retry succeeds.
@@ -33,7 +33,7 @@ func TestDriverErrors(t *testing.T) {
 	})
 	t.Run("Unavailable", func(t *testing.T) {
 		e := e.on(t)
-		e.driver.FailCreate(csidriver.Fault{Code: codes.Unavailable, Message: "backend restarting"}, csidriver.Fault{Code: codes.Unavailable, Message: "backend restarting"})
+		e.inProcess.FailCreate(csidriver.Fault{Code: codes.Unavailable, Message: "backend restarting"}, csidriver.Fault{Code: codes.Unavailable, Message: "backend restarting"})
 		claim := e.createClaim(class.Name, "1Gi")
 		e.event(claim, "ProvisioningFailed", "still in progress, will retry", "backend restarting")
 		_, pv := e.bound(claim)
@@ -43,7 +43,7 @@ func TestDriverErrors(t *testing.T) {
 	})
 	t.Run("slow answer within --timeout", func(t *testing.T) {
 		e := e.on(t)
-		e.driver.FailCreate(csidriver.Fault{Delay: 500 * time.Millisecond})
+		e.inProcess.FailCreate(csidriver.Fault{Delay: 500 * time.Millisecond})
 		_, pv := e.bound(e.createClaim(class.Name, "1Gi"))
 		if n := len(requestsFor(e.driver, pv.Name)); n != 1 {
 			t.Errorf("%d CreateVolume calls, want 1", n)
@@ -52,14 +52,14 @@ func TestDriverErrors(t *testing.T) {
 	t.Run("DeleteVolume NotFound is success", func(t *testing.T) {
 		e := e.on(t)
 		claim, pv := e.bound(e.createClaim(class.Name, "1Gi"))
-		e.driver.FailDelete(csidriver.Fault{Code: codes.NotFound, Message: "no such volume"})
+		e.inProcess.FailDelete(csidriver.Fault{Code: codes.NotFound, Message: "no such volume"})
 		e.deleteClaim(claim)
 		e.pvGone(pv.Name)
 	})
 	t.Run("DeleteVolume failure is retried", func(t *testing.T) {
 		e := e.on(t)
 		claim, pv := e.bound(e.createClaim(class.Name, "1Gi"))
-		e.driver.FailDelete(csidriver.Fault{Code: codes.Internal, Message: "volume is busy"})
+		e.inProcess.FailDelete(csidriver.Fault{Code: codes.Internal, Message: "volume is busy"})
 		e.deleteClaim(claim)
 		e.event(pv, "VolumeFailedDelete", "DeleteVolume", "volume is busy")
 		e.pvGone(pv.Name)
@@ -74,7 +74,7 @@ func TestDriverErrors(t *testing.T) {
 // when the call arrives.
 func (e *env) slowCreate() (started <-chan struct{}, release func()) {
 	s, r := make(chan struct{}), make(chan struct{})
-	e.driver.FailCreate(csidriver.Fault{Started: s, Release: r})
+	e.inProcess.FailCreate(csidriver.Fault{Started: s, Release: r})
 	var released bool
 	release = func() {
 		if !released {
@@ -98,7 +98,7 @@ func (e *env) waitStarted(started <-chan struct{}) {
 // TestTimeoutInBackground: a CreateVolume that outlives --timeout is
 // retried with the same name until it completes; one volume results.
 func TestTimeoutInBackground(t *testing.T) {
-	e := setup(t, csidriver.Options{}, "--timeout=1s")
+	e := setup(t, inProcessDriver, csidriver.Options{}, "--timeout=1s")
 	class := e.createClass(nil)
 	started, release := e.slowCreate()
 	claim := e.createClaim(class.Name, "1Gi")
@@ -116,7 +116,7 @@ func TestTimeoutInBackground(t *testing.T) {
 // TestClaimDeletedInBackground: when the claim goes while CreateVolume is
 // still running in the driver, the volume is deleted once it exists.
 func TestClaimDeletedInBackground(t *testing.T) {
-	e := setup(t, csidriver.Options{}, "--timeout=1s")
+	e := setup(t, inProcessDriver, csidriver.Options{}, "--timeout=1s")
 	class := e.createClass(nil)
 	started, release := e.slowCreate()
 	claim := e.createClaim(class.Name, "1Gi")
@@ -137,7 +137,7 @@ func TestClaimDeletedInBackground(t *testing.T) {
 // restarted provisioner finds the operation in its journal and deletes the
 // volume.
 func TestNoLeakAcrossRestart(t *testing.T) {
-	e := setup(t, csidriver.Options{})
+	e := setup(t, inProcessDriver, csidriver.Options{})
 	class := e.createClass(nil)
 	started, release := e.slowCreate()
 	claim := e.createClaim(class.Name, "1Gi")
@@ -173,14 +173,14 @@ func TestNoLeakAcrossRestart(t *testing.T) {
 // yet, reports not ready while the driver is down, retries what failed
 // meanwhile and provisions once the driver is back.
 func TestDriverRestart(t *testing.T) {
-	e := newEnv(t, csidriver.Options{})
-	e.driver.Stop()
+	e := newEnv(t, inProcessDriver, csidriver.Options{})
+	e.inProcess.Stop()
 	e.prov = e.startProvisioner()
 	// It waits for the socket rather than failing.
 	if code, _, err := readyz(e.ctx, e.prov); err == nil && code == http.StatusOK {
 		t.Fatalf("ready without a driver")
 	}
-	if err := e.driver.Start(e.socket); err != nil {
+	if err := e.inProcess.Start(e.socket); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.prov.WaitReady(e.ctx, time.Minute); err != nil {
@@ -189,7 +189,7 @@ func TestDriverRestart(t *testing.T) {
 	class := e.createClass(nil)
 	e.bound(e.createClaim(class.Name, "1Gi"))
 
-	e.driver.Stop()
+	e.inProcess.Stop()
 	if err := waitNotReady(e.ctx, e.prov); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestDriverRestart(t *testing.T) {
 	}
 	claim := e.createClaim(class.Name, "1Gi")
 	e.event(claim, "ProvisioningFailed", "still in progress", "Unavailable")
-	if err := e.driver.Start(e.socket); err != nil {
+	if err := e.inProcess.Start(e.socket); err != nil {
 		t.Fatal(err)
 	}
 	e.bound(claim)
@@ -210,7 +210,7 @@ func TestDriverRestart(t *testing.T) {
 	}
 
 	// A driver that says it is not ready makes the provisioner not ready.
-	e.driver.SetReady(false)
+	e.inProcess.SetReady(false)
 	if err := waitNotReady(e.ctx, e.prov); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestDriverRestart(t *testing.T) {
 // TestRefusesDriverThatCannotCreate: csi-provisioner exits with a clear
 // message beside a driver without CREATE_DELETE_VOLUME.
 func TestRefusesDriverThatCannotCreate(t *testing.T) {
-	e := newEnv(t, csidriver.Options{ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{
+	e := newEnv(t, anyDriver, csidriver.Options{ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{
 		csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
 	}})
 	e.prov = e.startProvisioner()

@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,6 +46,105 @@ func uniqueName(prefix string) string {
 	return fmt.Sprintf("%s-%d-%s", prefix, counter.Add(1), hex.EncodeToString(b))
 }
 
+// Where a test's CSI driver runs. This package runs twice in make test:
+//
+//   - the default run (CSI_TEST_DRIVER unset): the driver is served in this
+//     process (test/csidriver), its volumes in memory;
+//   - the process run (CSI_TEST_DRIVER=process): the driver is a process of
+//     its own (test/cmd/csidriver, built by the harness) with its volumes on
+//     disk, a state file and a directory per volume, as csi-driver-host-path
+//     keeps them; tests see only what that process wrote (its state file,
+//     its volume directories, its request log), and it can be killed.
+//
+// Each test says in which runs it takes part: its driverKind.
+type driverKind int
+
+const (
+	// anyDriver tests run in both runs: what they check holds for the
+	// driver in this process and for a driver process with its state on
+	// disk.
+	anyDriver driverKind = iota
+	// inProcessDriver tests run in the default run only: they inject
+	// faults, stop the driver's server, or set its capacity or snapshots
+	// through e.inProcess.
+	inProcessDriver
+	// processDriver tests run in the process run only: they kill the
+	// driver process.
+	processDriver
+)
+
+// driverModeEnv selects the run: "process", or unset (or "in-process") for
+// the default run.
+const driverModeEnv = "CSI_TEST_DRIVER"
+
+// processRun reports whether this is the process run.
+func processRun(t *testing.T) bool {
+	switch v := os.Getenv(driverModeEnv); v {
+	case "", "in-process":
+		return false
+	case "process":
+		return true
+	default:
+		t.Fatalf("%s=%q: want process, in-process or nothing", driverModeEnv, v)
+		return false
+	}
+}
+
+// driverView is what tests read of the driver, wherever it runs.
+type driverView interface {
+	// Volumes are the volumes the driver holds, sorted by name.
+	Volumes() []csidriver.Volume
+	// Volume is the volume of a name.
+	Volume(name string) (csidriver.Volume, bool)
+	// CreateRequests and DeleteRequests are the requests received so far.
+	CreateRequests() []*csi.CreateVolumeRequest
+	DeleteRequests() []*csi.DeleteVolumeRequest
+	// LastCreateRequest is the last CreateVolume request for a name.
+	LastCreateRequest(name string) *csi.CreateVolumeRequest
+}
+
+var _ driverView = (*csidriver.Driver)(nil)
+
+// driverFiles is the driverView of a driver process: its state file and
+// request log, read at each call. A file that cannot be read fails the test
+// (report) and reads as empty.
+type driverFiles struct {
+	stateDir, requestLog string
+	report               func(format string, args ...any)
+}
+
+func (f driverFiles) Volumes() []csidriver.Volume {
+	vols, err := csidriver.ReadState(f.stateDir)
+	if err != nil {
+		f.report("reading the driver's state: %v", err)
+	}
+	return vols
+}
+
+func (f driverFiles) Volume(name string) (csidriver.Volume, bool) {
+	for _, v := range f.Volumes() {
+		if v.Name == name {
+			return v, true
+		}
+	}
+	return csidriver.Volume{}, false
+}
+
+func (f driverFiles) requests() *csidriver.Requests {
+	r, err := csidriver.ReadRequestLog(f.requestLog)
+	if err != nil {
+		f.report("reading the driver's request log: %v", err)
+		return &csidriver.Requests{}
+	}
+	return r
+}
+
+func (f driverFiles) CreateRequests() []*csi.CreateVolumeRequest { return f.requests().Create }
+func (f driverFiles) DeleteRequests() []*csi.DeleteVolumeRequest { return f.requests().Delete }
+func (f driverFiles) LastCreateRequest(name string) *csi.CreateVolumeRequest {
+	return f.requests().LastCreate(name)
+}
+
 // env is one test's driver and provisioner.
 type env struct {
 	t       *testing.T
@@ -52,15 +153,22 @@ type env struct {
 	ns      string
 	socket  string
 	backend *csibackend.Backend
-	driver  *csidriver.Driver
-	prov    *framework.Process
+	// driver is what the test reads of the driver.
+	driver driverView
+	// inProcess is the driver of an inProcessDriver or anyDriver test in
+	// the default run; nil in the process run.
+	inProcess *csidriver.Driver
+	// stateDir holds the driver process's state in the process run.
+	stateDir string
+	prov     *framework.Process
 }
 
-// setup starts a driver with opts (its Name is generated) and a provisioner
-// with the extra flags args, and waits until the provisioner is ready.
-func setup(t *testing.T, opts csidriver.Options, args ...string) *env {
+// setup starts a driver with opts (its Name is generated) where kind and
+// the run say, and a provisioner with the extra flags args, and waits until
+// the provisioner is ready.
+func setup(t *testing.T, kind driverKind, opts csidriver.Options, args ...string) *env {
 	t.Helper()
-	e := newEnv(t, opts)
+	e := newEnv(t, kind, opts)
 	e.prov = e.startProvisioner(args...)
 	if err := e.prov.WaitReady(e.ctx, time.Minute); err != nil {
 		t.Fatal(err)
@@ -68,9 +176,17 @@ func setup(t *testing.T, opts csidriver.Options, args ...string) *env {
 	return e
 }
 
-// newEnv starts only the driver.
-func newEnv(t *testing.T, opts csidriver.Options) *env {
+// newEnv starts only the driver; it skips the test if kind takes no part
+// in this run.
+func newEnv(t *testing.T, kind driverKind, opts csidriver.Options) *env {
 	t.Helper()
+	process := processRun(t)
+	switch {
+	case kind == inProcessDriver && process:
+		t.Skipf("uses the driver in this process (faults, capacity, snapshots, its server stopped): runs without %s=process", driverModeEnv)
+	case kind == processDriver && !process:
+		t.Skipf("kills the driver process: runs with %s=process, as make test does", driverModeEnv)
+	}
 	ctx := framework.TestContext(t, testTimeout)
 	b, err := csibackend.NewWithOptions(ctx, backend.Config{
 		ControlPlane:    cp,
@@ -80,7 +196,8 @@ func newEnv(t *testing.T, opts csidriver.Options) *env {
 		// Failing claims retried every 2 s would otherwise exhaust the
 		// default budget of 5 writes a second and delay the events tested.
 		ExtraArgs: []string{"--kube-api-qps=100", "--kube-api-burst=200", "-v=5"},
-	}, csibackend.Options{Driver: opts, BuildFlags: []string{"-race"}})
+		Log:       t.Logf,
+	}, csibackend.Options{Driver: opts, BuildFlags: []string{"-race"}, Process: process})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,16 +206,28 @@ func newEnv(t *testing.T, opts csidriver.Options) *env {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	return &env{
+	e := &env{
 		t: t, ctx: ctx, name: b.ProvisionerName(), ns: cp.CreateTestNamespace(t, "csi"),
-		socket: b.Socket(), backend: b, driver: b.Driver(),
+		socket: b.Socket(), backend: b, inProcess: b.Driver(), stateDir: b.StateDir(),
 	}
+	e.driver = e.view()
+	return e
+}
+
+// view is the driverView of the env's driver, failing e.t when it cannot be
+// read.
+func (e *env) view() driverView {
+	if e.inProcess != nil {
+		return e.inProcess
+	}
+	return driverFiles{stateDir: e.stateDir, requestLog: e.backend.RequestLog(), report: e.t.Errorf}
 }
 
 // on returns the env for a subtest: helpers fail the test they run in.
 func (e *env) on(t *testing.T) *env {
 	c := *e
 	c.t = t
+	c.driver = c.view()
 	return &c
 }
 
@@ -277,10 +406,21 @@ func (e *env) eventually(what string, cond func() bool) {
 // volumeCount is how many volumes the driver holds.
 func (e *env) volumeCount() int { return len(e.driver.Volumes()) }
 
-// noVolumeLeft waits until the driver holds no volume: every asset was deleted.
+// noVolumeLeft waits until the driver holds no volume, and a driver process
+// has no volume directory left: every asset was deleted.
 func (e *env) noVolumeLeft() {
 	e.t.Helper()
 	e.eventually("the driver to hold no volume", func() bool { return e.volumeCount() == 0 })
+	if e.stateDir != "" {
+		var last error
+		err := wait.PollUntilContextCancel(e.ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+			last = csidriver.CheckStateDir(e.stateDir)
+			return last == nil, nil
+		})
+		if err != nil {
+			e.t.Fatalf("waiting for no volume directory to be left: %v: %v", err, last)
+		}
+	}
 }
 
 // pvName is the PV (and volume) name of a claim with the default flags.

@@ -4,7 +4,9 @@
 // Package csi tests csi-provisioner, run as its real binary, against the
 // real control plane and a stateful CSI driver (test/csidriver) on a unix
 // socket: what a user observes (claims bound, PV fields, Warning events) and
-// what the driver ends up holding (no leaked volumes).
+// what the driver ends up holding (no leaked volumes). The driver is served
+// in the test process, or with CSI_TEST_DRIVER=process is a process of its
+// own with its volumes on disk (see driverKind).
 package csi
 
 import (

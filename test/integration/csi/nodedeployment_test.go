@@ -26,7 +26,7 @@ const annSelectedNode = "volume.kubernetes.io/selected-node"
 // node first, each exactly once; each volume is deleted once, by its node's
 // instance.
 func TestNodeDeployment(t *testing.T) {
-	e := newEnv(t, csidriver.Options{Topology: true})
+	e := newEnv(t, anyDriver, csidriver.Options{Topology: true})
 	zoneA, zoneB := uniqueName("zone-a"), uniqueName("zone-b")
 	nodes := map[string]string{} // node -> zone
 	nodeA := e.createNode(zoneA, true)
@@ -168,7 +168,7 @@ func TestNodeDeployment(t *testing.T) {
 // TestNodeDeploymentNeedsNodeName: without NODE_NAME the instance does not
 // start and says what to set.
 func TestNodeDeploymentNeedsNodeName(t *testing.T) {
-	e := newEnv(t, csidriver.Options{})
+	e := newEnv(t, anyDriver, csidriver.Options{})
 	p := e.startProvisioner("--node-deployment")
 	err := exitError(e.ctx, p)
 	if err == nil {

@@ -20,7 +20,7 @@ import (
 // TestProvisionAndDelete: the whole life of a volume, as a user sees it and
 // as the driver does.
 func TestProvisionAndDelete(t *testing.T) {
-	e := setup(t, csidriver.Options{})
+	e := setup(t, anyDriver, csidriver.Options{})
 	class := e.createClass(map[string]string{"type": "fast"}, func(c *storagev1.StorageClass) { c.MountOptions = []string{"noatime"} })
 	claim, pv := e.bound(e.createClaim(class.Name, "1Gi"))
 
@@ -67,7 +67,7 @@ func TestProvisionAndDelete(t *testing.T) {
 // TestVolumeShape: access modes, volume mode and filesystem become the
 // request's capabilities and the PV's fields.
 func TestVolumeShape(t *testing.T) {
-	e := setup(t, csidriver.Options{ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{
+	e := setup(t, anyDriver, csidriver.Options{ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME, csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 	}}, "--default-fstype=ext4")
 	xfs := e.createClass(map[string]string{"csi.storage.k8s.io/fstype": "xfs"})
@@ -128,7 +128,7 @@ func TestVolumeShape(t *testing.T) {
 // TestNamesAndMetadata: the volume name flags, --extra-create-metadata and
 // the forwarded claim labels and annotations.
 func TestNamesAndMetadata(t *testing.T) {
-	e := setup(t, csidriver.Options{}, "--volume-name-prefix=vol", "--volume-name-uuid-length=8", "--extra-create-metadata",
+	e := setup(t, anyDriver, csidriver.Options{}, "--volume-name-prefix=vol", "--volume-name-uuid-length=8", "--extra-create-metadata",
 		"--forward-pvc-labels=team,absent", "--forward-pvc-annotations=example.com/cost-center")
 	class := e.createClass(map[string]string{"type": "fast"})
 	claim, pv := e.bound(e.createClaim(class.Name, "1Gi", func(c *corev1.PersistentVolumeClaim) {

@@ -70,7 +70,7 @@ func (e *env) grantDeployRBAC(user, ns string) {
 // permission: topology, a provisioner secret, a clone, a reschedule, a
 // deletion and a graceful stop. Nothing is forbidden (audit log).
 func TestDeployRBAC(t *testing.T) {
-	e := newEnv(t, csidriver.Options{Topology: true})
+	e := newEnv(t, inProcessDriver, csidriver.Options{Topology: true})
 	user := uniqueName("csi-provisioner")
 	home := cp.CreateTestNamespace(t, "csi-home")
 	e.grantDeployRBAC(user, home)
@@ -95,7 +95,7 @@ func TestDeployRBAC(t *testing.T) {
 		t.Error("CreateVolume got no secret")
 	}
 
-	e.driver.FailCreate(csidriver.Fault{Code: codes.ResourceExhausted, Message: "full"})
+	e.inProcess.FailCreate(csidriver.Fault{Code: codes.ResourceExhausted, Message: "full"})
 	rescheduled := e.createClaim(class.Name, "1Gi", selectedNode(node))
 	e.eventually("the selected-node annotation to be removed", func() bool {
 		c, err := cp.Client.CoreV1().PersistentVolumeClaims(e.ns).Get(e.ctx, rescheduled.Name, metav1.GetOptions{})

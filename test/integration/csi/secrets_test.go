@@ -35,7 +35,7 @@ func (e *env) createSecret(ns, name string) string {
 // the Warning events users see; no secret value ever shows in an event or a
 // log line.
 func TestSecrets(t *testing.T) {
-	e := setup(t, csidriver.Options{})
+	e := setup(t, anyDriver, csidriver.Options{})
 	secretNS := cp.CreateTestNamespace(t, "csi-secrets")
 	provValue := e.createSecret(secretNS, "prov")
 	defaultValue := e.createSecret(secretNS, "shared")
@@ -231,7 +231,7 @@ func TestSecrets(t *testing.T) {
 	})
 }
 
-func requestsFor(d *csidriver.Driver, name string) []string {
+func requestsFor(d driverView, name string) []string {
 	var out []string
 	for _, r := range d.CreateRequests() {
 		if r.GetName() == name {
@@ -245,7 +245,7 @@ func requestsFor(d *csidriver.Driver, name string) []string {
 // recorded on the PV although the StorageClass is gone, and a missing secret
 // is a Warning event on the PV until it is back.
 func TestDeleteSecretAfterClassGone(t *testing.T) {
-	e := setup(t, csidriver.Options{})
+	e := setup(t, anyDriver, csidriver.Options{})
 	secretNS := cp.CreateTestNamespace(t, "csi-secrets")
 	value := e.createSecret(secretNS, "creds")
 	class := e.createClass(map[string]string{prefix + "provisioner-secret-name": "creds", prefix + "provisioner-secret-namespace": secretNS})

@@ -41,7 +41,7 @@ const (
 // still deletes the volume (the finalizer, as upstream's HonorPVReclaimPolicy
 // does), and the PV does not stay Terminating.
 func TestPVDeletedBeforeClaim(t *testing.T) {
-	e := setup(t, csidriver.Options{})
+	e := setup(t, anyDriver, csidriver.Options{})
 	class := e.createClass(nil)
 	claim, pv := e.bound(e.createClaim(class.Name, "1Gi"))
 
@@ -78,7 +78,7 @@ func TestPVDeletedBeforeClaim(t *testing.T) {
 // stays standby; then it provisions, and deletes the upstream PVs' volumes
 // with nothing left Terminating.
 func TestUpstreamTakeover(t *testing.T) {
-	e := newEnv(t, csidriver.Options{})
+	e := newEnv(t, anyDriver, csidriver.Options{})
 	secretNS := cp.CreateTestNamespace(t, "csi-upstream-secrets")
 	secretValue := e.createSecret(secretNS, "prov")
 	plain := e.createClass(nil)
@@ -266,7 +266,7 @@ func regexpIdentity(driver string) *regexp.Regexp {
 // VolumeAttachment names its PV) is not deleted; a Warning event on the PV
 // says why, and it is deleted once detached.
 func TestAttachedVolumeNotDeleted(t *testing.T) {
-	e := setup(t, csidriver.Options{})
+	e := setup(t, anyDriver, csidriver.Options{})
 	class := e.createClass(nil)
 	claim, pv := e.bound(e.createClaim(class.Name, "1Gi"))
 	vas := cp.Client.StorageV1().VolumeAttachments()
@@ -297,7 +297,11 @@ func TestAttachedVolumeNotDeleted(t *testing.T) {
 // records the class; a missing class, or one of another driver, is a
 // Warning event and nothing is created.
 func TestVolumeAttributesClass(t *testing.T) {
-	e := setup(t, csidriver.Options{})
+	// The spec lets a CO send mutable parameters only to a driver with
+	// MODIFY_VOLUME (csi-driver-host-path refuses them otherwise).
+	e := setup(t, anyDriver, csidriver.Options{ControllerCapabilities: []csispec.ControllerServiceCapability_RPC_Type{
+		csispec.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME, csispec.ControllerServiceCapability_RPC_MODIFY_VOLUME,
+	}})
 	class := e.createClass(nil)
 	vacs := cp.Client.StorageV1().VolumeAttributesClasses()
 	create := func(driver string) string {

@@ -93,7 +93,7 @@ func waitForFirstConsumer(c *storagev1.StorageClass) {
 // from allowedTopologies and from the selected node, and PV node affinity
 // from the segment the driver chose.
 func TestTopology(t *testing.T) {
-	e := setup(t, csidriver.Options{Topology: true})
+	e := setup(t, anyDriver, csidriver.Options{Topology: true})
 	e.createNode("a", true)
 	nodeB := e.createNode("b", true)
 	e.createNode("c", true)
@@ -144,25 +144,30 @@ func TestTopology(t *testing.T) {
 		claim := e.createClaim(wffc.Name, "1Gi", selectedNode(unregistered))
 		e.event(claim, "ProvisioningFailed", "CSI driver "+e.name+" is not registered on node "+unregistered, "node-driver-registrar")
 	})
-	t.Run("no room on the selected node: reschedule", func(t *testing.T) {
-		e := e.on(t)
-		e.driver.FailCreate(csidriver.Fault{Code: codes.ResourceExhausted, Message: "no room left in zone b"})
-		claim := e.createClaim(wffc.Name, "1Gi", selectedNode(nodeB))
-		e.event(claim, "ProvisioningFailed", "asking the scheduler for another node", "no room left in zone b")
-		e.eventually("the selected-node annotation to be removed", func() bool {
-			c, err := cp.Client.CoreV1().PersistentVolumeClaims(e.ns).Get(e.ctx, claim.Name, metav1.GetOptions{})
-			return err == nil && c.Annotations["volume.kubernetes.io/selected-node"] == ""
-		})
-		if _, ok := e.driver.Volume(pvName(claim)); ok {
-			t.Error("the driver holds a volume for a rescheduled claim")
-		}
+}
+
+// TestTopologyReschedule: a driver out of room on the selected node
+// (ResourceExhausted) makes the scheduler pick another node.
+func TestTopologyReschedule(t *testing.T) {
+	e := setup(t, inProcessDriver, csidriver.Options{Topology: true})
+	nodeB := e.createNode("b", true)
+	wffc := e.createClass(nil, waitForFirstConsumer)
+	e.inProcess.FailCreate(csidriver.Fault{Code: codes.ResourceExhausted, Message: "no room left in zone b"})
+	claim := e.createClaim(wffc.Name, "1Gi", selectedNode(nodeB))
+	e.event(claim, "ProvisioningFailed", "asking the scheduler for another node", "no room left in zone b")
+	e.eventually("the selected-node annotation to be removed", func() bool {
+		c, err := cp.Client.CoreV1().PersistentVolumeClaims(e.ns).Get(e.ctx, claim.Name, metav1.GetOptions{})
+		return err == nil && c.Annotations["volume.kubernetes.io/selected-node"] == ""
 	})
+	if _, ok := e.driver.Volume(pvName(claim)); ok {
+		t.Error("the driver holds a volume for a rescheduled claim")
+	}
 }
 
 // TestStrictTopology: --strict-topology requires only the selected node's
 // segment; --immediate-topology=false leaves Immediate volumes to the driver.
 func TestStrictTopology(t *testing.T) {
-	e := setup(t, csidriver.Options{Topology: true}, "--strict-topology", "--immediate-topology=false")
+	e := setup(t, anyDriver, csidriver.Options{Topology: true}, "--strict-topology", "--immediate-topology=false")
 	e.createNode("a", true)
 	nodeB := e.createNode("b", true)
 	_, pv := e.bound(e.createClaim(e.createClass(nil, waitForFirstConsumer).Name, "1Gi", selectedNode(nodeB)))

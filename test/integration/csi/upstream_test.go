@@ -66,7 +66,7 @@ var upstreamMetrics = map[string][]string{
 // provisions and deletes a volume as those arguments say, logs JSON with one
 // line per argument it ignores, and serves the upstream metrics.
 func TestUpstreamDeploymentArguments(t *testing.T) {
-	e := newEnv(t, csidriver.Options{})
+	e := newEnv(t, anyDriver, csidriver.Options{})
 	e.prov = e.startProvisioner(upstreamArgs(e.socket)...)
 	if err := e.prov.WaitReady(e.ctx, time.Minute); err != nil {
 		t.Fatal(err)
