@@ -93,23 +93,34 @@ func newUnsettledClaimInformer(client kubernetes.Interface, resync time.Duration
 		if err != nil {
 			return nil, err
 		}
-		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
-			claim, ok := e.Object.(*corev1.PersistentVolumeClaim)
-			if !ok || !claimSettled(claim) || e.Type == watch.Deleted {
-				return e, true
-			}
-			if e.Type == watch.Added {
-				return e, false // bound before the cache saw it
-			}
-			// Bound now, maybe cached unbound: leaves the cache (a delete
-			// of a claim the cache does not hold is ignored by it).
-			e.Type = watch.Deleted
-			return e, true
-		}), nil
+		return watch.Filter(w, unsettledClaimEvent), nil
 	}
 	lw := &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchUnsettled}
 	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.PersistentVolumeClaim{},
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
+}
+
+// unsettledClaimEvent is the claim informer's watch filter: settled
+// claims stay out of the cache.
+func unsettledClaimEvent(e watch.Event) (watch.Event, bool) {
+	claim, ok := e.Object.(*corev1.PersistentVolumeClaim)
+	if !ok || !claimSettled(claim) || e.Type == watch.Deleted {
+		return e, true
+	}
+	if e.Type == watch.Added {
+		// Bound before the cache saw it: only its resource version goes on,
+		// as a bookmark, so that the informer's stream position advances
+		// and a start-up that skips 100,000 bound claims is not taken for
+		// a stalled stream. Nothing else of the claim: its annotations
+		// could mimic the end of the initial events.
+		return watch.Event{Type: watch.Bookmark, Object: &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{ResourceVersion: claim.ResourceVersion},
+		}}, true
+	}
+	// Bound now, maybe cached unbound: leaves the cache (a delete of a claim
+	// the cache does not hold is ignored by it).
+	e.Type = watch.Deleted
+	return e, true
 }
 
 // trimForCache is the transform of NewInformerFactory. It trims the decoded

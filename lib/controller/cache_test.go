@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -273,6 +274,44 @@ func TestReleasedPVEndingItsOperationIsDeleted(t *testing.T) {
 	}
 	if f.c.volumeQueue.Len() != 1 {
 		t.Errorf("released PV not queued for deletion: %d queued", f.c.volumeQueue.Len())
+	}
+}
+
+// What the claim informer's watch passes on: settled claims never enter the
+// cache, and of one that arrives bound only its resource version goes on.
+func TestUnsettledClaimEvents(t *testing.T) {
+	bound := claim("bound", "gold", func(c *corev1.PersistentVolumeClaim) {
+		c.ResourceVersion = "42"
+		c.Spec.VolumeName = "pv"
+		// A tenant's annotation must not end the informer's initial events.
+		c.Annotations[metav1.InitialEventsAnnotationKey] = "true"
+	})
+	deleting := bound.DeepCopy()
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	unbound := claim("unbound", "gold")
+	bookmark := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "42"}}
+	for _, tt := range []struct {
+		name string
+		in   watch.Event
+		want watch.Event
+	}{
+		{"unbound claim added", watch.Event{Type: watch.Added, Object: unbound}, watch.Event{Type: watch.Added, Object: unbound}},
+		{"unbound claim modified", watch.Event{Type: watch.Modified, Object: unbound}, watch.Event{Type: watch.Modified, Object: unbound}},
+		{"bound claim added: a bookmark of its resource version", watch.Event{Type: watch.Added, Object: bound}, watch.Event{Type: watch.Bookmark, Object: bookmark}},
+		{"claim bound: leaves the cache", watch.Event{Type: watch.Modified, Object: bound}, watch.Event{Type: watch.Deleted, Object: bound}},
+		{"bound claim deleted", watch.Event{Type: watch.Deleted, Object: bound}, watch.Event{Type: watch.Deleted, Object: bound}},
+		{"bound claim being deleted: back in the cache", watch.Event{Type: watch.Modified, Object: deleting}, watch.Event{Type: watch.Modified, Object: deleting}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := unsettledClaimEvent(tt.in)
+			if !ok {
+				t.Fatal("event dropped")
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("event passed on (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
