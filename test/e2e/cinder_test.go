@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -48,49 +49,8 @@ const (
 // namespace instead). Deleting the claim deletes the PV, the CHAP Secret
 // and the Cinder volume (404), and the target refuses the login.
 func TestCinderProvisionAndISCSILogin(t *testing.T) {
-	if missing := cinderbackend.Missing(); len(missing) > 0 {
-		framework.Unavailable(t, "not installed: %s (hack/deps/cinder.sh installs them)", strings.Join(missing, ", "))
-	}
-	for _, tool := range []string{"tgtd", "tgtadm", "iscsi-readcapacity16"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			framework.Unavailable(t, "%s is not installed (hack/deps/cinder.sh installs tgt and libiscsi-bin)", tool)
-		}
-	}
 	ctx := framework.TestContext(t, 10*time.Minute)
-
-	// Cinder starts (~50 s) while the image is built and pushed.
-	type started struct {
-		stack *cinderbackend.Stack
-		err   error
-	}
-	stackDone := make(chan started, 1)
-	go func() {
-		s, err := cinderbackend.StartStack(ctx, cinderbackend.StackOptions{ISCSITarget: true, ListenAddress: c.HostIP, Log: t.Logf})
-		stackDone <- started{s, err}
-	}()
-	ref, pushErr := PushImage(ctx, c, "cinder")
-	got := <-stackDone
-	if got.stack != nil {
-		t.Cleanup(func() {
-			if err := got.stack.Stop(); err != nil {
-				t.Errorf("stopping Cinder: %v", err)
-			}
-		})
-	}
-	if got.err != nil {
-		t.Fatalf("starting Cinder: %v", got.err)
-	}
-	if pushErr != nil {
-		t.Fatal(pushErr)
-	}
-	stack := got.stack
-	if stack.TGTPortal == "" {
-		t.Fatal("Cinder runs without its iSCSI target (tgtd)")
-	}
-	volClient, err := stack.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stack, ref := startCinder(t, ctx)
 
 	// What a user writes in cinder/deploy/cloud-config.yaml for a Cinder
 	// without Keystone.
@@ -98,8 +58,7 @@ func TestCinderProvisionAndISCSILogin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cloudConf := fmt.Sprintf("[Global]\ncinder-endpoint = %s\ntenant-id = %s\n", stack.Endpoint, cinderbackend.Project)
-	if err := setSecretData(objs, cinderNS, cinderCloudConfig, "cloud.conf", cloudConf); err != nil {
+	if err := setSecretData(objs, cinderNS, cinderCloudConfig, "cloud.conf", cinderNoauthConfig(stack)); err != nil {
 		t.Fatal(err)
 	}
 	initiator, err := deploymentArg(objs, cinderNS, cinderDeployment, "--initiator-name=")
@@ -133,8 +92,75 @@ func TestCinderProvisionAndISCSILogin(t *testing.T) {
 		}
 	}
 	installObjects(t, "cinder/examples", example)
+	checkCinderClaim(t, ctx, stack, ns, cinderExampleClaim, initiator)
+}
 
-	_, pv, err := framework.WaitForPVCBound(ctx, c.Client, ns, cinderExampleClaim)
+// startCinder starts a real Cinder (see TestCinderProvisionAndISCSILogin)
+// on the host, listening on the cluster's bridge, while make push builds and
+// pushes cinder-provisioner; it returns the stack, stopped when the test
+// ends, and the image's reference.
+func startCinder(t *testing.T, ctx context.Context) (*cinderbackend.Stack, string) {
+	t.Helper()
+	if missing := cinderbackend.Missing(); len(missing) > 0 {
+		framework.Unavailable(t, "not installed: %s (hack/deps/cinder.sh installs them)", strings.Join(missing, ", "))
+	}
+	for _, tool := range []string{"tgtd", "tgtadm", "iscsi-readcapacity16"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			framework.Unavailable(t, "%s is not installed (hack/deps/cinder.sh installs tgt and libiscsi-bin)", tool)
+		}
+	}
+	// Cinder starts (~50 s) while the image is built and pushed.
+	type started struct {
+		stack *cinderbackend.Stack
+		err   error
+	}
+	stackDone := make(chan started, 1)
+	go func() {
+		s, err := cinderbackend.StartStack(ctx, cinderbackend.StackOptions{ISCSITarget: true, ListenAddress: c.HostIP, Log: t.Logf})
+		stackDone <- started{s, err}
+	}()
+	ref, pushErr := PushImage(ctx, c, "cinder")
+	got := <-stackDone
+	if got.stack != nil {
+		t.Cleanup(func() {
+			if err := got.stack.Stop(); err != nil {
+				t.Errorf("stopping Cinder: %v", err)
+			}
+		})
+	}
+	if got.err != nil {
+		t.Fatalf("starting Cinder: %v", got.err)
+	}
+	if pushErr != nil {
+		t.Fatal(pushErr)
+	}
+	if got.stack.TGTPortal == "" {
+		t.Fatal("Cinder runs without its iSCSI target (tgtd)")
+	}
+	return got.stack, ref
+}
+
+// cinderNoauthConfig is the cloud config of a Cinder without Keystone, the
+// stack's: what a user writes into cinder/deploy/cloud-config.yaml or gives
+// the chart as cloudConfig.config.
+func cinderNoauthConfig(stack *cinderbackend.Stack) string {
+	return fmt.Sprintf("[Global]\ncinder-endpoint = %s\ntenant-id = %s\n", stack.Endpoint, cinderbackend.Project)
+}
+
+// checkCinderClaim waits until the claim ns/name (1500Mi, of an iscsi class)
+// is bound, and proves what a node observes (see
+// TestCinderProvisionAndISCSILogin): the PV is an iSCSI volume of Cinder's
+// target with CHAP and the provisioner's initiator name, the Cinder volume
+// exists, and a node logs in with the PV's CHAP Secret (not with a wrong
+// password). Then it deletes the claim: the PV, the CHAP Secret and the
+// Cinder volume (404) go, and the target refuses the login.
+func checkCinderClaim(t *testing.T, ctx context.Context, stack *cinderbackend.Stack, ns, name, initiator string) {
+	t.Helper()
+	volClient, err := stack.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pv, err := framework.WaitForPVCBound(ctx, c.Client, ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +200,7 @@ func TestCinderProvisionAndISCSILogin(t *testing.T) {
 		t.Errorf("a wrong CHAP password was not refused (err %v):\n%s", err, out)
 	}
 
-	if err := c.Client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, cinderExampleClaim, metav1.DeleteOptions{}); err != nil {
+	if err := c.Client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {

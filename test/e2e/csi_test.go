@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -26,6 +27,9 @@ const (
 	// The names of csi/deploy/example.
 	csiExampleClaim = "example-csi"
 	csiExampleClass = "example-csi"
+	// The driver name of csi/deploy/example's class, which the test driver
+	// answers by default.
+	csiExampleDriver = "example.csi.vendor.com"
 )
 
 // TestCSIProvisionAndFailover follows csi/README.md: make push of
@@ -37,14 +41,7 @@ const (
 // deleted: the other replica takes over and provisions the next claim.
 func TestCSIProvisionAndFailover(t *testing.T) {
 	ctx := framework.TestContext(t, 10*time.Minute)
-	ref, err := PushImage(ctx, c, "csi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	driverRef, err := c.PushTestImage(ctx, "csidriver")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ref, driverRef := pushCSIImages(t, ctx)
 	install(t, "csi/deploy",
 		ImageOverride{"ghcr.io/kubeprov/csi-provisioner", ref},
 		ImageOverride{"registry.example.com/example-csi-driver", driverRef})
@@ -53,29 +50,7 @@ func TestCSIProvisionAndFailover(t *testing.T) {
 	}
 	install(t, "csi/deploy/example")
 
-	provisioned := func(claim string) {
-		t.Helper()
-		// The CSI volume cannot be mounted (the driver has no node
-		// plugin), so the pod stays ContainerCreating: it is only here to
-		// have the scheduler pick a node.
-		consumer := consumerPod(claim+"-consumer", claim, c.Image(cluster.BusyboxImage))
-		if _, err := c.Client.CoreV1().Pods(exampleNS).Create(ctx, consumer, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = c.Client.CoreV1().Pods(exampleNS).Delete(context.Background(), consumer.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-		})
-		pvc, pv, err := framework.WaitForPVCBound(ctx, c.Client, exampleNS, claim)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != "example.csi.vendor.com" {
-			t.Errorf("PV %s of claim %s has source %+v, want a CSI volume of example.csi.vendor.com", pv.Name, claim, pv.Spec.PersistentVolumeSource)
-		}
-		t.Logf("claim %s bound to %s, selected node %s", claim, pv.Name, pvc.Annotations["volume.kubernetes.io/selected-node"])
-	}
-	provisioned(csiExampleClaim)
-
+	consumeCSIClaim(t, ctx, exampleNS, csiExampleClaim, csiExampleDriver)
 	leader, err := waitLeaderPod(ctx, csiNS)
 	if err != nil {
 		t.Fatal(err)
@@ -93,10 +68,51 @@ func TestCSIProvisionAndFailover(t *testing.T) {
 	t.Cleanup(func() {
 		_ = c.Client.CoreV1().PersistentVolumeClaims(exampleNS).Delete(context.Background(), second.Name, metav1.DeleteOptions{})
 	})
-	provisioned(second.Name)
+	consumeCSIClaim(t, ctx, exampleNS, second.Name, csiExampleDriver)
 	if now, err := waitLeaderPod(ctx, csiNS); err != nil || now == leader {
 		t.Errorf("after the failover the leader is %q (%v), want another pod than %s", now, err, leader)
 	}
+}
+
+// pushCSIImages pushes csi-provisioner (make push) and the in-repo CSI test
+// driver (test/cmd/csidriver); it returns their references.
+func pushCSIImages(t *testing.T, ctx context.Context) (provisioner, driver string) {
+	t.Helper()
+	provisioner, err := PushImage(ctx, c, "csi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver, err = c.PushTestImage(ctx, "csidriver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return provisioner, driver
+}
+
+// consumeCSIClaim has a pod use the claim ns/claim, so that the scheduler
+// picks a node (WaitForFirstConsumer), and waits until the claim is bound to
+// a CSI volume of driver. The volume cannot be mounted (the test driver has
+// no node plugin), so the pod stays ContainerCreating: it is only here to
+// have the scheduler pick a node. It returns the PV and the pod's name; the
+// pod is deleted when the test ends.
+func consumeCSIClaim(t *testing.T, ctx context.Context, ns, claim, driver string) (*corev1.PersistentVolume, string) {
+	t.Helper()
+	consumer := consumerPod(claim+"-consumer", claim, c.Image(cluster.BusyboxImage))
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, consumer, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.CoreV1().Pods(ns).Delete(context.Background(), consumer.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	pvc, pv, err := framework.WaitForPVCBound(ctx, c.Client, ns, claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != driver {
+		t.Fatalf("PV %s of claim %s has source %+v, want a CSI volume of %s", pv.Name, claim, pv.Spec.PersistentVolumeSource, driver)
+	}
+	t.Logf("claim %s bound to %s, selected node %s", claim, pv.Name, pvc.Annotations["volume.kubernetes.io/selected-node"])
+	return pv, consumer.Name
 }
 
 // install renders the kustomization at dir with the images overridden,
@@ -126,6 +142,27 @@ func installObjects(t *testing.T, dir string, objs []*unstructured.Unstructured)
 			t.Errorf("uninstalling %s: %v", dir, err)
 		}
 	})
+}
+
+// renderedClaim is the claim of the given name of the kustomization at
+// <repo>/<dir> (an example's), as it would be created.
+func renderedClaim(t *testing.T, dir, name string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	objs, err := Render(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		if obj.GetKind() == "PersistentVolumeClaim" && obj.GetName() == name {
+			var pvc corev1.PersistentVolumeClaim
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &pvc); err != nil {
+				t.Fatal(err)
+			}
+			return &pvc
+		}
+	}
+	t.Fatalf("%s has no claim %s", dir, name)
+	return nil
 }
 
 // waitLeaderPod returns the pod named by the holder of the namespace's

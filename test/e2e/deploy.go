@@ -82,14 +82,42 @@ func RenderOverlay(dir string, o Overlay) ([]*unstructured.Unstructured, error) 
 	if err != nil {
 		return nil, err
 	}
+	return kustomize(filepath.Join(root, dir), nil, o)
+}
+
+// PostRender is helm install --post-renderer with a kustomization: objs,
+// what the chart rendered, are its only resource, o its images: and
+// patches: (the usual way to change what a chart has no value for).
+func PostRender(objs []*unstructured.Unstructured, o Overlay) ([]*unstructured.Unstructured, error) {
+	return kustomize("", objs, o)
+}
+
+// kustomize builds, in a temporary directory, a kustomization holding o
+// whose only resource is the directory dir or, if dir is empty, a file of
+// objs.
+func kustomize(dir string, objs []*unstructured.Unstructured, o Overlay) ([]*unstructured.Unstructured, error) {
 	tmp, err := os.MkdirTemp("", "kubeprov-e2e-kustomization-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	rel, err := filepath.Rel(tmp, filepath.Join(root, dir))
-	if err != nil {
-		return nil, err
+	resource := "rendered.yaml"
+	if dir != "" {
+		if resource, err = filepath.Rel(tmp, dir); err != nil {
+			return nil, err
+		}
+	} else {
+		var docs []byte
+		for _, obj := range objs {
+			data, err := yaml.Marshal(obj.Object)
+			if err != nil {
+				return nil, err
+			}
+			docs = append(append(docs, "---\n"...), data...)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, resource), docs, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	type image struct {
 		Name    string `json:"name"`
@@ -105,10 +133,9 @@ func RenderOverlay(dir string, o Overlay) ([]*unstructured.Unstructured, error) 
 		Resources  []string `json:"resources"`
 		Images     []image  `json:"images,omitempty"`
 		Patches    []patch  `json:"patches,omitempty"`
-	}{APIVersion: "kustomize.config.k8s.io/v1beta1", Kind: "Kustomization", Resources: []string{rel}}
+	}{APIVersion: "kustomize.config.k8s.io/v1beta1", Kind: "Kustomization", Resources: []string{resource}}
 	for _, img := range o.Images {
-		name, tag, _ := strings.Cut(img.NewRef[strings.LastIndex(img.NewRef, "/")+1:], ":")
-		newName := img.NewRef[:strings.LastIndex(img.NewRef, "/")+1] + name
+		newName, tag := splitImageRef(img.NewRef)
 		k.Images = append(k.Images, image{Name: img.Name, NewName: newName, NewTag: tag})
 	}
 	for _, p := range o.Patches {
@@ -122,6 +149,14 @@ func RenderOverlay(dir string, o Overlay) ([]*unstructured.Unstructured, error) 
 		return nil, err
 	}
 	return manifests.Render(tmp)
+}
+
+// splitImageRef splits an image reference <repository>:<tag> (the
+// repository may name a registry with a port).
+func splitImageRef(ref string) (repository, tag string) {
+	slash := strings.LastIndex(ref, "/") + 1
+	name, tag, _ := strings.Cut(ref[slash:], ":")
+	return ref[:slash] + name, tag
 }
 
 // Apply creates objs in their order (kustomize puts namespaces and RBAC

@@ -54,25 +54,13 @@ func TestFlexContainerLauncherExample(t *testing.T) {
 	ctx := framework.TestContext(t, 10*time.Minute)
 	shareNode := c.Nodes[len(c.Nodes)-1].Name
 	labelNode(t, shareNode, flexShareLabel, "true")
-	ref, err := PushImage(ctx, c, "flex")
-	if err != nil {
-		t.Fatal(err)
-	}
-	driverRef, err := pushFlexExampleImage(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ref, driverRef := pushFlexImages(t, ctx)
 	install(t, "flex/deploy", ImageOverride{flexImage, ref})
 	if err := c.WaitDeploymentAvailable(ctx, flexNS, flexDeployment); err != nil {
 		t.Fatal(err)
 	}
 
-	example, err := Render("flex/deploy/example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The README: "point the ConfigMap's image at yours".
-	setConfigMapData(t, example, flexNS, flexExampleConfigMap, flex.ConfigImage, driverRef)
+	example := flexExample(t, driverRef)
 	mc := newManifestsClient(t)
 	if err := Apply(ctx, mc, example); err != nil {
 		t.Fatal(err)
@@ -84,8 +72,47 @@ func TestFlexContainerLauncherExample(t *testing.T) {
 			t.Errorf("uninstalling flex/deploy/example: %v", err)
 		}
 	})
+	checkFlexClaim(t, ctx, exampleNS, flexExampleClaim, shareNode)
+}
 
-	_, pv, err := framework.WaitForPVCBound(ctx, c.Client, exampleNS, flexExampleClaim)
+// pushFlexImages pushes flex-provisioner (make push) and the example driver
+// image (pushFlexExampleImage); it returns their references.
+func pushFlexImages(t *testing.T, ctx context.Context) (provisioner, driver string) {
+	t.Helper()
+	provisioner, err := PushImage(ctx, c, "flex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver, err = pushFlexExampleImage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return provisioner, driver
+}
+
+// flexExample is flex/deploy/example as the README has users apply it:
+// its ConfigMap's image pointed at the example image, driverRef.
+func flexExample(t *testing.T, driverRef string) []*unstructured.Unstructured {
+	t.Helper()
+	example, err := Render("flex/deploy/example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The README: "point the ConfigMap's image at yours".
+	setConfigMapData(t, example, flexNS, flexExampleConfigMap, flex.ConfigImage, driverRef)
+	return example
+}
+
+// checkFlexClaim waits until the claim ns/name of an example class (the
+// hostdir driver's pods in flexDriverNS, on the node labeled for the share)
+// is bound, and proves what users observe: the PV is the directory the
+// driver made in the share, its provisioning pod ran on shareNode, a
+// non-root pod writes into it and its file is in that directory on the node
+// it ran on. Then it deletes pod and claim: the delete pod runs on
+// shareNode, the PV and the directory go, no driver pod is left.
+func checkFlexClaim(t *testing.T, ctx context.Context, ns, name, shareNode string) {
+	t.Helper()
+	_, pv, err := framework.WaitForPVCBound(ctx, c.Client, ns, name)
 	if err != nil {
 		t.Fatalf("%v\nevents in %s:%s", err, flexDriverNS, namespaceEvents(flexDriverNS))
 	}
@@ -97,15 +124,15 @@ func TestFlexContainerLauncherExample(t *testing.T) {
 		t.Errorf("the provisioning pod ran on %s, want %s, the node labeled %s", on, shareNode, flexShareLabel)
 	}
 
-	writer := consumerPod(flexExampleClaim+"-writer", flexExampleClaim, c.Image(cluster.BusyboxImage))
-	if err := c.RunPod(ctx, exampleNS, writer); err != nil {
+	writer := consumerPod(name+"-writer", name, c.Image(cluster.BusyboxImage))
+	if err := c.RunPod(ctx, ns, writer); err != nil {
 		t.Fatal(err)
 	}
-	log, err := c.PodLog(ctx, exampleNS, writer.Name)
+	log, err := c.PodLog(ctx, ns, writer.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ran, err := c.Client.CoreV1().Pods(exampleNS).Get(ctx, writer.Name, metav1.GetOptions{})
+	ran, err := c.Client.CoreV1().Pods(ns).Get(ctx, writer.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +140,7 @@ func TestFlexContainerLauncherExample(t *testing.T) {
 	if node == nil {
 		t.Fatalf("the writer ran on %q, not a node of the cluster", ran.Spec.NodeName)
 	}
-	t.Logf("claim %s bound to %s, written by a pod on %s", flexExampleClaim, pv.Name, node.Name)
+	t.Logf("claim %s bound to %s, written by a pod on %s", name, pv.Name, node.Name)
 	onNode, err := node.Exec(ctx, "cat", path.Join(dir, "SUCCESS"))
 	if err != nil {
 		t.Fatalf("the pod's file is not in the volume's directory on %s: %v", node.Name, err)
@@ -122,10 +149,10 @@ func TestFlexContainerLauncherExample(t *testing.T) {
 		t.Errorf("SUCCESS on %s holds %q, the pod printed %q", node.Name, onNode, log)
 	}
 
-	if err := c.Client.CoreV1().Pods(exampleNS).Delete(ctx, writer.Name, metav1.DeleteOptions{}); err != nil {
+	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, writer.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Client.CoreV1().PersistentVolumeClaims(exampleNS).Delete(ctx, flexExampleClaim, metav1.DeleteOptions{}); err != nil {
+	if err := c.Client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
@@ -150,14 +177,7 @@ func TestFlexContainerLauncherExample(t *testing.T) {
 // run in the provisioner's namespace, which enforces restricted.
 func TestFlexContainerLauncherFailures(t *testing.T) {
 	ctx := framework.TestContext(t, 10*time.Minute)
-	ref, err := PushImage(ctx, c, "flex")
-	if err != nil {
-		t.Fatal(err)
-	}
-	example, err := pushFlexExampleImage(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ref, example := pushFlexImages(t, ctx)
 	install(t, "flex/deploy", ImageOverride{flexImage, ref})
 	if err := c.WaitDeploymentAvailable(ctx, flexNS, flexDeployment); err != nil {
 		t.Fatal(err)

@@ -16,11 +16,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeprov/external-storage/test/backend/nfs"
+	"github.com/kubeprov/external-storage/test/cluster"
 	"github.com/kubeprov/external-storage/test/framework"
 )
 
@@ -56,21 +56,12 @@ const (
 // and the example's claim.
 func TestNFSServer(t *testing.T) {
 	ctx := framework.TestContext(t, 15*time.Minute)
-	if missing := missingTools(nfs.ClientTools...); len(missing) > 0 {
-		t.Fatalf("missing %v: hack/deps/nfs.sh installs libnfs-utils", missing)
-	}
+	requireNFSClient(t)
 	ref, err := PushImage(ctx, c, "nfs")
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := c.Nodes[0]
-	// The StatefulSet asks for its export volume of the default class;
-	// this cluster has none, so the admin's volume is a directory on the
-	// first node, bound to the StatefulSet's claim in advance. Not under
-	// the node's /var: that is an overlay here, and Ganesha's VFS backend
-	// needs a file system that hands out file handles (ext4 does).
-	exportDir := path.Join(node.Dir, "nfs-export")
-	nodeDirPV(t, "e2e-nfs-export", node.Name, exportDir, &corev1.ObjectReference{Namespace: nfsNS, Name: nfsExportClaim})
+	export := nfsExportVolume(t, "e2e-nfs-export", nfsNS, nfsExportClaim)
 	install(t, "nfs/deploy", ImageOverride{nfsImage, ref})
 	t.Cleanup(func() { uninstallWorkload(t, "StatefulSet", nfsStatefulSet, nfsExportClaim) })
 	if err := c.WaitStatefulSetReady(ctx, nfsNS, nfsStatefulSet); err != nil {
@@ -79,20 +70,65 @@ func TestNFSServer(t *testing.T) {
 	if got := namespaceLevel(ctx, t, nfsNS); got != "privileged" {
 		t.Errorf("namespace %s enforces Pod Security %q, want privileged (Ganesha needs DAC_READ_SEARCH)", nfsNS, got)
 	}
-	pod, err := c.Client.CoreV1().Pods(nfsNS).Get(ctx, nfsStatefulSet+"-0", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := c.Client.CoreV1().Services(nfsNS).Get(ctx, nfsService, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	claim := exampleClaim(t)
 	if _, err := c.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteClaim(claim) })
+	checkNFSServerClaim(t, ctx, nfsServer{export, nfsNS, nfsStatefulSet + "-0", nfsService}, claim, "4", "3")
+}
+
+// nfsExport is a directory of a node that a PV makes the export volume of a
+// server-mode StatefulSet or the share of subdir mode.
+type nfsExport struct {
+	pv   string
+	node *cluster.Node
+	dir  string
+}
+
+// nfsExportVolume makes, as an admin would, the export volume of the
+// server-mode StatefulSet whose claim is ns/claim: the StatefulSet asks for
+// it of the default class, and this cluster has none. It is a directory of
+// the first node, bound in advance to the claim. Not under the node's
+// /var: that is an overlay here, and Ganesha's VFS backend needs a file
+// system that hands out file handles (ext4 does). When the test ends the
+// claim is deleted (a StatefulSet's claims outlive it, as after helm
+// uninstall), then the PV and the directory.
+func nfsExportVolume(t *testing.T, pvName, ns, claim string) nfsExport {
+	t.Helper()
+	node := c.Nodes[0]
+	dir := path.Join(node.Dir, pvName)
+	nodeDirPV(t, pvName, node.Name, dir, &corev1.ObjectReference{Namespace: ns, Name: claim})
+	t.Cleanup(func() {
+		deleteClaim(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim}})
+	})
+	return nfsExport{pvName, node, dir}
+}
+
+// nfsServer is a running server-mode provisioner: its export volume, its
+// namespace, its pod and the Service PVs name.
+type nfsServer struct {
+	nfsExport
+	ns, pod, service string
+}
+
+// checkNFSServerClaim waits until claim, already created, is bound to an
+// export of server, then proves what a pod would observe over NFS (see
+// above): for each NFS version, a file written as the example pod's uid at
+// the server pod's address is read back and is in the volume's directory of
+// the export volume. Then it deletes the claim: the PV, the export and the
+// directory go.
+func checkNFSServerClaim(t *testing.T, ctx context.Context, server nfsServer, claim *corev1.PersistentVolumeClaim, versions ...string) {
+	t.Helper()
+	pod, err := c.Client.CoreV1().Pods(server.ns).Get(ctx, server.pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := c.Client.CoreV1().Services(server.ns).Get(ctx, server.service, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, pv, err := framework.WaitForPVCBound(ctx, c.Client, claim.Namespace, claim.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -104,19 +140,19 @@ func TestNFSServer(t *testing.T) {
 
 	// No kube-proxy here: the client reaches Ganesha at the pod's address,
 	// which the host routes to through the node.
-	for _, version := range []string{"4", "3"} {
+	for _, version := range versions {
 		client := nfs.Client{Server: pod.Status.PodIP, Version: version, UID: appUID, GID: appUID}
 		file := path.Join(pv.Spec.NFS.Path, "from-nfsv"+version)
 		content := fmt.Sprintf("written over NFSv%s as uid %d\n", version, appUID)
 		if err := nfsWriteThroughGrace(ctx, client, file, content); err != nil {
-			t.Fatalf("writing into the export: %v\nserver log:\n%s", err, serverLog(ctx, nfsNS, pod.Name))
+			t.Fatalf("writing into the export: %v\nserver log:\n%s", err, serverLog(ctx, server.ns, pod.Name))
 		}
 		if got, err := client.Read(ctx, file); err != nil || got != content {
 			t.Errorf("NFSv%s read back %q (%v), want %q", version, got, err, content)
 		}
 		// The file is in the volume's directory of the server's export
 		// volume, owned by the client's uid.
-		onNode, err := node.Exec(ctx, "stat", "-c", "%u %s", path.Join(exportDir, pv.Name, path.Base(file)))
+		onNode, err := server.node.Exec(ctx, "stat", "-c", "%u %s", path.Join(server.dir, pv.Name, path.Base(file)))
 		if want := fmt.Sprintf("%d %d", appUID, len(content)); err != nil || strings.TrimSpace(string(onNode)) != want {
 			t.Errorf("the file on the export volume: %q (%v), want uid and size %q", onNode, err, want)
 		}
@@ -129,31 +165,33 @@ func TestNFSServer(t *testing.T) {
 	if out, err := (nfs.Client{Server: pod.Status.PodIP, Version: "3"}).List(ctx, pv.Spec.NFS.Path); err == nil || !strings.Contains(err.Error(), "MNT3ERR_ACCES") {
 		t.Errorf("after the PV was deleted, listing its export gave %q (%v), want MNT3ERR_ACCES", out, err)
 	}
-	if out, err := node.Exec(ctx, "ls", "-A", exportDir); err != nil || strings.Contains(string(out), pv.Name) {
+	if out, err := server.node.Exec(ctx, "ls", "-A", server.dir); err != nil || strings.Contains(string(out), pv.Name) {
 		t.Errorf("after the PV was deleted, the export volume holds %q (%v), want no %s", out, err, pv.Name)
 	}
 }
 
+// The subdir-mode share of the tests: a directory of the first node standing
+// in for the export (there is no NFS client to mount a real one), and what
+// the provisioner and its PVs are told it is.
+const (
+	nfsShareClaim  = "nfs-share"
+	nfsShareServer = "nfs.e2e.invalid"
+	nfsSharePath   = "/srv/kubernetes"
+)
+
 // TestNFSSubdir follows the README's subdir-mode quick start: the share is
 // mounted into the provisioner's pod and its server and path set, by an
 // overlay as a user's own kustomization would. The share here is a
-// directory of the first node through a PersistentVolume (there is no
-// NFS client to mount a real export), which keeps the namespace at the
-// baseline Pod Security level nfs/deploy/subdir asks for.
+// directory of the first node through a PersistentVolume (nfsShare), which
+// keeps the namespace at the baseline Pod Security level nfs/deploy/subdir
+// asks for.
 func TestNFSSubdir(t *testing.T) {
 	ctx := framework.TestContext(t, 10*time.Minute)
 	ref, err := PushImage(ctx, c, "nfs")
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := c.Nodes[0]
-	const (
-		shareDir    = "/var/lib/kubeprov-e2e/nfs-share"
-		shareClaim  = "nfs-share"
-		shareServer = "nfs.e2e.invalid"
-		sharePath   = "/srv/kubernetes"
-	)
-	nodeDirPV(t, "e2e-nfs-share", node.Name, shareDir, &corev1.ObjectReference{Namespace: nfsNS, Name: shareClaim})
+	share := nfsShare(t, "e2e-nfs-share", nfsNS)
 	objs, err := RenderOverlay("nfs/deploy/subdir", Overlay{
 		Images: []ImageOverride{{nfsImage, ref}},
 		Patches: []string{fmt.Sprintf(`apiVersion: apps/v1
@@ -169,11 +207,7 @@ spec:
           env:
             - {name: NFS_SERVER, value: %s}
             - {name: NFS_PATH, value: %s}
-      volumes:
-        - name: nfs
-          nfs: null
-          persistentVolumeClaim: {claimName: %s}
-`, nfsSubdir, nfsNS, shareServer, sharePath, shareClaim)},
+`, nfsSubdir, nfsNS, nfsShareServer, nfsSharePath), nfsShareVolumePatch(nfsSubdir, nfsNS)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -189,22 +223,68 @@ spec:
 			t.Errorf("uninstalling nfs/deploy/subdir: %v", err)
 		}
 	})
-	t.Cleanup(func() { uninstallWorkload(t, "Deployment", nfsSubdir, shareClaim) })
-	share := framework.NewPVC(nfsNS, shareClaim, "", "1Gi")
-	share.Spec.StorageClassName = ptr.To("")
-	share.Spec.VolumeName = "e2e-nfs-share"
-	if _, err := c.Client.CoreV1().PersistentVolumeClaims(nfsNS).Create(ctx, share, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { uninstallWorkload(t, "Deployment", nfsSubdir, nfsShareClaim) })
+	share.claim(t, ctx, nfsNS)
 	if err := c.WaitDeploymentAvailable(ctx, nfsNS, nfsSubdir); err != nil {
 		t.Fatal(err)
 	}
 	if got := namespaceLevel(ctx, t, nfsNS); got != "baseline" {
 		t.Errorf("namespace %s enforces Pod Security %q, want baseline", nfsNS, got)
 	}
+	checkNFSSubdirClaim(t, ctx, "nfs-subdir", share)
+}
 
+// nfsShare makes the share of subdir mode: a directory of the first node,
+// through a PV bound in advance to the claim nfsShareClaim in ns, which
+// nfsShareVolumePatch mounts instead of the NFS export; the PV and the
+// directory go when the test ends. claim creates the claim, once ns exists.
+func nfsShare(t *testing.T, pvName, ns string) nfsExport {
+	t.Helper()
+	share := nfsExport{pvName, c.Nodes[0], path.Join("/var/lib/kubeprov-e2e", pvName)}
+	nodeDirPV(t, pvName, share.node.Name, share.dir, &corev1.ObjectReference{Namespace: ns, Name: nfsShareClaim})
+	return share
+}
+
+// claim creates the claim of the share nfsShare made in ns; it is deleted
+// when the test ends (it goes once no pod uses it).
+func (share nfsExport) claim(t *testing.T, ctx context.Context, ns string) {
+	t.Helper()
+	claim := framework.NewPVC(ns, nfsShareClaim, "", "1Gi")
+	claim.Spec.StorageClassName = ptr.To("")
+	claim.Spec.VolumeName = share.pv
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteClaim(claim) })
+}
+
+// nfsShareVolumePatch is a strategic merge patch of the subdir Deployment
+// ns/name: its nfs volume becomes the claim nfsShare makes.
+func nfsShareVolumePatch(name, ns string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  template:
+    spec:
+      volumes:
+        - name: nfs
+          nfs: null
+          persistentVolumeClaim: {claimName: %s}
+`, name, ns, nfsShareClaim)
+}
+
+// checkNFSSubdirClaim creates a claim of class, served by a subdir-mode
+// provisioner of share (nfsShare), in a namespace of the test's: it binds to
+// the directory <namespace>/<claim> of the share (the class's
+// pathPattern), which any uid may write into. Then it deletes the claim:
+// the PV goes, the directory is archived (the class's onDelete).
+func checkNFSSubdirClaim(t *testing.T, ctx context.Context, class string, share nfsExport) {
+	t.Helper()
 	ns := c.CreateTestNamespace(t, "nfs-subdir")
-	claim := framework.NewPVC(ns, "db", "nfs-subdir", "1Gi")
+	claim := framework.NewPVC(ns, "db", class, "1Gi")
 	claim.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 	if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -213,12 +293,11 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The class's pathPattern: <namespace>/<claim>.
-	want := path.Join(sharePath, ns, claim.Name)
-	if pv.Spec.NFS == nil || pv.Spec.NFS.Server != shareServer || pv.Spec.NFS.Path != want {
-		t.Fatalf("PV %s has source %+v, want nfs %s:%s", pv.Name, pv.Spec.PersistentVolumeSource, shareServer, want)
+	want := path.Join(nfsSharePath, ns, claim.Name)
+	if pv.Spec.NFS == nil || pv.Spec.NFS.Server != nfsShareServer || pv.Spec.NFS.Path != want {
+		t.Fatalf("PV %s has source %+v, want nfs %s:%s", pv.Name, pv.Spec.PersistentVolumeSource, nfsShareServer, want)
 	}
-	dir := path.Join(shareDir, ns, claim.Name)
+	node, dir := share.node, path.Join(share.dir, ns, claim.Name)
 	if out, err := node.Exec(ctx, "stat", "-c", "%a", dir); err != nil || strings.TrimSpace(string(out)) != "777" {
 		t.Fatalf("the claim's directory %s on the share: mode %q (%v), want 777 (any uid may write)", dir, out, err)
 	}
@@ -235,7 +314,7 @@ spec:
 		t.Fatal(err)
 	}
 	// onDelete: archive renames the directory in its own parent.
-	archived := path.Join(shareDir, ns, "archived-"+claim.Name)
+	archived := path.Join(share.dir, ns, "archived-"+claim.Name)
 	if _, err := node.Exec(ctx, "cat", path.Join(archived, "SUCCESS")); err != nil {
 		t.Errorf("after the PV was deleted, the data is not in %s: %v", archived, err)
 	}
@@ -350,21 +429,7 @@ func nodeDirPV(t *testing.T, name, node, dir string, claim *corev1.ObjectReferen
 // here: see above).
 func exampleClaim(t *testing.T) *corev1.PersistentVolumeClaim {
 	t.Helper()
-	objs, err := Render("nfs/deploy/example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, obj := range objs {
-		if obj.GetKind() == "PersistentVolumeClaim" && obj.GetName() == nfsExampleClaim {
-			var pvc corev1.PersistentVolumeClaim
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &pvc); err != nil {
-				t.Fatal(err)
-			}
-			return &pvc
-		}
-	}
-	t.Fatalf("nfs/deploy/example has no claim %s", nfsExampleClaim)
-	return nil
+	return renderedClaim(t, "nfs/deploy/example", nfsExampleClaim)
 }
 
 // deleteClaim deletes a claim if it is still there.
@@ -391,6 +456,15 @@ func serverLog(ctx context.Context, ns, pod string) string {
 		return err.Error()
 	}
 	return log
+}
+
+// requireNFSClient fails the test if libnfs's userspace client, which
+// stands in for a kernel NFS client here, is not installed.
+func requireNFSClient(t *testing.T) {
+	t.Helper()
+	if missing := missingTools(nfs.ClientTools...); len(missing) > 0 {
+		t.Fatalf("missing %v: hack/deps/nfs.sh installs libnfs-utils", missing)
+	}
 }
 
 func missingTools(tools ...string) []string {
