@@ -242,14 +242,15 @@ func TestFlexChart(t *testing.T) {
 
 // TestNFSChart installs charts/nfs (server mode) as its README says, into a
 // privileged namespace, with the export volume an admin's PV of a node
-// directory as in TestNFSServer (nfsExportVolume). The claim of
-// nfs/deploy/example, of the release's class, gets an export of the
-// release's Ganesha, proved over NFSv3 as in TestNFSServer
-// (checkNFSServerClaim: a file written as the example pod's uid is read
-// back and is on the export volume; export and directory gone with the
-// claim). Only NFSv3: NFSv4 waits out the 90 s grace period of a freshly
-// started Ganesha, which TestNFSServer does with the same pod spec. Helm
-// uninstall leaves the StatefulSet's claim, with every export's data
+// directory as in TestNFSServer (nfsExportVolume), and Ganesha's grace
+// period after a start shortened with extraArgs (--grace-period=10, a
+// documented flag: Ganesha's log shows it arrived): the default 90 s, which
+// TestNFSServer waits out with the same pod spec, would double the test.
+// The claim of nfs/deploy/example, of the release's class, gets an export
+// of the release's Ganesha, proved over NFSv4 and NFSv3 as in TestNFSServer
+// (checkNFSServerClaim: a file written as the example pod's uid is read back
+// and is on the export volume; export and directory gone with the claim).
+// Helm uninstall leaves the StatefulSet's claim, with every export's data
 // (NOTES.txt): the test then deletes it as a user would.
 func TestNFSChart(t *testing.T) {
 	ctx := framework.TestContext(t, 10*time.Minute)
@@ -258,15 +259,21 @@ func TestNFSChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := renderChart(t, chartInstall{chart: "nfs", image: ref, podSecurity: "privileged"})
+	r := renderChart(t, chartInstall{chart: "nfs", image: ref, podSecurity: "privileged", values: map[string]any{
+		"extraArgs": []any{fmt.Sprintf("--grace-period=%d", nfsChartGrace)},
+	}})
 	server := r.workload(t).Name
 	exportClaim := "export-" + server + "-0"
 	export := nfsExportVolume(t, "e2e-nfs-chart-export", r.ns, exportClaim)
 	r.install(t, ctx)
 
+	if log := serverLog(ctx, r.ns, server+"-0"); !strings.Contains(log, fmt.Sprintf("IN GRACE, duration %d", nfsChartGrace)) {
+		t.Errorf("Ganesha did not start with the grace period of extraArgs, %d s:\n%s", nfsChartGrace, log)
+	}
+
 	claims := c.CreateTestNamespace(t, "nfs-chart-claims")
 	claim := r.claim(t, ctx, claims, exampleClaim(t))
-	checkNFSServerClaim(t, ctx, nfsServer{export, r.ns, server + "-0", r.object(t, "Service").GetName()}, claim, "3")
+	checkNFSServerClaim(t, ctx, nfsServer{export, r.ns, server + "-0", r.object(t, "Service").GetName()}, claim, "4", "3")
 	r.uninstall(t, ctx)
 	if err := c.Client.CoreV1().PersistentVolumeClaims(r.ns).Delete(ctx, exportClaim, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -275,6 +282,9 @@ func TestNFSChart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// nfsChartGrace is the grace period, in seconds, TestNFSChart sets.
+const nfsChartGrace = 10
 
 // TestNFSSubdirChart installs charts/nfs-subdir as its README says
 // (nfs.server, nfs.path) into a baseline namespace. The chart mounts the

@@ -324,13 +324,15 @@ func checkNFSSubdirClaim(t *testing.T, ctx context.Context, class string, share 
 }
 
 // nfsWriteThroughGrace writes as a kernel client would: retrying while a
-// freshly started server is in its NFSv4 grace period (90 s in the
-// manifest, as in the classic provisioner), when it refuses new opens.
+// freshly started server is in its grace period (--grace-period, 90 s by
+// default, as in the classic provisioner), when it refuses new NFSv4 opens
+// (NFS4ERR_GRACE) and NFSv3 attribute changes such as a create's
+// (NFS3ERR_JUKEBOX, "try again later").
 func nfsWriteThroughGrace(ctx context.Context, client nfs.Client, file, content string) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		last = client.Write(ctx, file, content)
-		if last != nil && strings.Contains(last.Error(), "GRACE") {
+		if last != nil && (strings.Contains(last.Error(), "GRACE") || strings.Contains(last.Error(), "JUKEBOX")) {
 			return false, nil
 		}
 		return true, last

@@ -87,6 +87,8 @@ type Supervisor struct {
 	opts   Options
 	logger klog.Logger
 	cancel context.CancelFunc
+	// signal sends sig to p (os.Process.Signal; replaced in tests).
+	signal func(p *os.Process, sig os.Signal) error
 	mu     sync.Mutex
 	// running are the processes started here, in start order.
 	running []*running
@@ -115,7 +117,7 @@ func Start(ctx context.Context, procs []Process, opts Options) (*Supervisor, err
 	opts.defaults()
 	logger := klog.FromContext(ctx).WithName("supervisor")
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Supervisor{opts: opts, logger: logger, cancel: cancel}
+	s := &Supervisor{opts: opts, logger: logger, cancel: cancel, signal: (*os.Process).Signal}
 	for _, p := range procs {
 		if p.Running != nil && p.Running(ctx) {
 			logger.Info("Reusing a running daemon", "daemon", p.Name)
@@ -164,7 +166,8 @@ func (s *Supervisor) startOnce(r *running) error {
 	cmd.Stdout, cmd.Stderr = s.opts.Output, s.opts.Output
 	// A process group of its own keeps a terminal's Ctrl-C to us alone (we
 	// stop the daemons in order); the parent-death signal ends a daemon if
-	// nfs-provisioner is killed without the chance to stop it.
+	// nfs-provisioner is killed without the chance to stop it (unless the
+	// daemon switched users, which clears it: see Stop).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		return err
@@ -243,7 +246,12 @@ func (s *Supervisor) restartDependents(r *running) {
 }
 
 // Stop stops the processes started here, last started first: SIGTERM, then
-// SIGKILL after the stop timeout. Daemons that were reused are left alone.
+// SIGKILL after the stop timeout. Daemons that were reused are left alone,
+// and so is one that cannot be signalled: a daemon that switched to a user
+// of its own (D-Bus runs as messagebus, rpcbind as _rpc) while the
+// container lacks CAP_KILL. The kernel ends those when nfs-provisioner, the
+// container's first process, exits; waiting for them would only hold the
+// pod until its termination grace period ends and the kubelet kills it.
 func (s *Supervisor) Stop() {
 	s.cancel()
 	procs := s.started()
@@ -258,12 +266,18 @@ func (s *Supervisor) Stop() {
 			continue
 		default:
 		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := s.signal(cmd.Process, syscall.SIGTERM); err != nil {
+			s.logger.Info("Cannot stop daemon, leaving it", "daemon", r.proc.Name, "err", err)
+			continue
+		}
 		select {
 		case <-exited:
 		case <-time.After(s.opts.StopTimeout):
 			s.logger.Info("Daemon did not stop in time, killing it", "daemon", r.proc.Name)
-			_ = cmd.Process.Kill()
+			if err := s.signal(cmd.Process, syscall.SIGKILL); err != nil {
+				s.logger.Info("Cannot kill daemon, leaving it", "daemon", r.proc.Name, "err", err)
+				continue
+			}
 			<-exited
 		}
 		s.logger.Info("Daemon stopped", "daemon", r.proc.Name)

@@ -142,6 +142,30 @@ func TestKillsADaemonThatIgnoresTERM(t *testing.T) {
 	}
 }
 
+// A daemon that switched to a user of its own cannot be signalled without
+// CAP_KILL (D-Bus and rpcbind in the nfs server's container): Stop moves on
+// instead of waiting for it.
+func TestStopLeavesADaemonItCannotSignal(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	s, err := Start(ctx, []Process{sh("other-user", "exec sleep 1000")}, Options{Output: io.Discard, StopTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := s.Pids()["other-user"]
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	s.signal = func(*os.Process, os.Signal) error { return os.ErrPermission }
+	stopped := make(chan struct{})
+	go func() { s.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop waits for a daemon it cannot signal")
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Errorf("the daemon %d is gone (%v), though it could not be signalled", pid, err)
+	}
+}
+
 func TestStartFailsAndCleansUpWhenNotReady(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	starts := make(chan int, 10)
