@@ -306,3 +306,24 @@ readinessProbe:
 - {{ . | quote }}
 {{- end }}
 {{- end }}
+
+{{/*
+NOTES.txt: what helm uninstall leaves, the objects the provisioner writes at
+run time. Call with (dict "ctx" . "leader" $electsALeader).
+*/}}
+{{- define "kubeprov.uninstallNotes" -}}
+{{- $ns := .ctx.Release.Namespace }}
+{{- $selector := "app.kubernetes.io/managed-by=kubeprov-external-storage" -}}
+helm uninstall removes what the chart installed, not what the provisioner
+writes at run time: its in-flight journal, ConfigMaps in {{ $ns }} labelled
+{{ $selector }}
+{{- if .leader }}, and its leader election Lease in {{ .ctx.Values.leaderElection.namespace | default $ns }}{{ end }}.
+A journal whose data has keys other than "_class.*" lists operations still in
+flight, which the provisioner finishes when installed again (the storage of
+a claim deleted meanwhile would otherwise stay). Once it has none and the
+release is gone for good, remove them:
+  kubectl delete configmap -n {{ $ns }} -l {{ $selector }}
+{{- if .leader }}
+  kubectl get lease -n {{ .ctx.Values.leaderElection.namespace | default $ns }}   # then: kubectl delete lease -n ... <the provisioner's>
+{{- end }}
+{{- end }}

@@ -43,16 +43,7 @@ func Load(dir string) (*chart.Chart, error) {
 // objects of every manifest, NOTES.txt aside, in install order (helm
 // uninstall deletes them in the reverse order).
 func Template(ch *chart.Chart, releaseName, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
-	if values == nil {
-		values = map[string]any{}
-	}
-	vals, err := chartutil.ToRenderValues(ch, values, chartcommon.ReleaseOptions{
-		Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true,
-	}, chartcommon.DefaultCapabilities)
-	if err != nil {
-		return nil, err
-	}
-	files, err := engine.Render(ch, vals)
+	files, err := render(ch, releaseName, namespace, values)
 	if err != nil {
 		return nil, err
 	}
@@ -77,4 +68,33 @@ func Template(ch *chart.Chart, releaseName, namespace string, values map[string]
 		objs = append(objs, &unstructured.Unstructured{Object: obj})
 	}
 	return objs, nil
+}
+
+// Notes is what helm install prints after installing: the chart's
+// NOTES.txt rendered as Template renders the objects.
+func Notes(ch *chart.Chart, releaseName, namespace string, values map[string]any) (string, error) {
+	files, err := render(ch, releaseName, namespace, values)
+	if err != nil {
+		return "", err
+	}
+	notes, ok := files[ch.Name()+"/templates/NOTES.txt"]
+	if !ok {
+		return "", fmt.Errorf("chart %s has no templates/NOTES.txt", ch.Name())
+	}
+	return notes, nil
+}
+
+// render renders every template of ch for an install of releaseName into
+// namespace with values over the chart's defaults, by file name.
+func render(ch *chart.Chart, releaseName, namespace string, values map[string]any) (map[string]string, error) {
+	if values == nil {
+		values = map[string]any{}
+	}
+	vals, err := chartutil.ToRenderValues(ch, values, chartcommon.ReleaseOptions{
+		Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true,
+	}, chartcommon.DefaultCapabilities)
+	if err != nil {
+		return nil, err
+	}
+	return engine.Render(ch, vals)
 }
