@@ -194,20 +194,12 @@ func TestNFSSubdir(t *testing.T) {
 	share := nfsShare(t, "e2e-nfs-share", nfsNS)
 	objs, err := RenderOverlay("nfs/deploy/subdir", Overlay{
 		Images: []ImageOverride{{nfsImage, ref}},
-		Patches: []string{fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  template:
-    spec:
-      containers:
-        - name: nfs-provisioner
-          env:
-            - {name: NFS_SERVER, value: %s}
-            - {name: NFS_PATH, value: %s}
-`, nfsSubdir, nfsNS, nfsShareServer, nfsSharePath), nfsShareVolumePatch(nfsSubdir, nfsNS)},
+		Patches: []string{deploymentPatch(nfsSubdir, nfsNS, fmt.Sprintf(`containers:
+  - name: nfs-provisioner
+    env:
+      - {name: NFS_SERVER, value: %s}
+      - {name: NFS_PATH, value: %s}
+`, nfsShareServer, nfsSharePath)), nfsShareVolumePatch(nfsSubdir, nfsNS)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -261,6 +253,16 @@ func (share nfsExport) claim(t *testing.T, ctx context.Context, ns string) {
 // nfsShareVolumePatch is a strategic merge patch of the subdir Deployment
 // ns/name: its nfs volume becomes the claim nfsShare makes.
 func nfsShareVolumePatch(name, ns string) string {
+	return deploymentPatch(name, ns, fmt.Sprintf(`volumes:
+  - name: nfs
+    nfs: null
+    persistentVolumeClaim: {claimName: %s}
+`, nfsShareClaim))
+}
+
+// deploymentPatch is a strategic merge patch of the pod template of the
+// Deployment ns/name: podSpec is YAML of fields of its spec.
+func deploymentPatch(name, ns, podSpec string) string {
 	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -269,11 +271,18 @@ metadata:
 spec:
   template:
     spec:
-      volumes:
-        - name: nfs
-          nfs: null
-          persistentVolumeClaim: {claimName: %s}
-`, name, ns, nfsShareClaim)
+%s`, name, ns, indent(podSpec, "      "))
+}
+
+// indent puts prefix before each line of text.
+func indent(text, prefix string) string {
+	lines := strings.SplitAfter(text, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "")
 }
 
 // checkNFSSubdirClaim creates a claim of class, served by a subdir-mode
