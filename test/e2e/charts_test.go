@@ -169,9 +169,9 @@ func (r *chartRelease) csiVolumeHolders(ctx context.Context, id string) ([]strin
 	return holders, nil
 }
 
-// TestCinderChart installs charts/cinder as its README says, against the
-// real Cinder of TestCinderProvisionAndISCSILogin: the cloud config of that
-// Cinder (noauth) and an iscsi class. The claim of cinder/examples, of the
+// TestCinderChart installs charts/cinder as its README says, against a real
+// Cinder on the host started as for TestCinderProvisionAndISCSILogin
+// (startCinder): that Cinder's cloud config (noauth) and an iscsi class. The claim of cinder/examples, of the
 // release's class, binds to an iSCSI volume a node logs in to with the PV's
 // CHAP Secret; deleting the claim deletes PV, Secret and Cinder volume
 // (checkCinderClaim).

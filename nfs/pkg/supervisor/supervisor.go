@@ -247,7 +247,7 @@ func (s *Supervisor) restartDependents(r *running) {
 
 // Stop stops the processes started here, last started first: SIGTERM, then
 // SIGKILL after the stop timeout. Daemons that were reused are left alone,
-// and so is one that cannot be signalled: a daemon that switched to a user
+// and so is one that cannot be signaled: a daemon that switched to a user
 // of its own (D-Bus runs as messagebus, rpcbind as _rpc) while the
 // container lacks CAP_KILL. The kernel ends those when nfs-provisioner, the
 // container's first process, exits; waiting for them would only hold the

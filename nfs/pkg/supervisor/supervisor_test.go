@@ -142,7 +142,7 @@ func TestKillsADaemonThatIgnoresTERM(t *testing.T) {
 	}
 }
 
-// A daemon that switched to a user of its own cannot be signalled without
+// A daemon that switched to a user of its own cannot be signaled without
 // CAP_KILL (D-Bus and rpcbind in the nfs server's container): Stop moves on
 // instead of waiting for it.
 func TestStopLeavesADaemonItCannotSignal(t *testing.T) {
@@ -162,7 +162,7 @@ func TestStopLeavesADaemonItCannotSignal(t *testing.T) {
 		t.Fatal("Stop waits for a daemon it cannot signal")
 	}
 	if err := syscall.Kill(pid, 0); err != nil {
-		t.Errorf("the daemon %d is gone (%v), though it could not be signalled", pid, err)
+		t.Errorf("the daemon %d is gone (%v), though it could not be signaled", pid, err)
 	}
 }
 
