@@ -102,8 +102,7 @@ func TestHostpathChart(t *testing.T) {
 // TestCSIChart installs charts/csi in controller mode as its README says:
 // the driver's image, name and arguments and a class. The driver is the
 // in-repo test driver keeping its volumes on disk (--statedir, a directory
-// per volume), in the pod's socket emptyDir, the only writable volume the
-// chart gives the driver. The claim of csi/deploy/example, of the release's
+// per volume) in a volume of its own (driver.volumes, driver.volumeMounts). The claim of csi/deploy/example, of the release's
 // class, is bound once a pod uses it (as in TestCSIProvisionAndFailover, the
 // volume cannot be mounted: the driver has no node plugin), and the
 // volume's directory is on the node of one of the release's pods, the
@@ -113,7 +112,9 @@ func TestCSIChart(t *testing.T) {
 	ref, driverRef := pushCSIImages(t, ctx)
 	r := installChart(t, ctx, chartInstall{chart: "csi", image: ref, podSecurity: "restricted", values: map[string]any{
 		"driver": map[string]any{"name": csiExampleDriver, "image": driverRef,
-			"args": []any{"--endpoint=unix:///run/csi/socket", "--statedir=" + csiChartStateDir}},
+			"args":         []any{"--endpoint=unix:///run/csi/socket", "--statedir=" + csiChartStateDir},
+			"volumes":      []any{map[string]any{"name": csiChartStateVolume, "emptyDir": map[string]any{}}},
+			"volumeMounts": []any{map[string]any{"name": csiChartStateVolume, "mountPath": csiChartStateDir}}},
 	}})
 
 	claims := c.CreateTestNamespace(t, "csi-chart-claims")
@@ -139,12 +140,15 @@ func TestCSIChart(t *testing.T) {
 	r.uninstall(t, ctx)
 }
 
-// csiChartStateDir is the test driver's --statedir in TestCSIChart: in the
-// socket emptyDir, mounted at /run/csi.
-const csiChartStateDir = "/run/csi/state"
+// The test driver's --statedir in TestCSIChart, an emptyDir of the pod
+// mounted into the driver's container only.
+const (
+	csiChartStateVolume = "driver-state"
+	csiChartStateDir    = "/var/lib/csi-driver"
+)
 
 // csiVolumeHolders lists the release's pods whose driver has a directory
-// for the volume of that id, looking into each pod's socket emptyDir on its
+// for the volume of that id, looking into each pod's state emptyDir on its
 // node.
 func (r *chartRelease) csiVolumeHolders(ctx context.Context, id string) ([]string, error) {
 	pods, err := c.Client.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{})
@@ -157,7 +161,7 @@ func (r *chartRelease) csiVolumeHolders(ctx context.Context, id string) ([]strin
 		if node == nil || p.DeletionTimestamp != nil {
 			continue
 		}
-		dir := path.Join("/var/lib/kubelet/pods", string(p.UID), "volumes/kubernetes.io~empty-dir/socket-dir", path.Base(csiChartStateDir))
+		dir := path.Join("/var/lib/kubelet/pods", string(p.UID), "volumes/kubernetes.io~empty-dir", csiChartStateVolume)
 		out, err := node.Exec(ctx, "ls", "-A", dir)
 		if err != nil {
 			return nil, fmt.Errorf("the driver's state of pod %s, %s on %s: %w", p.Name, dir, node.Name, err)

@@ -317,6 +317,28 @@ func TestChartSpecificValues(t *testing.T) {
 				t.Errorf("driver container %s %v", d.Image, d.Args)
 			}
 		}},
+		{chart: "csi", values: map[string]any{"driver": map[string]any{
+			"env":          []any{map[string]any{"name": "CLOUD_TOKEN", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "cloud", "key": "token"}}}},
+			"volumes":      []any{map[string]any{"name": "state", "emptyDir": map[string]any{}}},
+			"volumeMounts": []any{map[string]any{"name": "state", "mountPath": "/var/lib/driver"}},
+		}}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			spec, provisioner := pod(t, objs)
+			d := spec.Containers[1]
+			if len(d.Env) != 1 || d.Env[0].ValueFrom == nil || d.Env[0].ValueFrom.SecretKeyRef.Name != "cloud" {
+				t.Errorf("driver.env: driver container env %+v", d.Env)
+			}
+			if len(d.VolumeMounts) != 2 || d.VolumeMounts[1].Name != "state" || d.VolumeMounts[1].MountPath != "/var/lib/driver" {
+				t.Errorf("driver.volumeMounts: driver container mounts %+v, want the socket and state", d.VolumeMounts)
+			}
+			if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "state" && v.EmptyDir != nil }) {
+				t.Errorf("driver.volumes: pod volumes %+v lack state", spec.Volumes)
+			}
+			// The driver's env and volumes are its own, never csi-provisioner's.
+			if slices.ContainsFunc(provisioner.Env, func(e corev1.EnvVar) bool { return e.Name == "CLOUD_TOKEN" }) ||
+				slices.ContainsFunc(provisioner.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "state" }) {
+				t.Errorf("csi-provisioner got the driver's env or mounts: %+v %+v", provisioner.Env, provisioner.VolumeMounts)
+			}
+		}},
 		{chart: "nfs", values: map[string]any{"persistence": map[string]any{"storageClass": "ssd", "size": "20Gi"}}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			sts := ofKind(objs, "StatefulSet")[0]
 			vct, _, _ := unstructured.NestedSlice(sts.Object, "spec", "volumeClaimTemplates")
