@@ -76,13 +76,7 @@ func TestHostpathChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	onNode, err := node.Exec(ctx, "cat", path.Join(pv.Spec.HostPath.Path, "SUCCESS"))
-	if err != nil {
-		t.Fatalf("the pod's file is not in the volume's directory on %s: %v", node.Name, err)
-	}
-	if strings.TrimSpace(string(onNode)) == "" || string(onNode) != log {
-		t.Errorf("SUCCESS on %s holds %q, the pod printed %q", node.Name, onNode, log)
-	}
+	checkWrittenOnNode(ctx, t, node, pv.Spec.HostPath.Path, log)
 
 	if err := c.Client.CoreV1().Pods(claims).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -141,13 +141,7 @@ func checkFlexClaim(t *testing.T, ctx context.Context, ns, name, shareNode strin
 		t.Fatalf("the writer ran on %q, not a node of the cluster", ran.Spec.NodeName)
 	}
 	t.Logf("claim %s bound to %s, written by a pod on %s", name, pv.Name, node.Name)
-	onNode, err := node.Exec(ctx, "cat", path.Join(dir, "SUCCESS"))
-	if err != nil {
-		t.Fatalf("the pod's file is not in the volume's directory on %s: %v", node.Name, err)
-	}
-	if strings.TrimSpace(string(onNode)) == "" || string(onNode) != log {
-		t.Errorf("SUCCESS on %s holds %q, the pod printed %q", node.Name, onNode, log)
-	}
+	checkWrittenOnNode(ctx, t, node, dir, log)
 
 	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, writer.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -139,13 +139,7 @@ func TestHostpathHelperPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	onNode, err := node.Exec(ctx, "cat", path.Join(pv.Spec.HostPath.Path, "SUCCESS"))
-	if err != nil {
-		t.Fatalf("the pod's file is not in the volume's directory on %s: %v", node.Name, err)
-	}
-	if strings.TrimSpace(string(onNode)) == "" || string(onNode) != log {
-		t.Errorf("SUCCESS on %s holds %q, the pod printed %q", node.Name, onNode, log)
-	}
+	checkWrittenOnNode(ctx, t, node, pv.Spec.HostPath.Path, log)
 	// Made by the helper as root, with --dir-mode (0777).
 	if st, err := node.Exec(ctx, "stat", "-c", "%u:%g %a", pv.Spec.HostPath.Path); err != nil || strings.TrimSpace(string(st)) != "0:0 777" {
 		t.Errorf("the volume's directory on %s is %q (%v), want root's with mode 777", node.Name, st, err)

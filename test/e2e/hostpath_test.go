@@ -69,13 +69,7 @@ func TestHostpathSingleNode(t *testing.T) {
 		t.Fatalf("PV %s has source %+v, want a hostPath under %s", pv.Name, pv.Spec.PersistentVolumeSource, hostpathDir)
 	}
 	node := c.Nodes[0]
-	onNode, err := node.Exec(ctx, "cat", path.Join(pv.Spec.HostPath.Path, "SUCCESS"))
-	if err != nil {
-		t.Fatalf("the pod's file is not in the volume's directory on the node: %v", err)
-	}
-	if strings.TrimSpace(string(onNode)) == "" || string(onNode) != log {
-		t.Errorf("SUCCESS on the node holds %q, the pod printed %q", onNode, log)
-	}
+	checkWrittenOnNode(ctx, t, node, pv.Spec.HostPath.Path, log)
 
 	if err := Remove(ctx, mc, example); err != nil {
 		t.Fatal(err)
@@ -145,6 +139,19 @@ func TestHostpathNodeLocal(t *testing.T) {
 
 // writerPod is the README's example pod (deploy/example/pod.yaml) for the
 // claim of the same name.
+// checkWrittenOnNode checks that the SUCCESS file a writer pod wrote, and
+// printed as podLog, is in dir on node: the volume is that directory.
+func checkWrittenOnNode(ctx context.Context, t *testing.T, node *cluster.Node, dir, podLog string) {
+	t.Helper()
+	onNode, err := node.Exec(ctx, "cat", path.Join(dir, "SUCCESS"))
+	if err != nil {
+		t.Fatalf("the pod's file is not in the volume's directory on %s: %v", node.Name, err)
+	}
+	if strings.TrimSpace(string(onNode)) == "" || string(onNode) != podLog {
+		t.Errorf("SUCCESS on %s holds %q, the pod printed %q", node.Name, onNode, podLog)
+	}
+}
+
 func writerPod(name, busybox string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
