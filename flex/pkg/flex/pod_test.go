@@ -15,12 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/podrun/podruntest"
 )
 
 const provNS = "sys"
@@ -41,32 +40,6 @@ func newClient(objs ...runtime.Object) *fake.Clientset {
 }
 
 var classLabels = map[string]string{LabelStorageClass: "gold", LabelType: TypeProvisionerConfig}
-
-// kubelet plays the kubelet for the fake clientset: every pod created in ns
-// gets the status finish returns. It returns the pods it saw.
-func kubelet(t *testing.T, ctx context.Context, c kubernetes.Interface, ns string, finish func(*corev1.Pod) corev1.PodStatus) <-chan *corev1.Pod {
-	t.Helper()
-	w, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := make(chan *corev1.Pod, 10)
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || ev.Type != watch.Added {
-				continue
-			}
-			seen <- pod.DeepCopy()
-			pod.Status = finish(pod)
-			if _, err := c.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
-				t.Errorf("updating pod status: %v", err)
-			}
-		}
-	}()
-	return seen
-}
 
 func terminatedStatus(phase corev1.PodPhase, code int32, msg string) corev1.PodStatus {
 	return corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
@@ -89,7 +62,7 @@ func TestPodLauncherProvisionThroughTerminationMessage(t *testing.T) {
 	c := newClient(configMap("gold", classLabels, map[string]string{
 		ConfigImage: "img:v1", ConfigNodeSelector: "disk=ssd", ConfigHostPath: "/srv/v", "zone": "west", "pool": "cm",
 	}))
-	seen := kubelet(t, ctx, c, provNS, func(*corev1.Pod) corev1.PodStatus {
+	seen := podruntest.Kubelet(ctx, t, c, provNS, func(*corev1.Pod) corev1.PodStatus {
 		return terminatedStatus(corev1.PodSucceeded, 0, `{"status": "Success", "volume": {"hostPath": {"path": "/srv/v/x"}}}`)
 	})
 	l := &PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey, Deadline: 90 * time.Second}
@@ -179,7 +152,7 @@ func TestPodLauncherOutcomes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}))
-			kubelet(t, t.Context(), c, provNS, func(p *corev1.Pod) corev1.PodStatus {
+			podruntest.Kubelet(t.Context(), t, c, provNS, func(p *corev1.Pod) corev1.PodStatus {
 				p.Spec.NodeName = "node-1" // as scheduled
 				return tc.status
 			})
@@ -206,7 +179,7 @@ func TestPodLauncherAdoptsThePodsPV(t *testing.T) {
 	}
 	good := pv(string(claim.UID), "gold")
 	c := newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}), good)
-	kubelet(t, t.Context(), c, provNS, func(*corev1.Pod) corev1.PodStatus { return terminatedStatus(corev1.PodSucceeded, 0, "") })
+	podruntest.Kubelet(t.Context(), t, c, provNS, func(*corev1.Pod) corev1.PodStatus { return terminatedStatus(corev1.PodSucceeded, 0, "") })
 	res, _, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Provision(t.Context(), call)
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +195,7 @@ func TestPodLauncherAdoptsThePodsPV(t *testing.T) {
 
 	wrongClass := pv(string(claim.UID), "silver")
 	c = newClient(configMap("gold", classLabels, map[string]string{ConfigImage: "img"}), wrongClass)
-	kubelet(t, t.Context(), c, provNS, func(*corev1.Pod) corev1.PodStatus { return terminatedStatus(corev1.PodSucceeded, 0, "") })
+	podruntest.Kubelet(t.Context(), t, c, provNS, func(*corev1.Pod) corev1.PodStatus { return terminatedStatus(corev1.PodSucceeded, 0, "") })
 	if _, _, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Provision(t.Context(), provisionCall(t, nil)); err == nil || !strings.Contains(err.Error(), `storageClassName "silver" instead of "gold"`) {
 		t.Errorf("wrong class: %v", err)
 	}
@@ -323,7 +296,7 @@ func TestPodLauncherConfinesNodePaths(t *testing.T) {
 			data[ConfigHostPath] = tc.hostPath
 		}
 		c := newClient(configMap("gold", classLabels, data))
-		kubelet(t, t.Context(), c, provNS, func(*corev1.Pod) corev1.PodStatus {
+		podruntest.Kubelet(t.Context(), t, c, provNS, func(*corev1.Pod) corev1.PodStatus {
 			return terminatedStatus(corev1.PodSucceeded, 0, `{"status": "Success", "volume": `+tc.answer+`}`)
 		})
 		_, _, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Provision(t.Context(), provisionCall(t, nil))
@@ -418,7 +391,7 @@ func TestPodLauncherGivesUpOnPodsThatNeverStart(t *testing.T) {
 
 func TestPodLauncherDelete(t *testing.T) {
 	c := newClient()
-	seen := kubelet(t, t.Context(), c, "work", func(*corev1.Pod) corev1.PodStatus { return terminatedStatus(corev1.PodSucceeded, 0, "") })
+	seen := podruntest.Kubelet(t.Context(), t, c, "work", func(*corev1.Pod) corev1.PodStatus { return terminatedStatus(corev1.PodSucceeded, 0, "") })
 	l := &PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-123", UID: "pv-uid"}}
 	cfg := `{"configMap": "sys/gold", "image": "img", "namespace": "work", "activeDeadlineSeconds": 60}`

@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -25,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/podrun/podruntest"
 )
 
 const helperNS = "kubeprov-hostpath"
@@ -83,32 +83,6 @@ func parseHelperArgs(t *testing.T, args []string) HelperRequest {
 		}
 	}
 	return r
-}
-
-// fakeKubelet runs every helper pod created in the namespace with status(),
-// and returns the pods it saw.
-func fakeKubelet(t *testing.T, ctx context.Context, c kubernetes.Interface, status func(*corev1.Pod) corev1.PodStatus) <-chan *corev1.Pod {
-	t.Helper()
-	w, err := c.CoreV1().Pods(helperNS).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := make(chan *corev1.Pod, 10)
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || ev.Type != watch.Added {
-				continue
-			}
-			seen <- pod.DeepCopy()
-			pod.Status = status(pod)
-			if _, err := c.CoreV1().Pods(helperNS).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
-				t.Errorf("updating pod status: %v", err)
-			}
-		}
-	}()
-	return seen
 }
 
 // runsHelper is a kubelet that carries out the pod's request on this
@@ -268,7 +242,7 @@ func helperProvisioner(t *testing.T, h *HelperDirs) (*Provisioner, string) {
 func TestHelperProvisionAndDelete(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	c := newHelperClient()
-	seen := fakeKubelet(t, ctx, c, runsHelper(t))
+	seen := podruntest.Kubelet(ctx, t, c, helperNS, runsHelper(t))
 	p, dir := helperProvisioner(t, newHelperDirs(t, c, time.Minute))
 	o := options(claim(corev1.ReadWriteOnce))
 	o.SelectedNodeName = "worker-7"
@@ -365,7 +339,7 @@ func TestHelperFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			c := newHelperClient()
-			fakeKubelet(t, ctx, c, tc.status)
+			podruntest.Kubelet(ctx, t, c, helperNS, tc.status)
 			p, dir := helperProvisioner(t, newHelperDirs(t, c, time.Second))
 			o := options(claim(corev1.ReadWriteOnce))
 			o.SelectedNodeName = "worker-7"
