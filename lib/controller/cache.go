@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -71,11 +70,9 @@ func claimSettled(claim *corev1.PersistentVolumeClaim) bool {
 // newUnsettledClaimInformer is the claim informer of NewInformerFactory: the
 // factory's own, with settled claims filtered out of its list and watch.
 func newUnsettledClaimInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-	claims := func() typedcorev1.PersistentVolumeClaimInterface {
-		return client.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll)
-	}
+	claims := client.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll)
 	list := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		l, err := claims().List(ctx, opts)
+		l, err := claims.List(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -89,7 +86,7 @@ func newUnsettledClaimInformer(client kubernetes.Interface, resync time.Duration
 		return l, nil
 	}
 	watchUnsettled := func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-		w, err := claims().Watch(ctx, opts)
+		w, err := claims.Watch(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
