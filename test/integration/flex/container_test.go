@@ -82,19 +82,7 @@ func containerSetup(t *testing.T, deadline, startTimeout time.Duration, nodes ma
 // startSim runs a kubelet simulator with the given nodes until the test ends.
 func startSim(t *testing.T, ctx context.Context, nodes map[string]map[string]string) *kubeletsim.Sim {
 	t.Helper()
-	sim, err := kubeletsim.New(cp.RestConfig(), t.TempDir(), images())
-	if err != nil {
-		t.Fatal(err)
-	}
-	simCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sim.Run(simCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("kubeletsim: %v", err)
-		}
-	})
+	sim := kubeletsim.StartForTest(t, cp.RestConfig(), images())
 	for node, l := range nodes {
 		if err := sim.AddNode(ctx, node, l); err != nil {
 			t.Fatal(err)

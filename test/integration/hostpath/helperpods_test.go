@@ -191,19 +191,7 @@ func assertNoHelperPods(ctx context.Context, t *testing.T, ns string) {
 // startHelperSim runs kubeletsim with the helper node until the test ends.
 func startHelperSim(t *testing.T, ctx context.Context, images map[string]kubeletsim.Image) *kubeletsim.Sim {
 	t.Helper()
-	sim, err := kubeletsim.New(cp.RestConfig(), t.TempDir(), images)
-	if err != nil {
-		t.Fatal(err)
-	}
-	simCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sim.Run(simCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("kubeletsim: %v", err)
-		}
-	})
+	sim := kubeletsim.StartForTest(t, cp.RestConfig(), images)
 	if err := sim.AddNode(ctx, helperNode, nil); err != nil {
 		t.Fatal(err)
 	}
