@@ -167,9 +167,10 @@ func (r Runner) Delete(ctx context.Context, pod *corev1.Pod) {
 // want describes: want's labels and every field of the spec a provisioner
 // sets, ignoring only what the API server adds (defaults, default
 // tolerations and priority class, the service account's pull secrets and
-// token volume, resources from a LimitRange). Callers add the fields the
-// API server, admission or the scheduler may fill in for them (node name,
-// node selector, service account) and what else they rely on (owners).
+// token volume, resources from a LimitRange, "default" for no service
+// account). Callers add the fields the API server, admission or the
+// scheduler may fill in for them (node name, node selector) and what else
+// they rely on (owners).
 func SameIntent(existing, want *corev1.Pod) bool {
 	for k, v := range want.Labels {
 		if existing.Labels[k] != v {
@@ -197,6 +198,7 @@ func SameIntent(existing, want *corev1.Pod) bool {
 	}
 	ca, cb := a.Containers[0], b.Containers[0]
 	return a.RestartPolicy == b.RestartPolicy &&
+		serviceAccount(a) == serviceAccount(b) &&
 		ptr.Deref(a.ActiveDeadlineSeconds, 0) == ptr.Deref(b.ActiveDeadlineSeconds, 0) &&
 		ptr.Deref(a.AutomountServiceAccountToken, true) == ptr.Deref(b.AutomountServiceAccountToken, true) &&
 		equality.Semantic.DeepEqual(a.Affinity, b.Affinity) &&
@@ -223,6 +225,15 @@ func containsQuantities(have, want corev1.ResourceList) bool {
 		}
 	}
 	return true
+}
+
+// serviceAccount is the pod's service account as the ServiceAccount
+// admission stores it: a pod that names none runs as "default".
+func serviceAccount(pod corev1.PodSpec) string {
+	if pod.ServiceAccountName == "" {
+		return "default"
+	}
+	return pod.ServiceAccountName
 }
 
 func orEmpty(sc *corev1.PodSecurityContext) *corev1.PodSecurityContext {

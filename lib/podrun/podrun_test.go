@@ -202,6 +202,7 @@ func TestSameIntent(t *testing.T) {
 		},
 		"other labels too": func(p *corev1.Pod) { p.Labels["extra"] = "x" },
 		"scheduled":        func(p *corev1.Pod) { p.Spec.NodeName = "n1" },
+		"default account":  func(p *corev1.Pod) { p.Spec.ServiceAccountName = "default" },
 	} {
 		p := pod()
 		admit(p)
@@ -248,6 +249,7 @@ func TestSameIntent(t *testing.T) {
 		"affinity":              func(p *corev1.Pod) { p.Spec.Affinity = &corev1.Affinity{} },
 		"other termination log": func(p *corev1.Pod) { p.Spec.Containers[0].TerminationMessagePath = "/tmp/x" },
 		"fewer resources":       func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests = nil },
+		"other account":         func(p *corev1.Pod) { p.Spec.ServiceAccountName = "admin" },
 	} {
 		p := pod()
 		plant(p)

@@ -267,6 +267,20 @@ authentication:
 authorization:
   mode: Webhook
 serializeImagePulls: false
+# The nodes share the host's disk, whose free share this suite does not
+# control (15%% of 252 GB free is common here): kubelet's default thresholds
+# (10%% nodefs, 15%% imagefs) would taint the nodes with disk-pressure and
+# evict the pods under test. Only a nearly full disk counts as pressure.
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1Gi
+  nodefs.inodesFree: 1%%
+  imagefs.available: 1Gi
+  imagefs.inodesFree: 1%%
+# Nor is a test's image garbage-collected because the host disk is full of
+# other things: the images were pushed once per run.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 `, n.cg.name, n.ContainerdSocket, n.IP, cfg.clientCA)
 
 	files := map[string]string{

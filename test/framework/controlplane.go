@@ -21,7 +21,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +65,12 @@ type Options struct {
 	// value of the same flag (e.g. "authorization-mode": {"Node,RBAC"}), and
 	// a nil value removes envtest's flag.
 	APIServerArgs map[string][]string
+	// ServiceAccounts runs what every real cluster runs and envtest turns
+	// off: the ServiceAccount admission (a pod without an account gets
+	// "default", and a token volume if it mounts one) and the controller
+	// that makes each namespace's default account. For tests of pods a
+	// provisioner creates and later recognizes.
+	ServiceAccounts bool
 	// Log, if non-nil, receives progress lines ("building etcd, kube-apiserver...",
 	// "apiserver ready at ...").
 	Log func(format string, args ...any)
@@ -153,7 +161,11 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	log("apiserver ready at %s in %s (kubeconfig: %s)", cp.Config.Host, time.Since(started).Round(time.Millisecond), cp.KubeconfigPath)
 
 	started = time.Now()
-	if err := cp.startControllerManager(ctx, opts.ControllerManagerArgs); err != nil {
+	kcmArgs := opts.ControllerManagerArgs
+	if opts.ServiceAccounts {
+		kcmArgs = append([]string{"--controllers=" + strings.Join(append(slices.Clone(volumeControllers), "serviceaccount-controller"), ",")}, kcmArgs...)
+	}
+	if err := cp.startControllerManager(ctx, kcmArgs); err != nil {
 		return nil, err
 	}
 	log("kube-controller-manager ready in %s (log: %s)", time.Since(started).Round(time.Millisecond), cp.ControllerManagerLog)
@@ -215,6 +227,9 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options) error 
 		if err := cp.configureAudit(); err != nil {
 			return err
 		}
+	}
+	if opts.ServiceAccounts {
+		cp.env.ControlPlane.APIServer.Configure().Disable("disable-admission-plugins")
 	}
 	for flag, values := range opts.APIServerArgs {
 		if values == nil {

@@ -507,12 +507,18 @@ func (s *Sim) mountVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Contai
 			if err := os.MkdirAll(local, 0o777); err != nil {
 				return nil, err
 			}
+		case isTokenVolume(v):
+			// What the ServiceAccount admission adds.
+			if err := s.writeToken(ctx, pod, local); err != nil {
+				return nil, fmt.Errorf("service account token for %s: %w", pod.Spec.ServiceAccountName, err)
+			}
 		default:
-			return nil, fmt.Errorf("volume %q: kubeletsim supports secret, hostPath and emptyDir volumes only", m.Name)
+			return nil, fmt.Errorf("volume %q: kubeletsim supports secret, hostPath, emptyDir and service account token volumes only", m.Name)
 		}
 		mounts[m.MountPath] = local
 	}
-	if pod.Spec.ServiceAccountName != "" && ptr.Deref(pod.Spec.AutomountServiceAccountToken, true) {
+	// Without the admission, the token is mounted where it would put it.
+	if _, mounted := mounts[saDir]; !mounted && pod.Spec.ServiceAccountName != "" && ptr.Deref(pod.Spec.AutomountServiceAccountToken, true) {
 		local := filepath.Join(root, saDir)
 		if err := s.writeToken(ctx, pod, local); err != nil {
 			return nil, fmt.Errorf("service account token for %s: %w", pod.Spec.ServiceAccountName, err)
@@ -520,6 +526,15 @@ func (s *Sim) mountVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Contai
 		mounts[saDir] = local
 	}
 	return mounts, nil
+}
+
+// isTokenVolume reports whether v is a projected volume with a service
+// account token: the token, CA and namespace writeToken writes.
+func isTokenVolume(v corev1.Volume) bool {
+	if v.Projected == nil {
+		return false
+	}
+	return slices.ContainsFunc(v.Projected.Sources, func(p corev1.VolumeProjection) bool { return p.ServiceAccountToken != nil })
 }
 
 // writeToken does what the kubelet's projected token volume does: a token

@@ -421,12 +421,10 @@ func (l *PodLauncher) pod(action string, call *Call, cfg *PodConfig, owner *meta
 }
 
 // sameIntent reports whether an existing pod is the one want describes
-// (podrun.SameIntent), on the node selector and service account this
-// provisioner sets too.
+// (podrun.SameIntent), on the node selector this provisioner sets too.
 func sameIntent(existing, want *corev1.Pod) bool {
 	return podrun.SameIntent(existing, want) &&
-		equality.Semantic.DeepEqual(existing.Spec.NodeSelector, want.Spec.NodeSelector) &&
-		existing.Spec.ServiceAccountName == want.Spec.ServiceAccountName
+		equality.Semantic.DeepEqual(existing.Spec.NodeSelector, want.Spec.NodeSelector)
 }
 
 // PodName is the deterministic name of an operation's pod, at most 63

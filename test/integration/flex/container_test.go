@@ -51,6 +51,8 @@ type podEnv struct {
 	work string // the provisioner's namespace: ConfigMaps and pods
 	root string // the drivers' root
 	sim  *kubeletsim.Sim
+	// restart stops the provisioner and starts another in its place.
+	restart func()
 }
 
 // containerSetup starts a kubelet simulator with nodes (name suffix ->
@@ -74,8 +76,15 @@ func containerSetup(t *testing.T, deadline, startTimeout time.Duration, nodes ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &flex.PodLauncher{Client: client(t), Namespace: e.work, Deadline: deadline, StartTimeout: startTimeout, RecordKey: key}
-	startController(t, e.name, newProvisioner(t, e.name, "id-"+e.ns, l, "kubeprov~test"), e.work, "ctrl-"+e.ns)
+	start := func() func() {
+		l := &flex.PodLauncher{Client: client(t), Namespace: e.work, Deadline: deadline, StartTimeout: startTimeout, RecordKey: key}
+		return startController(t, e.name, newProvisioner(t, e.name, "id-"+e.ns, l, "kubeprov~test"), e.work, "ctrl-"+e.ns)
+	}
+	stop := start()
+	e.restart = func() {
+		stop()
+		stop = start()
+	}
 	return e
 }
 
@@ -372,6 +381,55 @@ func TestContainerDeadline(t *testing.T) {
 		return syscall.Kill(pid, 0) == syscall.ESRCH, nil
 	}); err != nil {
 		t.Errorf("the killed pod's child process %d survived", pid)
+	}
+	deleteAndWaitGone(t, ctx, pvc, pv.Name)
+	expectNoPods(t, ctx, e.work)
+}
+
+// A provisioner replaced while its provisioning pod runs (a rolling update,
+// an eviction) waits on that pod: it is the pod this provisioner creates,
+// though the API server gave it the "default" service account. One pod
+// runs, the claim binds, and no attempt calls the pod foreign.
+func TestContainerProvisionerReplacedWhilePodRuns(t *testing.T) {
+	ctx := framework.TestContext(t, testTimeout)
+	e := containerSetup(t, time.Minute, 30*time.Second, map[string]map[string]string{"node": nil})
+	e.configMap(t, ctx, e.work, "cfg", nil, map[string]string{flex.ConfigImage: imageTest, flex.ConfigHostPath: e.root})
+	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{flex.ParamProvisionerConfig: "cfg", "root": e.root, "mode": "flex"}))
+	hang := filepath.Join(e.root, "hang")
+	if err := os.WriteFile(hang, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
+	podName := flex.PodName(flex.ActionProvision, "pvc-"+string(pvc.UID))
+	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pod, err := client(t).CoreV1().Pods(e.work).Get(ctx, podName, metav1.GetOptions{})
+		return err == nil && pod.Status.Phase == corev1.PodRunning, nil
+	}); err != nil {
+		t.Fatalf("provision pod %s/%s is not running: %v", e.work, podName, err)
+	}
+	if pod, err := client(t).CoreV1().Pods(e.work).Get(ctx, podName, metav1.GetOptions{}); err != nil || pod.Spec.ServiceAccountName != "default" {
+		t.Fatalf("the API server did not give the pod the default service account (%v): the test proves nothing", err)
+	}
+
+	e.restart()
+	if err := os.Remove(hang); err != nil {
+		t.Fatal(err)
+	}
+	_, pv, err := framework.WaitForPVCBound(ctx, client(t), e.ns, pvc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs := e.runs(flex.ActionProvision); len(runs) != 1 {
+		t.Errorf("%d provision pods ran, want 1: %+v", len(runs), runs)
+	}
+	events, err := client(t).CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(pvc.UID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events.Items {
+		if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, "is not the provision pod") {
+			t.Errorf("the replacement called its own pod foreign: %s", ev.Message)
+		}
 	}
 	deleteAndWaitGone(t, ctx, pvc, pv.Name)
 	expectNoPods(t, ctx, e.work)
