@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -325,18 +324,14 @@ func (o *Common) Run(ctx context.Context, clients *Clients, provisionerName stri
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Process-wide settings, so the binary makes them, not the library.
+	restoreGC := startupGCFor(os.Getenv, containerMemoryLimit()).apply()
 	go func() {
 		select {
 		case <-ctrl.CachesSynced():
-			// Decoding the initial lists leaves garbage larger than the
-			// caches, which the runtime returns to the OS only slowly:
-			// return it now, once, so that a provisioner restarted in a big
-			// cluster does not keep its start-up peak as resident memory
-			// (10,000 bound claims: 100 MB -> 80 MB). A process-wide call,
-			// so the binary makes it, not the library.
-			debug.FreeOSMemory()
 		case <-ctx.Done():
 		}
+		restoreGC()
 	}()
 	if addr := o.endpoint(); addr != "" {
 		ready := map[string]httpendpoint.Check{"controller": func(*http.Request) error { return ctrl.NotReadyReason() }}
