@@ -273,6 +273,7 @@ func measure(ctx context.Context, name string, c config, out io.Writer) (*result
 		row("time from start to ready (/readyz)", "%.2f s", func(x *restart) float64 { return x.ready.Seconds() })
 		row("time from start to idle (work queues empty)", "%.2f s", func(x *restart) float64 { return x.idle.Seconds() })
 		row("provisioner CPU until idle", "%.2f s", func(x *restart) float64 { return x.cpu })
+		row("load average (1 min) before the start", "%.1f", func(x *restart) float64 { return x.loadBefore })
 		row("load average (1 min) at idle", "%.1f", func(x *restart) float64 { return x.load })
 		row("API writes during start-up", "%.0f", func(x *restart) float64 { return x.writes })
 		row("RSS when idle", "%.1f MB", func(x *restart) float64 { return x.rssMB })
@@ -629,9 +630,10 @@ type restart struct {
 	writes                    float64
 	rssMB, heapMB, rssLaterMB float64
 	// cpu is the CPU time the provisioner used until idle; load the
-	// machine's one-minute load average then: on a machine shared with
-	// the API server, what the start-up waited for.
-	cpu, load float64
+	// machine's one-minute load average then, and loadBefore just before
+	// the start: on a machine shared with the API server, what the
+	// start-up waited for.
+	cpu, load, loadBefore float64
 }
 
 // settleTime is how long after idle the restarted provisioner's RSS is read
@@ -674,10 +676,11 @@ func measureRestart(ctx context.Context, s *subject, profile bool) (*restart, er
 	logf("restarting the provisioner")
 	var profiled chan struct{}
 	before := s.api.snapshot()
+	loadBefore := loadAverage()
 	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
-	r := &restart{ready: time.Since(s.started)}
+	r := &restart{ready: time.Since(s.started), loadBefore: loadBefore}
 	if profile {
 		profiled = make(chan struct{})
 		go func() {
