@@ -30,6 +30,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +66,7 @@ type config struct {
 	inflightHold           time.Duration
 	restartRuns            int
 	restartProfile         bool
+	restartKCM             string
 }
 
 // Default sizes per provisioner: the library alone and the two provisioners
@@ -147,6 +149,7 @@ func main() {
 	flag.IntVar(&c.kcmQPS, "kcm-qps", 2000, "kube-controller-manager QPS, high so that its binder does not mask the provisioner")
 	flag.DurationVar(&c.timeout, "timeout", 30*time.Minute, "bound of each provisioner's run")
 	flag.IntVar(&c.restartRuns, "restart-runs", 1, "restarts measured on the same bound claims (binding 100,000 takes about 20 minutes, a restart seconds)")
+	flag.StringVar(&c.restartKCM, "restart-kcm", kcmRunning, "kube-controller-manager during each restart: "+kcmRunning+", "+kcmPaused+" (SIGSTOP until the provisioner is idle: in a cluster it runs on other machines, here it shares the 2 cores), or "+kcmAlternate+" (running, paused, running, ...)")
 	flag.BoolVar(&c.restartProfile, "restart-profile", false, "save a CPU profile of each restart's start-up and a heap profile when idle into the run's directory (the provisioner runs with --enable-pprof)")
 	flag.IntVar(&c.inflight, "inflight", 0, "lib only: claims a slow backend keeps \"in background\" (-inflight-hold) while 100 more claims are measured (0 skips it)")
 	flag.DurationVar(&c.inflightHold, "inflight-hold", 90*time.Second, "lib only: how long the slow backend takes for each of -inflight's claims")
@@ -157,6 +160,10 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: -backends %q: %v\n", backends, err)
+		os.Exit(2)
+	}
+	if !slices.Contains([]string{kcmRunning, kcmPaused, kcmAlternate}, c.restartKCM) {
+		fmt.Fprintf(os.Stderr, "bench: -restart-kcm %q: want %s, %s or %s\n", c.restartKCM, kcmRunning, kcmPaused, kcmAlternate)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -251,8 +258,9 @@ func measure(ctx context.Context, name string, c config, out io.Writer) (*result
 		if err := bindForRestart(ctx, s, r.restartClaims, r.provisioned); err != nil {
 			return nil, err
 		}
-		for range max(1, c.restartRuns) {
-			x, err := measureRestart(ctx, s, c.restartProfile)
+		for i := range max(1, c.restartRuns) {
+			pause := c.restartKCM == kcmPaused || (c.restartKCM == kcmAlternate && i%2 == 1)
+			x, err := measureRestart(ctx, s, c.restartProfile, pause)
 			if err != nil {
 				return nil, err
 			}
@@ -270,9 +278,15 @@ func measure(ctx context.Context, name string, c config, out io.Writer) (*result
 			fmt.Fprintln(out)
 		}
 		fmt.Fprintf(out, "| measure |%s\n|---|%s\n", strings.Repeat(" restart |", len(r.restarts)), strings.Repeat("---|", len(r.restarts)))
+		fmt.Fprint(out, "| kube-controller-manager during the start |")
+		for _, x := range r.restarts {
+			fmt.Fprintf(out, " %s |", map[bool]string{false: kcmRunning, true: kcmPaused}[x.kcmPaused])
+		}
+		fmt.Fprintln(out)
 		row("time from start to ready (/readyz)", "%.2f s", func(x *restart) float64 { return x.ready.Seconds() })
 		row("time from start to idle (work queues empty)", "%.2f s", func(x *restart) float64 { return x.idle.Seconds() })
 		row("provisioner CPU until idle", "%.2f s", func(x *restart) float64 { return x.cpu })
+		row("kube-controller-manager CPU from start to idle", "%.2f s", func(x *restart) float64 { return x.kcmCPU })
 		row("load average (1 min) before the start", "%.1f", func(x *restart) float64 { return x.loadBefore })
 		row("load average (1 min) at idle", "%.1f", func(x *restart) float64 { return x.load })
 		row("API writes during start-up", "%.0f", func(x *restart) float64 { return x.writes })
@@ -352,6 +366,28 @@ func procStatusMB(pid int, key string) float64 {
 	}
 	return 0
 }
+
+// procCPUSeconds is the CPU time (user and system) process pid has used,
+// 0 if it cannot be read.
+func procCPUSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command, which is in parentheses and may hold
+	// spaces: utime and stime are the 12th and 13th of them, in ticks.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / clockTicksPerSecond
+}
+
+// clockTicksPerSecond is USER_HZ, 100 on Linux.
+const clockTicksPerSecond = 100
 
 // metrics is one scrape of a provisioner's /metrics.
 type metrics map[string]*dto.MetricFamily
@@ -634,7 +670,18 @@ type restart struct {
 	// the start: on a machine shared with the API server, what the
 	// start-up waited for.
 	cpu, load, loadBefore float64
+	// kcmPaused: kube-controller-manager was stopped from the start until
+	// idle; kcmCPU is the CPU time it used meanwhile.
+	kcmPaused bool
+	kcmCPU    float64
 }
+
+// -restart-kcm values.
+const (
+	kcmRunning   = "running"
+	kcmPaused    = "paused"
+	kcmAlternate = "alternate"
+)
 
 // settleTime is how long after idle the restarted provisioner's RSS is read
 // again: what it keeps, not only what it holds right after start-up.
@@ -672,15 +719,29 @@ func bindForRestart(ctx context.Context, s *subject, claims, provisioned int) er
 
 // measureRestart (re)starts the provisioner and measures its start-up: it
 // must write nothing.
-func measureRestart(ctx context.Context, s *subject, profile bool) (*restart, error) {
-	logf("restarting the provisioner")
+func measureRestart(ctx context.Context, s *subject, profile, pauseKCM bool) (*restart, error) {
+	logf("restarting the provisioner (kube-controller-manager %s)", map[bool]string{false: kcmRunning, true: kcmPaused}[pauseKCM])
 	var profiled chan struct{}
 	before := s.api.snapshot()
 	loadBefore := loadAverage()
+	kcm := s.cp.ControllerManagerPID()
+	kcmBefore := procCPUSeconds(kcm)
+	resume := func() {}
+	if pauseKCM {
+		if err := syscall.Kill(kcm, syscall.SIGSTOP); err != nil {
+			return nil, fmt.Errorf("pausing kube-controller-manager: %w", err)
+		}
+		resume = sync.OnceFunc(func() {
+			if err := syscall.Kill(kcm, syscall.SIGCONT); err != nil {
+				logf("resuming kube-controller-manager: %v", err)
+			}
+		})
+		defer resume()
+	}
 	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
-	r := &restart{ready: time.Since(s.started), loadBefore: loadBefore}
+	r := &restart{ready: time.Since(s.started), loadBefore: loadBefore, kcmPaused: pauseKCM}
 	if profile {
 		profiled = make(chan struct{})
 		go func() {
@@ -704,10 +765,12 @@ func measureRestart(ctx context.Context, s *subject, profile bool) (*restart, er
 		r.heapMB = m.sum("go_memstats_heap_inuse_bytes", nil) / 1024 / 1024
 		r.cpu = m.sum("process_cpu_seconds_total", nil)
 		r.load = loadAverage()
+		r.kcmCPU = procCPUSeconds(kcm) - kcmBefore
 		return true, nil
 	}); err != nil {
 		return nil, err
 	}
+	resume()
 	r.rssMB = procStatusMB(s.p.Pid(), "VmRSS:")
 	if profile {
 		saveProfile(ctx, s, "heap", "heap")

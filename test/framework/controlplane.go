@@ -357,6 +357,15 @@ func (cp *ControlPlane) AddUser(name string, groups []string) (*rest.Config, str
 	return rest.CopyConfig(user.Config()), f.Name(), nil
 }
 
+// ControllerManagerPID is kube-controller-manager's process id, for
+// benchmarks that read its CPU time or pause it.
+func (cp *ControlPlane) ControllerManagerPID() int {
+	if cp.kcm == nil {
+		return 0
+	}
+	return cp.kcm.cmd.Process.Pid
+}
+
 // Stop stops exactly the processes Start started (kube-controller-manager,
 // kube-apiserver, etcd) and removes Dir. It is safe to call more than once.
 func (cp *ControlPlane) Stop() error {
