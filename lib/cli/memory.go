@@ -13,8 +13,8 @@ import (
 
 // Start-up garbage collection. A restart in a big cluster decodes every
 // PersistentVolume and claim once; with the default GOGC the collector
-// runs over and over on a heap that only grows, a quarter of the
-// start-up's CPU at 100,000 bound claims. So until the caches have synced
+// runs over and over on a heap that only grows: a quarter of the
+// start-up's CPU in a profile at 20,000 bound claims. So until the caches have synced
 // the collector may let the heap grow further, under a soft limit that
 // keeps the peak inside the container, and afterwards everything is as
 // before and the start-up's garbage goes back to the OS.

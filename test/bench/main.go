@@ -280,7 +280,7 @@ func measure(ctx context.Context, name string, c config, out io.Writer) (*result
 		fmt.Fprintf(out, "| measure |%s\n|---|%s\n", strings.Repeat(" restart |", len(r.restarts)), strings.Repeat("---|", len(r.restarts)))
 		fmt.Fprint(out, "| kube-controller-manager during the start |")
 		for _, x := range r.restarts {
-			fmt.Fprintf(out, " %s |", map[bool]string{false: kcmRunning, true: kcmPaused}[x.kcmPaused])
+			fmt.Fprintf(out, " %s |", kcmState(x.kcmPaused))
 		}
 		fmt.Fprintln(out)
 		row("time from start to ready (/readyz)", "%.2f s", func(x *restart) float64 { return x.ready.Seconds() })
@@ -683,6 +683,14 @@ const (
 	kcmAlternate = "alternate"
 )
 
+// kcmState names kube-controller-manager's state during a restart.
+func kcmState(paused bool) string {
+	if paused {
+		return kcmPaused
+	}
+	return kcmRunning
+}
+
 // settleTime is how long after idle the restarted provisioner's RSS is read
 // again: what it keeps, not only what it holds right after start-up.
 const settleTime = 30 * time.Second
@@ -720,7 +728,7 @@ func bindForRestart(ctx context.Context, s *subject, claims, provisioned int) er
 // measureRestart (re)starts the provisioner and measures its start-up: it
 // must write nothing.
 func measureRestart(ctx context.Context, s *subject, profile, pauseKCM bool) (*restart, error) {
-	logf("restarting the provisioner (kube-controller-manager %s)", map[bool]string{false: kcmRunning, true: kcmPaused}[pauseKCM])
+	logf("restarting the provisioner (kube-controller-manager %s)", kcmState(pauseKCM))
 	var profiled chan struct{}
 	before := s.api.snapshot()
 	loadBefore := loadAverage()
