@@ -10,12 +10,14 @@ import (
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -47,6 +49,9 @@ type trimmedFactory struct {
 //     the provisioned-by annotation: what tells when it becomes the
 //     controller's business (released or deleted), at which point the update
 //     brings the whole object again.
+//   - Neither is decoded whole (a bound PV is when keepVolume is given): the
+//     claim and PV informers list and watch through a client of their own
+//     whose decoder reads only those few fields (see settledDecodingCore).
 //
 // A provisioner that reads volumes itself shares such a factory with
 // WithInformerFactory, and keepVolume copies into a bound PV's cached form
@@ -57,7 +62,19 @@ func NewInformerFactory(client kubernetes.Interface, resync time.Duration, keepV
 	f := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(func(obj any) (any, error) {
 		return trimForCache(obj, keepVolume)
 	}))
-	f.InformerFor(&corev1.PersistentVolumeClaim{}, newUnsettledClaimInformer)
+	core := settledDecodingCore(client)
+	if core == nil {
+		core = client.CoreV1()
+	}
+	f.InformerFor(&corev1.PersistentVolumeClaim{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return newUnsettledClaimInformer(client, core, resync)
+	})
+	if keepVolume == nil {
+		// keepVolume reads the whole PV: a bound one must then be decoded whole.
+		f.InformerFor(&corev1.PersistentVolume{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return newVolumeInformer(client, core, resync)
+		})
+	}
 	return trimmedFactory{f}
 }
 
@@ -68,9 +85,10 @@ func claimSettled(claim *corev1.PersistentVolumeClaim) bool {
 }
 
 // newUnsettledClaimInformer is the claim informer of NewInformerFactory: the
-// factory's own, with settled claims filtered out of its list and watch.
-func newUnsettledClaimInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-	claims := client.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll)
+// factory's own, listing and watching through core, with settled claims
+// filtered out of its list and watch.
+func newUnsettledClaimInformer(client kubernetes.Interface, core corev1client.CoreV1Interface, resync time.Duration) cache.SharedIndexInformer {
+	claims := core.PersistentVolumeClaims(metav1.NamespaceAll)
 	list := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		l, err := claims.List(ctx, opts)
 		if err != nil {
@@ -97,9 +115,35 @@ func newUnsettledClaimInformer(client kubernetes.Interface, resync time.Duration
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 }
 
+// newVolumeInformer is the PV informer of NewInformerFactory: the factory's
+// own, listing and watching through core.
+func newVolumeInformer(client kubernetes.Interface, core corev1client.CoreV1Interface, resync time.Duration) cache.SharedIndexInformer {
+	volumes := core.PersistentVolumes()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return volumes.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return volumes.Watch(ctx, opts)
+		},
+	}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.PersistentVolume{},
+		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}})
+}
+
 // unsettledClaimEvent is the claim informer's watch filter: settled
 // claims stay out of the cache.
 func unsettledClaimEvent(e watch.Event) (watch.Event, bool) {
+	if settled, ok := e.Object.(*settledClaim); ok {
+		if e.Type == watch.Added {
+			return claimBookmark(settled.resourceVersion), true
+		}
+		whole, err := settled.whole()
+		if err != nil {
+			return watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(err).ErrStatus}, true
+		}
+		e.Object = whole
+	}
 	claim, ok := e.Object.(*corev1.PersistentVolumeClaim)
 	if !ok || !claimSettled(claim) || e.Type == watch.Deleted {
 		return e, true
@@ -110,14 +154,18 @@ func unsettledClaimEvent(e watch.Event) (watch.Event, bool) {
 		// and a start-up that skips 100,000 bound claims is not taken for
 		// a stalled stream. Nothing else of the claim: its annotations
 		// could mimic the end of the initial events.
-		return watch.Event{Type: watch.Bookmark, Object: &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{ResourceVersion: claim.ResourceVersion},
-		}}, true
+		return claimBookmark(claim.ResourceVersion), true
 	}
 	// Bound now, maybe cached unbound: leaves the cache (a delete of a claim
 	// the cache does not hold is ignored by it).
 	e.Type = watch.Deleted
 	return e, true
+}
+
+func claimBookmark(resourceVersion string) watch.Event {
+	return watch.Event{Type: watch.Bookmark, Object: &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{ResourceVersion: resourceVersion},
+	}}
 }
 
 // trimForCache is the transform of NewInformerFactory. It trims the decoded

@@ -287,6 +287,7 @@ func measure(ctx context.Context, name string, c config, out io.Writer) (*result
 		row("time from start to idle (work queues empty)", "%.2f s", func(x *restart) float64 { return x.idle.Seconds() })
 		row("provisioner CPU until idle", "%.2f s", func(x *restart) float64 { return x.cpu })
 		row("kube-controller-manager CPU from start to idle", "%.2f s", func(x *restart) float64 { return x.kcmCPU })
+		row("kube-apiserver CPU from start to idle", "%.2f s", func(x *restart) float64 { return x.apiserverCPU })
 		row("load average (1 min) before the start", "%.1f", func(x *restart) float64 { return x.loadBefore })
 		row("load average (1 min) at idle", "%.1f", func(x *restart) float64 { return x.load })
 		row("API writes during start-up", "%.0f", func(x *restart) float64 { return x.writes })
@@ -674,6 +675,9 @@ type restart struct {
 	// idle; kcmCPU is the CPU time it used meanwhile.
 	kcmPaused bool
 	kcmCPU    float64
+	// apiserverCPU is the CPU time kube-apiserver used from the start until
+	// idle: mostly sending the provisioner its objects.
+	apiserverCPU float64
 }
 
 // -restart-kcm values.
@@ -734,6 +738,11 @@ func measureRestart(ctx context.Context, s *subject, profile, pauseKCM bool) (*r
 	loadBefore := loadAverage()
 	kcm := s.cp.ControllerManagerPID()
 	kcmBefore := procCPUSeconds(kcm)
+	apiserver := s.cp.APIServerPID()
+	if apiserver == 0 {
+		logf("kube-apiserver's process not found: its CPU row reads 0")
+	}
+	apiserverBefore := procCPUSeconds(apiserver)
 	resume := func() {}
 	if pauseKCM {
 		if err := syscall.Kill(kcm, syscall.SIGSTOP); err != nil {
@@ -774,6 +783,7 @@ func measureRestart(ctx context.Context, s *subject, profile, pauseKCM bool) (*r
 		r.cpu = m.sum("process_cpu_seconds_total", nil)
 		r.load = loadAverage()
 		r.kcmCPU = procCPUSeconds(kcm) - kcmBefore
+		r.apiserverCPU = procCPUSeconds(apiserver) - apiserverBefore
 		return true, nil
 	}); err != nil {
 		return nil, err

@@ -366,6 +366,30 @@ func (cp *ControlPlane) ControllerManagerPID() int {
 	return cp.kcm.cmd.Process.Pid
 }
 
+// APIServerPID is kube-apiserver's process id (0 if not found), for
+// benchmarks that read its CPU time. envtest keeps the process to itself, so
+// it is the process running BinDir's kube-apiserver on this plane's port.
+func (cp *ControlPlane) APIServerPID() int {
+	u, err := url.Parse(cp.Config.Host)
+	if err != nil {
+		return 0
+	}
+	port := "--secure-port=" + u.Port()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if args[0] == filepath.Join(cp.BinDir, "kube-apiserver") && slices.Contains(args, port) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
+		}
+	}
+	return 0
+}
+
 // Stop stops exactly the processes Start started (kube-controller-manager,
 // kube-apiserver, etcd) and removes Dir. It is safe to call more than once.
 func (cp *ControlPlane) Stop() error {
