@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
@@ -855,15 +856,20 @@ func TestGracefulStopWritesPendingRemovals(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	for {
-		if _, err := client.CoreV1().PersistentVolumes().Get(ctx, "pvc-uid-c", metav1.GetOptions{}); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().PersistentVolumes().Get(ctx, "pvc-uid-c", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("claim not provisioned: %v", err)
 	}
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return 30 s after its context ended")
 	}
 	cm, err := client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(context.Background(), JournalName(testProvisioner, ""), metav1.GetOptions{})
 	if err != nil {
