@@ -20,6 +20,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -288,6 +289,7 @@ func measure(ctx context.Context, name string, c config, out io.Writer) (*result
 		row("provisioner CPU until idle", "%.2f s", func(x *restart) float64 { return x.cpu })
 		row("kube-controller-manager CPU from start to idle", "%.2f s", func(x *restart) float64 { return x.kcmCPU })
 		row("kube-apiserver CPU from start to idle", "%.2f s", func(x *restart) float64 { return x.apiserverCPU })
+		row("kube-apiserver garbage collections from start to idle", "%.0f", func(x *restart) float64 { return x.apiserverGCs })
 		row("load average (1 min) before the start", "%.1f", func(x *restart) float64 { return x.loadBefore })
 		row("load average (1 min) at idle", "%.1f", func(x *restart) float64 { return x.load })
 		row("API writes during start-up", "%.0f", func(x *restart) float64 { return x.writes })
@@ -401,6 +403,24 @@ func scrape(p *framework.Process) (metrics, error) {
 	defer func() { _ = resp.Body.Close() }()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	return parser.TextToMetricFamilies(resp.Body)
+}
+
+// apiserverGCCount is the number of garbage collections kube-apiserver has
+// made, from its /metrics (0 if unreadable, logged).
+func apiserverGCCount(ctx context.Context, admin kubernetes.Interface) float64 {
+	data, err := admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err == nil {
+		var m metrics
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		if m, err = parser.TextToMetricFamilies(bytes.NewReader(data)); err == nil {
+			if f := m["go_gc_duration_seconds"]; f != nil && len(f.Metric) == 1 {
+				return float64(f.Metric[0].GetSummary().GetSampleCount())
+			}
+			err = errors.New("no go_gc_duration_seconds")
+		}
+	}
+	logf("kube-apiserver's garbage collections: %v", err)
+	return 0
 }
 
 // sum adds the values of family whose labels include match.
@@ -676,8 +696,9 @@ type restart struct {
 	kcmPaused bool
 	kcmCPU    float64
 	// apiserverCPU is the CPU time kube-apiserver used from the start until
-	// idle: mostly sending the provisioner its objects.
-	apiserverCPU float64
+	// idle: mostly sending the provisioner its objects; apiserverGCs its
+	// garbage collections meanwhile, each marking its whole watch cache.
+	apiserverCPU, apiserverGCs float64
 }
 
 // -restart-kcm values.
@@ -743,6 +764,7 @@ func measureRestart(ctx context.Context, s *subject, profile, pauseKCM bool) (*r
 		logf("kube-apiserver's process not found: its CPU row reads 0")
 	}
 	apiserverBefore := procCPUSeconds(apiserver)
+	gcsBefore := apiserverGCCount(ctx, s.admin)
 	resume := func() {}
 	if pauseKCM {
 		if err := syscall.Kill(kcm, syscall.SIGSTOP); err != nil {
@@ -784,6 +806,7 @@ func measureRestart(ctx context.Context, s *subject, profile, pauseKCM bool) (*r
 		r.load = loadAverage()
 		r.kcmCPU = procCPUSeconds(kcm) - kcmBefore
 		r.apiserverCPU = procCPUSeconds(apiserver) - apiserverBefore
+		r.apiserverGCs = apiserverGCCount(ctx, s.admin) - gcsBefore
 		return true, nil
 	}); err != nil {
 		return nil, err
