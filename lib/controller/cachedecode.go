@@ -70,11 +70,11 @@ func (s settledDecoding) SupportedMediaTypes() []runtime.SerializerInfo {
 	return infos
 }
 
-// settledDecoder decodes, of the objects the informers receive one by one,
-// a settled claim as a settledClaim and a bound PV as what the cache keeps
-// of it; of a list it decodes the unsettled claims and whole PVs only where
-// not bound. Everything else, and anything it cannot read, goes to the
-// scheme's decoder, which decodes it whole (or says what is wrong).
+// settledDecoder decodes a settled claim as a settledClaim and a bound PV as
+// what the cache keeps of it. A list keeps only its unsettled claims, and
+// its bound PVs as the cache keeps them. Everything else, and anything it
+// cannot read, goes to the scheme's decoder, which decodes it whole (or
+// says what is wrong).
 type settledDecoder struct {
 	runtime.Serializer
 }
@@ -100,12 +100,18 @@ func (d settledDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, i
 			}
 		}
 	case *corev1.PersistentVolumeClaimList:
-		if kind == "PersistentVolumeClaimList" && decodeClaimList(raw, into) == nil {
-			return into, &gvk, nil
+		if kind == "PersistentVolumeClaimList" {
+			if decodeClaimList(raw, into) == nil {
+				return into, &gvk, nil
+			}
+			*into = corev1.PersistentVolumeClaimList{}
 		}
 	case *corev1.PersistentVolumeList:
-		if kind == "PersistentVolumeList" && decodeVolumeList(raw, into) == nil {
-			return into, &gvk, nil
+		if kind == "PersistentVolumeList" {
+			if decodeVolumeList(raw, into) == nil {
+				return into, &gvk, nil
+			}
+			*into = corev1.PersistentVolumeList{}
 		}
 	}
 	return d.Serializer.Decode(data, defaults, into)
