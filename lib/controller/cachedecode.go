@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"unique"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -91,8 +90,8 @@ func (d settledDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, i
 	case nil:
 		switch kind {
 		case "PersistentVolumeClaim":
-			if claim, ok := readSettledClaim(raw); ok {
-				return claim, &gvk, nil
+			if resourceVersion, settled := readSettledClaim(raw); settled {
+				return &settledClaim{resourceVersion: string(resourceVersion), encoded: raw}, &gvk, nil
 			}
 		case "PersistentVolume":
 			if pv, ok := readBoundVolume(raw); ok {
@@ -187,10 +186,10 @@ func readListItems(raw []byte, meta *metav1.ListMeta, item func([]byte) error) e
 	return err
 }
 
-// readSettledClaim reads a claim and returns it as a settledClaim when it
-// is settled (bound, not being deleted); false when it is not, or its
-// encoding is not one this reader is sure of.
-func readSettledClaim(raw []byte) (*settledClaim, bool) {
+// readSettledClaim is claimSettled on a claim's encoding: true when the
+// claim is bound and not being deleted, with its resource version; false
+// too when the encoding is not one this reader is sure of.
+func readSettledClaim(raw []byte) (resourceVersion []byte, settled bool) {
 	fields, ok := readOnce(raw, 1, 2) // metadata, spec
 	if !ok {
 		return nil, false
@@ -203,12 +202,14 @@ func readSettledClaim(raw []byte) (*settledClaim, bool) {
 	if !ok || len(spec[3]) == 0 {
 		return nil, false
 	}
-	return &settledClaim{resourceVersion: string(meta[6]), encoded: raw}, true
+	return meta[6], true
 }
 
 // readBoundVolume reads a PV and returns it as trimForCache leaves it when
 // it is bound (and not being deleted); false when it is not, or its
-// encoding is not one this reader is sure of.
+// encoding is not one this reader is sure of. The informer's transform
+// still runs on it and stores what many PVs share (namespaces, the
+// annotation) once.
 func readBoundVolume(raw []byte) (*corev1.PersistentVolume, bool) {
 	fields, ok := readOnce(raw, 1, 2, 3) // metadata, spec, status
 	if !ok {
@@ -240,7 +241,7 @@ func readBoundVolume(raw []byte) (*corev1.PersistentVolume, bool) {
 		if !ok {
 			return nil, false
 		}
-		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: unique.Make(string(ref[2])).Value(), Name: string(ref[3]), UID: types.UID(ref[4])}
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: string(ref[2]), Name: string(ref[3]), UID: types.UID(ref[4])}
 	}
 	return pv, true
 }

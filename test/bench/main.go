@@ -401,8 +401,13 @@ func scrape(p *framework.Process) (metrics, error) {
 		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
+	return parseMetrics(resp.Body)
+}
+
+// parseMetrics parses Prometheus text.
+func parseMetrics(r io.Reader) (metrics, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(resp.Body)
+	return parser.TextToMetricFamilies(r)
 }
 
 // apiserverGCCount is the number of garbage collections kube-apiserver has
@@ -411,8 +416,7 @@ func apiserverGCCount(ctx context.Context, admin kubernetes.Interface) float64 {
 	data, err := admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err == nil {
 		var m metrics
-		parser := expfmt.NewTextParser(model.UTF8Validation)
-		if m, err = parser.TextToMetricFamilies(bytes.NewReader(data)); err == nil {
+		if m, err = parseMetrics(bytes.NewReader(data)); err == nil {
 			if f := m["go_gc_duration_seconds"]; f != nil && len(f.Metric) == 1 {
 				return float64(f.Metric[0].GetSummary().GetSampleCount())
 			}
