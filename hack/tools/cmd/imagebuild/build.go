@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -145,11 +146,16 @@ func build(o buildOptions) (v1.Hash, error) {
 		return v1.Hash{}, err
 	}
 
-	// Replace the whole directory: a layout only grows when appended to.
-	if err := os.RemoveAll(o.Out); err != nil {
+	// A new layout beside the old one, then swapped in: a layout only grows
+	// when appended to, and test packages running in parallel build the
+	// same image into the same directory (one removing it while another
+	// wrote into it failed a CI run).
+	tmp, err := os.MkdirTemp(filepath.Dir(o.Out), "."+filepath.Base(o.Out)+"-")
+	if err != nil {
 		return v1.Hash{}, err
 	}
-	lp, err := layout.Write(o.Out, empty.Index)
+	defer func() { _ = os.RemoveAll(tmp) }()
+	lp, err := layout.Write(tmp, empty.Index)
 	if err != nil {
 		return v1.Hash{}, err
 	}
@@ -160,7 +166,26 @@ func build(o buildOptions) (v1.Hash, error) {
 	if err := lp.AppendIndex(index, refOpts...); err != nil {
 		return v1.Hash{}, fmt.Errorf("writing the OCI layout to %s: %w", o.Out, err)
 	}
-	return digest, nil
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return v1.Hash{}, err
+	}
+	return digest, swapDir(tmp, o.Out)
+}
+
+// swapDir puts dir in place of out. Another build may swap in its own
+// (identical) layout at the same moment: the last one stays.
+func swapDir(dir, out string) error {
+	var err error
+	for range 5 {
+		old := dir + ".old"
+		if err = os.Rename(out, old); err != nil && !os.IsNotExist(err) {
+			continue
+		}
+		if err = os.Rename(dir, out); err == nil {
+			return os.RemoveAll(old)
+		}
+	}
+	return fmt.Errorf("replacing %s: %w", out, err)
 }
 
 // platformImage is the base layer (above the platform's root filesystem, if
