@@ -150,6 +150,9 @@ func build(o buildOptions) (v1.Hash, error) {
 	// when appended to, and test packages running in parallel build the
 	// same image into the same directory (one removing it while another
 	// wrote into it failed a CI run).
+	if err := os.MkdirAll(filepath.Dir(o.Out), 0o755); err != nil {
+		return v1.Hash{}, err
+	}
 	tmp, err := os.MkdirTemp(filepath.Dir(o.Out), "."+filepath.Base(o.Out)+"-")
 	if err != nil {
 		return v1.Hash{}, err
