@@ -66,7 +66,7 @@ func TestBuildWithRootfs(t *testing.T) {
 	if err := binaries.Set("linux/amd64=" + bin); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "layout")
+	out := filepath.Join(dir, "images", "layout") // its parent does not exist yet, as in a fresh clone
 	o := buildOptions{
 		Name: "prov", Version: "v1", Revision: "abc", Source: "https://example.com", Tag: "v1",
 		Created: time.Unix(1700000000, 0).UTC(), Binaries: binaries, CACertificates: ca, Out: out,
