@@ -122,8 +122,10 @@ func (o *Options) Validate() error {
 		if o.HelperPodsPerNS < 1 {
 			errs = append(errs, fmt.Errorf("--helper-pods-per-namespace must be at least 1, got %d", o.HelperPodsPerNS))
 		}
-		if _, err := o.helperTolerations(); err != nil {
+		if tolerations, err := o.helperTolerations(); err != nil {
 			errs = append(errs, err)
+		} else if err := hostpath.ValidateHelperPlacement(o.HelperNodeSelector, tolerations); err != nil {
+			errs = append(errs, fmt.Errorf("--helper-node-selector: %w", err))
 		}
 		switch corev1.PullPolicy(o.HelperPullPolicy) {
 		case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:

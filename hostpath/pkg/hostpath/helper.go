@@ -145,7 +145,7 @@ func NewHelperDirs(cfg HelperConfig) (*HelperDirs, error) {
 	if cfg.PodsPerNamespace < 0 {
 		errs = append(errs, fmt.Errorf("helper pods per namespace %d is negative", cfg.PodsPerNamespace))
 	}
-	errs = append(errs, validatePlacement(cfg.NodeSelector, cfg.Tolerations))
+	errs = append(errs, ValidateHelperPlacement(cfg.NodeSelector, cfg.Tolerations))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -105,10 +105,10 @@ func ParseToleration(s string) (corev1.Toleration, error) {
 	return t, nil
 }
 
-// validatePlacement checks the helper pods' node selector and tolerations.
+// ValidateHelperPlacement checks the helper pods' node selector and tolerations.
 // A toleration with no key would tolerate every taint: refused, so that
 // tolerating control-plane nodes is always a choice written out.
-func validatePlacement(selector map[string]string, tolerations []corev1.Toleration) error {
+func ValidateHelperPlacement(selector map[string]string, tolerations []corev1.Toleration) error {
 	var errs []error
 	for k, v := range selector {
 		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
