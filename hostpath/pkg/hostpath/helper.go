@@ -78,9 +78,11 @@ var ErrOutcomeUnknown = errors.New("outcome unknown")
 // the operation is looked at again later and finds the pod by its name.
 var ErrInProgress = errors.New("in progress")
 
-// ErrNodeUnusable: the node does not exist, is cordoned or is not Ready, so
-// no helper pod is created there (it would wait until --helper-timeout).
-var ErrNodeUnusable = errors.New("node cannot run helper pods")
+// ErrNodeUnusable: the node does not exist, is cordoned, is not Ready, or
+// the helper pods' placement policy does not allow it, so no helper pod is
+// created there (it would wait until --helper-timeout, or run where the
+// administrator does not want it).
+var ErrNodeUnusable = errors.New("no helper pod")
 
 // ErrNamespaceBusy: the claim's namespace already has as many helper pods
 // as it may (HelperConfig.PodsPerNamespace); nothing was created.

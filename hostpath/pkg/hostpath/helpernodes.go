@@ -25,9 +25,8 @@ import (
 // check is what keeps them off nodes the policy does not allow; the
 // kubelet checks the node selector (and NoExecute taints) again.
 
-// checkNode refuses a node a helper pod cannot, or may not, run on. A node
-// that does not exist, is cordoned or is not Ready is ErrNodeUnusable; one
-// the policy does not allow is a plain error naming the label or taint.
+// checkNode refuses (ErrNodeUnusable) a node a helper pod cannot, or may
+// not, run on, naming the node and the label or taint.
 func (h *HelperDirs) checkNode(ctx context.Context, name string) error {
 	node, err := h.cfg.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -43,12 +42,12 @@ func (h *HelperDirs) checkNode(ctx context.Context, name string) error {
 		return fmt.Errorf("%w: node %s is not Ready", ErrNodeUnusable, name)
 	}
 	if !labels.SelectorFromSet(h.cfg.NodeSelector).Matches(labels.Set(node.Labels)) {
-		return fmt.Errorf("helper pods may not run on node %s: it does not have the labels %s of --helper-node-selector",
-			name, labels.Set(h.cfg.NodeSelector))
+		return fmt.Errorf("%w: helper pods may not run on node %s: it does not have the labels %s of --helper-node-selector",
+			ErrNodeUnusable, name, labels.Set(h.cfg.NodeSelector))
 	}
 	if taint := untolerated(klog.FromContext(ctx), node.Spec.Taints, h.cfg.Tolerations); taint != nil {
-		return fmt.Errorf("helper pods may not run on node %s: its taint %s is not tolerated (add --helper-toleration=%s to allow it)",
-			name, taint.ToString(), taint.ToString())
+		return fmt.Errorf("%w: helper pods may not run on node %s: its taint %s is not tolerated (add --helper-toleration=%s to allow it)",
+			ErrNodeUnusable, name, taint.ToString(), taint.ToString())
 	}
 	return nil
 }

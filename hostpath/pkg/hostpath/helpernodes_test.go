@@ -37,22 +37,22 @@ func TestHelperNodeChecks(t *testing.T) {
 		want       []string
 		state      controller.ProvisioningState
 	}{
-		{name: "missing", node: "ghost-node", want: []string{"node ghost-node does not exist"}, state: controller.ProvisioningReschedule},
-		{name: "cordoned", node: "cordoned", want: []string{"node cordoned is cordoned"}, state: controller.ProvisioningReschedule},
-		{name: "not ready", node: "not-ready", want: []string{"node not-ready is not Ready"}, state: controller.ProvisioningReschedule},
+		{name: "missing", node: "ghost-node", want: []string{"node ghost-node does not exist"}, state: controller.ProvisioningNoChange},
+		{name: "cordoned", node: "cordoned", want: []string{"node cordoned is cordoned"}, state: controller.ProvisioningNoChange},
+		{name: "not ready", node: "not-ready", want: []string{"node not-ready is not Ready"}, state: controller.ProvisioningNoChange},
 		{name: "control plane", node: "cp-1",
 			want:  []string{"helper pods may not run on node cp-1", "node-role.kubernetes.io/control-plane:NoSchedule is not tolerated", "--helper-toleration"},
-			state: controller.ProvisioningFinished},
+			state: controller.ProvisioningNoChange},
 		{name: "another toleration", node: "cp-1",
 			cfg: func(c *HelperConfig) {
 				c.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
 			},
 			want:  []string{"node-role.kubernetes.io/control-plane:NoSchedule is not tolerated"},
-			state: controller.ProvisioningFinished},
+			state: controller.ProvisioningNoChange},
 		{name: "node selector", node: "worker-7",
 			cfg:   func(c *HelperConfig) { c.NodeSelector = map[string]string{"storage": "local"} },
 			want:  []string{"helper pods may not run on node worker-7", "storage=local", "--helper-node-selector"},
-			state: controller.ProvisioningFinished},
+			state: controller.ProvisioningNoChange},
 		{name: "tolerated", node: "cp-1",
 			cfg: func(c *HelperConfig) {
 				c.Tolerations = []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists}}

@@ -254,7 +254,7 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		Node: node, PV: o.PVName, Namespace: o.PVC.Namespace, Roots: roots, Rel: vp.rel, Mode: p.cfg.DirMode, SizeBytes: size.Value(), MustBeEmpty: vp.patterned,
 	})
 	if err != nil {
-		return nil, createState(err, o.SelectedNodeName != ""), err
+		return nil, createState(err), err
 	}
 	path := filepath.Join(root, vp.rel)
 	spec := controller.VolumeSpec{Annotations: map[string]string{AnnNode: node}}
@@ -277,20 +277,17 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 }
 
 // createState is what a failed Create leaves behind.
-func createState(err error, selected bool) controller.ProvisioningState {
+func createState(err error) controller.ProvisioningState {
 	switch {
 	case errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrInProgress):
 		// A helper pod runs, or may have made the directory before it
 		// was lost: the controller calls Provision again (which finds the
 		// pod by its name), and cleans up if the claim is gone by then.
 		return controller.ProvisioningInBackground
-	case errors.Is(err, ErrNamespaceBusy):
-		// Nothing was created, and whatever an earlier attempt left in
-		// progress still is.
+	case errors.Is(err, ErrNamespaceBusy), errors.Is(err, ErrNodeUnusable):
+		// No pod was made: the Warning says why, and the retries are
+		// bounded; whatever an earlier attempt left in progress still is.
 		return controller.ProvisioningNoChange
-	case errors.Is(err, ErrNodeUnusable) && selected:
-		// The scheduler avoids such nodes too: it picks another one.
-		return controller.ProvisioningReschedule
 	}
 	return controller.ProvisioningFinished
 }
