@@ -133,7 +133,7 @@ func TestHelperPlacementFlags(t *testing.T) {
 		"--helper-pods-per-namespace=0":    "--helper-pods-per-namespace must be at least 1",
 		"--helper-toleration=:NoSchedule":  "needs a taint key: helper pods never tolerate every taint",
 		"--helper-toleration=gpu:Never":    `effect "Never" must be NoSchedule`,
-		"--helper-node-selector=bad key=x": `helper node selector key "bad key"`,
+		"--helper-node-selector=bad key=x": `--helper-node-selector: nodeSelector: Invalid value: "bad key"`,
 	} {
 		if _, err := parse(t, "--node-name=n1", "--helper-pods", args); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want %q", args, err, want)

@@ -379,21 +379,29 @@ func TestHelperFailures(t *testing.T) {
 				_, state, err := p.Provision(ctx, o)
 				return state, err
 			})
-			if err == nil {
-				t.Fatal("Provision succeeded")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not say %q", err, w)
-				}
-			}
-			if state != tc.state {
-				t.Errorf("state %s, want %s", state, tc.state)
-			}
-			assertEmpty(t, dir)
-			assertNoPods(t, ctx, c)
+			assertFailedCleanly(ctx, t, c, dir, state, err, tc.state, tc.want)
 		})
 	}
+}
+
+// assertFailedCleanly checks a failed Provision: its state, an error that
+// says each of want, and neither a directory nor a helper pod left.
+func assertFailedCleanly(ctx context.Context, t *testing.T, c kubernetes.Interface, dir string,
+	state controller.ProvisioningState, err error, wantState controller.ProvisioningState, want []string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("Provision succeeded")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not say %q", err, w)
+		}
+	}
+	if state != wantState {
+		t.Errorf("state %s, want %s", state, wantState)
+	}
+	assertEmpty(t, dir)
+	assertNoPods(t, ctx, c)
 }
 
 // TestHelperRefusesPlantedPod: a pod someone else created with the helper

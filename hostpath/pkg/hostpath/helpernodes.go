@@ -12,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 )
 
@@ -109,13 +111,8 @@ func ParseToleration(s string) (corev1.Toleration, error) {
 // tolerating control-plane nodes is always a choice written out.
 func ValidateHelperPlacement(selector map[string]string, tolerations []corev1.Toleration) error {
 	var errs []error
-	for k, v := range selector {
-		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("helper node selector key %q: %s", k, strings.Join(msgs, "; ")))
-		}
-		if msgs := validation.IsValidLabelValue(v); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("helper node selector value %q of %s: %s", v, k, strings.Join(msgs, "; ")))
-		}
+	if err := metav1validation.ValidateLabels(selector, field.NewPath("nodeSelector")).ToAggregate(); err != nil {
+		errs = append(errs, err)
 	}
 	for _, t := range tolerations {
 		if err := validateToleration(t); err != nil {

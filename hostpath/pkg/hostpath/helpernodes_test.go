@@ -92,19 +92,7 @@ func TestHelperNodeChecks(t *testing.T) {
 				}
 				return
 			}
-			if err == nil {
-				t.Fatal("Provision succeeded")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not say %q", err, w)
-				}
-			}
-			if state != tc.state {
-				t.Errorf("state %s, want %s", state, tc.state)
-			}
-			assertEmpty(t, dir)
-			assertNoPods(t, ctx, c)
+			assertFailedCleanly(ctx, t, c, dir, state, err, tc.state, tc.want)
 		})
 	}
 }
