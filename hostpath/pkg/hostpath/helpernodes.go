@@ -63,13 +63,24 @@ func nodeReady(node *corev1.Node) bool {
 	return false
 }
 
+// isStateTaint: the taint mirrors what checkNode reads from the Node itself
+// (Ready, spec.unschedulable); the node lifecycle controller adds and
+// removes it a little later. A DaemonSet's pods tolerate these too.
+func isStateTaint(key string) bool {
+	switch key {
+	case corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable, corev1.TaintNodeUnschedulable:
+		return true
+	}
+	return false
+}
+
 // untolerated is the first taint that keeps pods off a node (NoSchedule,
 // NoExecute) which no toleration tolerates; PreferNoSchedule only steers
 // the scheduler.
 func untolerated(logger klog.Logger, taints []corev1.Taint, tolerations []corev1.Toleration) *corev1.Taint {
 	for i := range taints {
 		taint := &taints[i]
-		if taint.Effect == corev1.TaintEffectPreferNoSchedule {
+		if taint.Effect == corev1.TaintEffectPreferNoSchedule || isStateTaint(taint.Key) {
 			continue
 		}
 		tolerated := false

@@ -28,6 +28,11 @@ func TestHelperNodeChecks(t *testing.T) {
 	cordoned.Spec.Unschedulable = true
 	notReady := readyNode("not-ready")
 	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	// Ready already, the node lifecycle controller has not removed its
+	// not-ready taint yet (and never does without one, as in the
+	// integration tests).
+	fresh := readyNode("fresh")
+	fresh.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}}
 	preferred := readyNode("preferred")
 	preferred.Spec.Taints = []corev1.Taint{{Key: "spot", Effect: corev1.TaintEffectPreferNoSchedule}}
 
@@ -60,10 +65,11 @@ func TestHelperNodeChecks(t *testing.T) {
 		{name: "selected", node: "worker-7",
 			cfg: func(c *HelperConfig) { c.NodeSelector = map[string]string{corev1.LabelHostname: "worker-7"} }},
 		{name: "only preferred", node: "preferred"},
+		{name: "ready, not-ready taint not yet removed", node: "fresh"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			c := newHelperClient(controlPlane, cordoned, notReady, preferred)
+			c := newHelperClient(controlPlane, cordoned, notReady, preferred, fresh)
 			cfg := HelperConfig{Client: c, Namespace: helperNS, Image: "hostpath-provisioner:test"}
 			if tc.cfg != nil {
 				tc.cfg(&cfg)
