@@ -474,8 +474,12 @@ func (h *HelperDirs) start(ctx context.Context, runner podrun.Runner, want *core
 // start on the node; a little more from its creation covers the way
 // there), then deleted and given up.
 func (h *HelperDirs) unfinished(ctx context.Context, runner podrun.Runner, pod *corev1.Pod, desc string) error {
-	bound := pod.CreationTimestamp.Add(h.cfg.Timeout + min(h.cfg.Timeout/10, 10*time.Second))
-	if h.now().Before(bound) {
+	created := pod.CreationTimestamp.Time
+	if created.IsZero() {
+		// Not from an API server (which always sets it): count from now.
+		created = h.now()
+	}
+	if h.now().Before(created.Add(h.cfg.Timeout + min(h.cfg.Timeout/10, 10*time.Second))) {
 		klog.FromContext(ctx).V(4).Info("Helper pod still running", "pod", klog.KObj(pod), "phase", pod.Status.Phase)
 		return fmt.Errorf("%w: %s has not ended yet (phase %q); looking again later", ErrInProgress, desc, pod.Status.Phase)
 	}
