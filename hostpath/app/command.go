@@ -109,9 +109,15 @@ func (o *Options) helperDirs(ctx context.Context, client kubernetes.Interface) (
 			return nil, fmt.Errorf("pod %s/%s has no container named %s: set --helper-image", o.Namespace(), name, BinaryName)
 		}
 	}
-	klog.FromContext(ctx).Info("Helper pods", "namespace", ns, "image", image, "timeout", o.HelperTimeout)
+	tolerations, err := o.helperTolerations()
+	if err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).Info("Helper pods", "namespace", ns, "image", image, "timeout", o.HelperTimeout,
+		"podsPerNamespace", o.HelperPodsPerNS, "nodeSelector", o.HelperNodeSelector, "tolerations", o.HelperTolerations)
 	return hostpath.NewHelperDirs(hostpath.HelperConfig{
 		Client: client, Namespace: ns, Image: image, Timeout: o.HelperTimeout, ImagePullPolicy: corev1.PullPolicy(o.HelperPullPolicy),
+		PodsPerNamespace: o.HelperPodsPerNS, NodeSelector: o.HelperNodeSelector, Tolerations: tolerations,
 	})
 }
 

@@ -41,6 +41,9 @@ type Options struct {
 	HelperNamespace      string
 	HelperTimeout        time.Duration
 	HelperPullPolicy     string
+	HelperPodsPerNS      int
+	HelperNodeSelector   map[string]string
+	HelperTolerations    []string
 }
 
 // NewOptions returns the options with their defaults.
@@ -53,6 +56,7 @@ func NewOptions() *Options {
 		DirMode:              hostpath.DefaultDirMode,
 		HelperTimeout:        hostpath.DefaultHelperTimeout,
 		HelperPullPolicy:     string(corev1.PullIfNotPresent),
+		HelperPodsPerNS:      hostpath.DefaultHelperPodsPerNamespace,
 	}
 }
 
@@ -78,6 +82,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.HelperTimeout, "helper-timeout", o.HelperTimeout,
 		"Bound of one helper pod, from its creation to its end (scheduling, image pull, the work); also its activeDeadlineSeconds.")
 	fs.StringVar(&o.HelperPullPolicy, "helper-image-pull-policy", o.HelperPullPolicy, "imagePullPolicy of helper pods: Always, IfNotPresent or Never.")
+	fs.IntVar(&o.HelperPodsPerNS, "helper-pods-per-namespace", o.HelperPodsPerNS,
+		"Most helper pods that exist at once for the claims of one namespace; more wait (Warning event), so that no namespace holds every node's helper capacity.")
+	fs.StringToStringVar(&o.HelperNodeSelector, "helper-node-selector", o.HelperNodeSelector,
+		"nodeSelector of helper pods (key=value,...): a claim whose selected node lacks these labels gets a Warning event and no pod.")
+	fs.StringArrayVar(&o.HelperTolerations, "helper-toleration", o.HelperTolerations,
+		"A taint helper pods tolerate, as KEY[=VALUE][:EFFECT] (repeat the flag for more); none by default: a node with a NoSchedule or NoExecute taint not listed (control-plane nodes) gets no helper pod.")
 }
 
 // Validate checks the flags, naming the flag at fault.
@@ -109,6 +119,14 @@ func (o *Options) Validate() error {
 		if o.HelperTimeout < time.Second {
 			errs = append(errs, fmt.Errorf("--helper-timeout must be at least 1s, got %s", o.HelperTimeout))
 		}
+		if o.HelperPodsPerNS < 1 {
+			errs = append(errs, fmt.Errorf("--helper-pods-per-namespace must be at least 1, got %d", o.HelperPodsPerNS))
+		}
+		if tolerations, err := o.helperTolerations(); err != nil {
+			errs = append(errs, err)
+		} else if err := hostpath.ValidateHelperPlacement(o.HelperNodeSelector, tolerations); err != nil {
+			errs = append(errs, fmt.Errorf("--helper-node-selector: %w", err))
+		}
 		switch corev1.PullPolicy(o.HelperPullPolicy) {
 		case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 		default:
@@ -116,6 +134,21 @@ func (o *Options) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// helperTolerations parses --helper-toleration.
+func (o *Options) helperTolerations() ([]corev1.Toleration, error) {
+	var out []corev1.Toleration
+	var errs []error
+	for _, s := range o.HelperTolerations {
+		t, err := hostpath.ParseToleration(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--helper-toleration: %w", err))
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, errors.Join(errs...)
 }
 
 // octalMode is a pflag.Value for permission bits written in octal ("0750").

@@ -115,3 +115,28 @@ func TestConfigFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestHelperPlacementFlags(t *testing.T) {
+	o, err := parse(t, "--node-name=n1", "--helper-pods", "--helper-pods-per-namespace=2", "--helper-node-selector=storage=local,zone=a",
+		"--helper-toleration=node-role.kubernetes.io/control-plane:NoSchedule", "--helper-toleration=gpu=nvidia")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tolerations, err := o.helperTolerations()
+	if err != nil || len(tolerations) != 2 || tolerations[1].Value != "nvidia" || o.HelperPodsPerNS != 2 || o.HelperNodeSelector["zone"] != "a" {
+		t.Errorf("options %+v, tolerations %+v, %v", o, tolerations, err)
+	}
+	if d, _ := parse(t, "--node-name=n1", "--helper-pods"); d.HelperPodsPerNS != 4 || len(d.HelperTolerations) != 0 || len(d.HelperNodeSelector) != 0 {
+		t.Errorf("defaults: %+v", d)
+	}
+	for args, want := range map[string]string{
+		"--helper-pods-per-namespace=0":    "--helper-pods-per-namespace must be at least 1",
+		"--helper-toleration=:NoSchedule":  "needs a taint key: helper pods never tolerate every taint",
+		"--helper-toleration=gpu:Never":    `effect "Never" must be NoSchedule`,
+		"--helper-node-selector=bad key=x": `--helper-node-selector: nodeSelector: Invalid value: "bad key"`,
+	} {
+		if _, err := parse(t, "--node-name=n1", "--helper-pods", args); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", args, err, want)
+		}
+	}
+}

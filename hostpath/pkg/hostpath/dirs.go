@@ -26,6 +26,8 @@ type CreateRequest struct {
 	Node string
 	// PV is the name of the volume the directory is for (names helper pods).
 	PV string
+	// Namespace is the claim's (helper pods are bounded per namespace).
+	Namespace string
 	// Roots are the candidate paths; the one with the most free space wins.
 	Roots []string
 	// Rel is the directory, relative to the chosen root.

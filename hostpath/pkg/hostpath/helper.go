@@ -11,16 +11,20 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -45,11 +49,19 @@ const (
 	LabelManagedBy    = "app.kubernetes.io/managed-by"
 	LabelHelperAction = "hostpath.kubeprov.io/helper"
 	LabelHelperPV     = "hostpath.kubeprov.io/pv"
+	// LabelHelperClaimNamespace is the namespace of the claim a helper pod
+	// works for: helper pods are counted per namespace by it.
+	LabelHelperClaimNamespace = "hostpath.kubeprov.io/claim-namespace"
 	// ManagedBy is the value of LabelManagedBy.
 	ManagedBy = "hostpath-provisioner"
 	// DefaultHelperTimeout bounds one helper pod, from its creation to its
 	// end: scheduling, image pull and the mkdir or rm itself.
 	DefaultHelperTimeout = 2 * time.Minute
+	// DefaultHelperPodsPerNamespace bounds the helper pods that exist at
+	// once for the claims (and volumes) of one namespace: a few volumes of
+	// a StatefulSet are made in parallel, and no namespace takes every
+	// node's helper capacity.
+	DefaultHelperPodsPerNamespace = 4
 )
 
 // Helper actions.
@@ -61,6 +73,20 @@ const (
 // ErrOutcomeUnknown: a helper pod ran, or may have, but its result was lost
 // (deleted, killed at its deadline): the directory may exist.
 var ErrOutcomeUnknown = errors.New("outcome unknown")
+
+// ErrInProgress: the operation's helper pod runs; no worker waits for it,
+// the operation is looked at again later and finds the pod by its name.
+var ErrInProgress = errors.New("in progress")
+
+// ErrNodeUnusable: the node does not exist, is cordoned, is not Ready, or
+// the helper pods' placement policy does not allow it, so no helper pod is
+// created there (it would wait until --helper-timeout, or run where the
+// administrator does not want it).
+var ErrNodeUnusable = errors.New("no helper pod")
+
+// ErrNamespaceBusy: the claim's namespace already has as many helper pods
+// as it may (HelperConfig.PodsPerNamespace); nothing was created.
+var ErrNamespaceBusy = errors.New("too many helper pods for the namespace")
 
 // HelperConfig configures helper pods.
 type HelperConfig struct {
@@ -76,12 +102,29 @@ type HelperConfig struct {
 	ImagePullPolicy corev1.PullPolicy
 	// Timeout bounds one helper pod; 0 means DefaultHelperTimeout.
 	Timeout time.Duration
+	// PodsPerNamespace bounds the helper pods that exist at once for one
+	// claim namespace; 0 means DefaultHelperPodsPerNamespace.
+	PodsPerNamespace int
+	// NodeSelector is the helper pods' nodeSelector: a node without these
+	// labels is refused before any pod is made.
+	NodeSelector map[string]string
+	// Tolerations are the helper pods' tolerations: a node with a
+	// NoSchedule or NoExecute taint they do not tolerate is refused. None
+	// by default, so that tenants cannot send helper pods to nodes the
+	// administrator keeps apart (control-plane nodes).
+	Tolerations []corev1.Toleration
 }
 
 // HelperDirs makes and removes directories through short-lived pods on the
 // target node, so that one provisioner (a Deployment) serves every node.
+// It never waits for a pod: it creates it, and returns ErrInProgress until
+// a later call finds it ended.
 type HelperDirs struct {
 	cfg HelperConfig
+	now func() time.Time
+	// admitting makes counting a namespace's helper pods and creating one
+	// a single step, so that parallel workers cannot exceed the bound.
+	admitting sync.Mutex
 }
 
 var _ Dirs = (*HelperDirs)(nil)
@@ -101,6 +144,10 @@ func NewHelperDirs(cfg HelperConfig) (*HelperDirs, error) {
 	if cfg.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("helper timeout %s is negative", cfg.Timeout))
 	}
+	if cfg.PodsPerNamespace < 0 {
+		errs = append(errs, fmt.Errorf("helper pods per namespace %d is negative", cfg.PodsPerNamespace))
+	}
+	errs = append(errs, ValidateHelperPlacement(cfg.NodeSelector, cfg.Tolerations))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -110,7 +157,10 @@ func NewHelperDirs(cfg HelperConfig) (*HelperDirs, error) {
 	if cfg.ImagePullPolicy == "" {
 		cfg.ImagePullPolicy = corev1.PullIfNotPresent
 	}
-	return &HelperDirs{cfg: cfg}, nil
+	if cfg.PodsPerNamespace == 0 {
+		cfg.PodsPerNamespace = DefaultHelperPodsPerNamespace
+	}
+	return &HelperDirs{cfg: cfg, now: time.Now}, nil
 }
 
 // HelperRequest is what one helper pod does: the arguments of the helper
@@ -204,7 +254,7 @@ func RunHelper(ctx context.Context, r HelperRequest) HelperResult {
 // Create implements Dirs.
 func (h *HelperDirs) Create(ctx context.Context, r CreateRequest) (string, error) {
 	req := HelperRequest{Action: HelperCreate, Roots: r.Roots, Rel: r.Rel, Mode: r.Mode, SizeBytes: r.SizeBytes, MustBeEmpty: r.MustBeEmpty}
-	res, err := h.run(ctx, r.Node, r.PV, req, nil)
+	res, err := h.run(ctx, HelperOp{Node: r.Node, PV: r.PV, ClaimNamespace: r.Namespace, Request: req})
 	if err != nil {
 		return "", err
 	}
@@ -217,43 +267,62 @@ func (h *HelperDirs) Create(ctx context.Context, r CreateRequest) (string, error
 // Remove implements Dirs.
 func (h *HelperDirs) Remove(ctx context.Context, r RemoveRequest) error {
 	req := HelperRequest{Action: HelperRemove, Roots: []string{r.Root}, Rel: r.Rel}
-	var owner *metav1.OwnerReference
-	name := ""
+	op := HelperOp{Node: r.Node, Request: req}
 	if r.PV != nil {
-		name = r.PV.Name
+		op.PV = r.PV.Name
 		if r.PV.UID != "" {
-			owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "PersistentVolume", Name: r.PV.Name, UID: r.PV.UID}
+			op.Owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "PersistentVolume", Name: r.PV.Name, UID: r.PV.UID}
+		}
+		if ref := r.PV.Spec.ClaimRef; ref != nil {
+			op.ClaimNamespace = ref.Namespace
 		}
 	}
-	_, err := h.run(ctx, r.Node, name, req, owner)
+	_, err := h.run(ctx, op)
 	return err
 }
 
-// Pod is the helper pod that carries out req on node for volume pv.
-func (h *HelperDirs) Pod(node, pv string, req HelperRequest, owner *metav1.OwnerReference) *corev1.Pod {
+// HelperOp is one helper pod's work: Request on Node for volume PV.
+type HelperOp struct {
+	Node string
+	// PV names the pod; empty for a volume without a name.
+	PV string
+	// ClaimNamespace is the namespace of the volume's claim, which the pod
+	// is counted against.
+	ClaimNamespace string
+	Request        HelperRequest
+	// Owner, if set, owns the pod (a remove pod is owned by its PV).
+	Owner *metav1.OwnerReference
+}
+
+// Pod is the helper pod that carries out op.
+func (h *HelperDirs) Pod(op HelperOp) *corev1.Pod {
+	req := op.Request
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      HelperPodName(req.Action, pv, node, req.Rel),
+			Name:      HelperPodName(req.Action, op.PV, op.Node, req.Rel),
 			Namespace: h.cfg.Namespace,
 			Labels: map[string]string{
-				LabelManagedBy:    ManagedBy,
-				LabelHelperAction: req.Action,
-				LabelHelperPV:     podrun.LabelValue(pv),
+				LabelManagedBy:            ManagedBy,
+				LabelHelperAction:         req.Action,
+				LabelHelperPV:             podrun.LabelValue(op.PV),
+				LabelHelperClaimNamespace: op.ClaimNamespace,
 			},
 		},
 		Spec: corev1.PodSpec{
 			// Pinned to the node, past the scheduler, like a DaemonSet's
 			// pod: the directory must be made there and nowhere else.
-			NodeName:                     node,
+			// checkNode has refused nodes the selector and tolerations do
+			// not allow; the kubelet checks the selector again.
+			NodeName:                     op.Node,
+			NodeSelector:                 maps.Clone(h.cfg.NodeSelector),
+			Tolerations:                  slices.Clone(h.cfg.Tolerations),
 			RestartPolicy:                corev1.RestartPolicyNever,
 			ActiveDeadlineSeconds:        ptr.To(int64(h.cfg.Timeout.Seconds())),
 			AutomountServiceAccountToken: ptr.To(false),
 			EnableServiceLinks:           ptr.To(false),
-			// Whatever the node's taints: the work must be done there.
-			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 		},
 	}
-	if owner != nil {
+	if owner := op.Owner; owner != nil {
 		pod.OwnerReferences = []metav1.OwnerReference{*owner}
 	}
 	c := corev1.Container{
@@ -308,51 +377,39 @@ func HelperSecurityContext() *corev1.SecurityContext {
 	}
 }
 
-// run creates the helper pod (or takes an earlier attempt's, if it is
-// exactly the pod this provisioner would create), waits until it ends or
-// the timeout passes, deletes it, and returns its result.
-func (h *HelperDirs) run(ctx context.Context, node, pv string, req HelperRequest, owner *metav1.OwnerReference) (*HelperResult, error) {
+// run looks for the operation's helper pod. Without one it checks the node
+// and the claim namespace's bound and creates the pod; an existing pod is
+// used only if it is exactly the pod this provisioner would create. A pod
+// that has not ended yet is ErrInProgress (nobody waits for it: a later
+// call comes back to it), or, past the timeout, deleted and given up. An
+// ended pod's result is read and the pod deleted.
+func (h *HelperDirs) run(ctx context.Context, op HelperOp) (*HelperResult, error) {
 	logger := klog.FromContext(ctx)
-	want := h.Pod(node, pv, req, owner)
+	req := op.Request
+	want := h.Pod(op)
 	// The pod is deleted at once, past its grace period: whatever it was
 	// doing is given up.
 	runner := podrun.Runner{Client: h.cfg.Client, DeleteGracePeriod: ptr.To[int64](0)}
-	pod, err := runner.Start(ctx, want, SameHelperIntent)
+	pod, err := h.cfg.Client.CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		pod, err = h.start(ctx, runner, want, op)
+	case err == nil && !SameHelperIntent(pod, want):
+		err = fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, podrun.ErrForeignPod)
+	}
 	if errors.Is(err, podrun.ErrForeignPod) {
 		return nil, fmt.Errorf("helper pod %s/%s exists but is not the %s pod this provisioner creates (its labels or spec differ): not using it; delete it",
 			want.Namespace, want.Name, req.Action)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("creating helper pod %s/%s on node %s: %w", want.Namespace, want.Name, node, err)
+		return nil, err
 	}
-	desc := fmt.Sprintf("helper pod %s/%s (%s %s on node %s)", pod.Namespace, pod.Name, req.Action, req.Rel, node)
-	logger.V(2).Info("Waiting for helper pod", "pod", klog.KObj(pod), "action", req.Action, "node", node)
-	start := pod.CreationTimestamp.Time
-	if start.IsZero() {
-		start = time.Now()
+	desc := fmt.Sprintf("helper pod %s/%s (%s %s on node %s)", pod.Namespace, pod.Name, req.Action, req.Rel, op.Node)
+	if !podrun.Terminal(pod) {
+		return nil, h.unfinished(ctx, runner, pod, desc)
 	}
-	// The kubelet counts activeDeadlineSeconds from the pod's start on the
-	// node; a little more from its creation covers the way there.
-	final, err := runner.Wait(ctx, pod, start.Add(h.cfg.Timeout+min(h.cfg.Timeout/10, 10*time.Second)))
 	defer runner.Delete(ctx, pod)
-	switch {
-	case errors.Is(err, podrun.ErrPodGone):
-		return nil, fmt.Errorf("%w: %s was deleted before it finished", ErrOutcomeUnknown, desc)
-	case err != nil:
-		current, gerr := h.cfg.Client.CoreV1().Pods(pod.Namespace).Get(context.WithoutCancel(ctx), pod.Name, metav1.GetOptions{})
-		if gerr != nil || current.UID != pod.UID {
-			return nil, fmt.Errorf("%w: %s did not finish in time (--helper-timeout %s)", ErrOutcomeUnknown, desc, h.cfg.Timeout)
-		}
-		if podrun.Terminal(current) {
-			final = current
-			break
-		}
-		if podrun.NeverStarted(current) {
-			return nil, fmt.Errorf("%s did not start within --helper-timeout %s: %s", desc, h.cfg.Timeout, podrun.WhyNotStarted(current))
-		}
-		return nil, fmt.Errorf("%w: %s did not finish within --helper-timeout %s", ErrOutcomeUnknown, desc, h.cfg.Timeout)
-	}
-	t := podrun.Terminated(final, HelperContainerName)
+	t := podrun.Terminated(pod, HelperContainerName)
 	if t != nil && t.StartedAt.IsZero() && t.ContainerID == "" {
 		// Ended at its activeDeadlineSeconds before its container ever
 		// started (a volume the kubelet could not mount, an image it
@@ -363,10 +420,10 @@ func (h *HelperDirs) run(ctx context.Context, node, pv string, req HelperRequest
 		// Failed before its container ran: rejected by the kubelet
 		// (resources, node affinity) or killed at its deadline while the
 		// image was still pulled.
-		if podrun.NeverStarted(final) {
-			return nil, fmt.Errorf("%s failed before it started: %s %s", desc, final.Status.Reason, podrun.Truncate(final.Status.Message))
+		if podrun.NeverStarted(pod) {
+			return nil, fmt.Errorf("%s failed before it started: %s %s", desc, pod.Status.Reason, podrun.Truncate(pod.Status.Message))
 		}
-		return nil, fmt.Errorf("%w: %s failed: %s %s", ErrOutcomeUnknown, desc, final.Status.Reason, podrun.Truncate(final.Status.Message))
+		return nil, fmt.Errorf("%w: %s failed: %s %s", ErrOutcomeUnknown, desc, pod.Status.Reason, podrun.Truncate(pod.Status.Message))
 	}
 	var res HelperResult
 	if jerr := json.Unmarshal([]byte(strings.TrimSpace(t.Message)), &res); jerr != nil {
@@ -376,11 +433,61 @@ func (h *HelperDirs) run(ctx context.Context, node, pv string, req HelperRequest
 		}
 		return nil, fmt.Errorf("%w: %s ended with exit code %d (%s) without a result: %s", ErrOutcomeUnknown, desc, t.ExitCode, t.Reason, msg)
 	}
-	if res.Error != "" || final.Status.Phase == corev1.PodFailed {
+	if res.Error != "" || pod.Status.Phase == corev1.PodFailed {
 		return nil, fmt.Errorf("%s failed with exit code %d: %s", desc, t.ExitCode, podrun.Truncate(res.Error))
 	}
 	logger.V(2).Info("Helper pod succeeded", "pod", klog.KObj(pod), "action", req.Action, "root", res.Root)
 	return &res, nil
+}
+
+// start creates want once the node may run it and the claim's namespace
+// is within its bound. Counting and creating are one step: parallel
+// workers cannot both take the last place.
+func (h *HelperDirs) start(ctx context.Context, runner podrun.Runner, want *corev1.Pod, op HelperOp) (*corev1.Pod, error) {
+	if err := h.checkNode(ctx, op.Node); err != nil {
+		return nil, err
+	}
+	h.admitting.Lock()
+	defer h.admitting.Unlock()
+	// A fresh list, not a cache: it must count the pod created a moment ago.
+	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy, LabelHelperClaimNamespace: op.ClaimNamespace})
+	list, err := h.cfg.Client.CoreV1().Pods(h.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("counting the helper pods of namespace %s: %w", op.ClaimNamespace, err)
+	}
+	if n := len(list.Items); n >= h.cfg.PodsPerNamespace {
+		return nil, fmt.Errorf("%w: namespace %s already has %d helper pods (--helper-pods-per-namespace %d); this %s waits until they end",
+			ErrNamespaceBusy, op.ClaimNamespace, n, h.cfg.PodsPerNamespace, op.Request.Action)
+	}
+	pod, err := runner.Start(ctx, want, SameHelperIntent)
+	if err != nil && !errors.Is(err, podrun.ErrForeignPod) {
+		return nil, fmt.Errorf("creating helper pod %s/%s on node %s: %w", want.Namespace, want.Name, op.Node, err)
+	}
+	if err == nil {
+		klog.FromContext(ctx).V(2).Info("Created helper pod", "pod", klog.KObj(pod), "action", op.Request.Action, "node", op.Node)
+	}
+	return pod, err
+}
+
+// unfinished is the answer for a pod that has not ended: in progress until
+// its timeout (the kubelet counts activeDeadlineSeconds from the pod's
+// start on the node; a little more from its creation covers the way
+// there), then deleted and given up.
+func (h *HelperDirs) unfinished(ctx context.Context, runner podrun.Runner, pod *corev1.Pod, desc string) error {
+	created := pod.CreationTimestamp.Time
+	if created.IsZero() {
+		// Not from an API server (which always sets it): count from now.
+		created = h.now()
+	}
+	if h.now().Before(created.Add(h.cfg.Timeout + min(h.cfg.Timeout/10, 10*time.Second))) {
+		klog.FromContext(ctx).V(4).Info("Helper pod still running", "pod", klog.KObj(pod), "phase", pod.Status.Phase)
+		return fmt.Errorf("%w: %s has not ended yet (phase %q); looking again later", ErrInProgress, desc, pod.Status.Phase)
+	}
+	runner.Delete(ctx, pod)
+	if podrun.NeverStarted(pod) {
+		return fmt.Errorf("%s did not start within --helper-timeout %s: %s", desc, h.cfg.Timeout, podrun.WhyNotStarted(pod))
+	}
+	return fmt.Errorf("%w: %s did not finish within --helper-timeout %s", ErrOutcomeUnknown, desc, h.cfg.Timeout)
 }
 
 // SameHelperIntent reports whether an existing pod is the one want
@@ -388,6 +495,7 @@ func (h *HelperDirs) run(ctx context.Context, node, pv string, req HelperRequest
 func SameHelperIntent(existing, want *corev1.Pod) bool {
 	return podrun.SameIntent(existing, want) &&
 		existing.Spec.NodeName == want.Spec.NodeName &&
+		maps.Equal(existing.Spec.NodeSelector, want.Spec.NodeSelector) &&
 		equality.Semantic.DeepEqual(existing.OwnerReferences, want.OwnerReferences)
 }
 

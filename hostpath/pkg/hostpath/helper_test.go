@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -29,15 +30,39 @@ import (
 
 const helperNS = "kubeprov-hostpath"
 
-// newHelperClient is a fake clientset that stamps created pods with a
-// creation time, as the API server does.
+// newHelperClient is a fake clientset with the Ready nodes worker-1 and
+// worker-7 that stamps created pods with a creation time, as the API server
+// does.
 func newHelperClient(objs ...runtime.Object) *fake.Clientset {
-	c := fake.NewClientset(objs...)
+	c := fake.NewClientset(append(objs, readyNode("worker-1"), readyNode("worker-7"))...)
 	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		a.(k8stesting.CreateActionImpl).Object.(*corev1.Pod).CreationTimestamp = metav1.Now()
 		return false, nil, nil
 	})
 	return c
+}
+
+func readyNode(name string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+// untilEnded calls f, as the controller's retries would, until its answer
+// is no longer that the helper pod is still running.
+func untilEnded[T any](ctx context.Context, t *testing.T, f func() (T, error)) (T, error) {
+	t.Helper()
+	var v T
+	var err error
+	werr := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		v, err = f()
+		return !errors.Is(err, ErrInProgress), nil
+	})
+	if werr != nil {
+		t.Fatalf("the helper pod never ended: %v (last: %v)", werr, err)
+	}
+	return v, err
 }
 
 func newHelperDirs(t *testing.T, c kubernetes.Interface, timeout time.Duration) *HelperDirs {
@@ -114,9 +139,9 @@ func terminatedHelper(phase corev1.PodPhase, code int32, msg string) corev1.PodS
 func TestHelperPodSpec(t *testing.T) {
 	h := newHelperDirs(t, fake.NewClientset(), time.Minute)
 	req := HelperRequest{Action: HelperCreate, Roots: []string{"/data/ssd", "/data/hdd"}, Rel: "ns/claim", Mode: 0o777, SizeBytes: 42, MustBeEmpty: true}
-	pod := h.Pod("worker-1", "pvc-1", req, nil)
+	pod := h.Pod(HelperOp{Node: "worker-1", PV: "pvc-1", ClaimNamespace: "tenant", Request: req})
 
-	if pod.Name != "hostpath-create-pvc-1" || pod.Namespace != helperNS || pod.Labels[LabelHelperPV] != "pvc-1" ||
+	if pod.Name != "hostpath-create-pvc-1" || pod.Namespace != helperNS || pod.Labels[LabelHelperPV] != "pvc-1" || pod.Labels[LabelHelperClaimNamespace] != "tenant" ||
 		pod.Labels[LabelHelperAction] != HelperCreate || pod.Labels[LabelManagedBy] != ManagedBy {
 		t.Errorf("pod %s/%s labels %v", pod.Namespace, pod.Name, pod.Labels)
 	}
@@ -156,8 +181,8 @@ func TestHelperPodSpec(t *testing.T) {
 		t.Errorf("securityContext %+v", sc)
 	}
 
-	rm := h.Pod("worker-1", "pvc-1", HelperRequest{Action: HelperRemove, Roots: []string{"/data/ssd"}, Rel: "pvc-1"},
-		&metav1.OwnerReference{APIVersion: "v1", Kind: "PersistentVolume", Name: "pvc-1", UID: "u"})
+	rm := h.Pod(HelperOp{Node: "worker-1", PV: "pvc-1", Request: HelperRequest{Action: HelperRemove, Roots: []string{"/data/ssd"}, Rel: "pvc-1"},
+		Owner: &metav1.OwnerReference{APIVersion: "v1", Kind: "PersistentVolume", Name: "pvc-1", UID: "u"}})
 	if len(rm.Spec.Volumes) != 1 || rm.Spec.Volumes[0].HostPath.Path != "/data/ssd" || rm.OwnerReferences[0].UID != "u" {
 		t.Errorf("remove pod volumes %v owners %v", rm.Spec.Volumes, rm.OwnerReferences)
 	}
@@ -249,9 +274,16 @@ func TestHelperProvisionAndDelete(t *testing.T) {
 	if !p.ShouldProvision(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{controller.AnnSelectedNode: "worker-7"}}}) {
 		t.Error("helper pods serve every node, but ShouldProvision refuses worker-7")
 	}
-	pv, state, err := p.Provision(ctx, o)
-	if err != nil || state != controller.ProvisioningFinished {
-		t.Fatalf("Provision: %v %v", state, err)
+	_, state, err := p.Provision(ctx, o)
+	if !errors.Is(err, ErrInProgress) || state != controller.ProvisioningInBackground {
+		t.Fatalf("first Provision: %v %v, want it in background while its pod runs", state, err)
+	}
+	pv, err := untilEnded(ctx, t, func() (*corev1.PersistentVolume, error) {
+		pv, _, err := p.Provision(ctx, o)
+		return pv, err
+	})
+	if err != nil {
+		t.Fatalf("Provision: %v", err)
 	}
 	pod := <-seen
 	if pod.Spec.NodeName != "worker-7" || pod.Name != "hostpath-create-pvc-uid-1" {
@@ -266,7 +298,7 @@ func TestHelperProvisionAndDelete(t *testing.T) {
 	assertNoPods(t, ctx, c)
 
 	pv.UID = "pv-uid"
-	if err := p.Delete(ctx, pv); err != nil {
+	if _, err := untilEnded(ctx, t, func() (any, error) { return nil, p.Delete(ctx, pv) }); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
 	rm := <-seen
@@ -343,22 +375,33 @@ func TestHelperFailures(t *testing.T) {
 			p, dir := helperProvisioner(t, newHelperDirs(t, c, time.Second))
 			o := options(claim(corev1.ReadWriteOnce))
 			o.SelectedNodeName = "worker-7"
-			_, state, err := p.Provision(ctx, o)
-			if err == nil {
-				t.Fatal("Provision succeeded")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not say %q", err, w)
-				}
-			}
-			if state != tc.state {
-				t.Errorf("state %s, want %s", state, tc.state)
-			}
-			assertEmpty(t, dir)
-			assertNoPods(t, ctx, c)
+			state, err := untilEnded(ctx, t, func() (controller.ProvisioningState, error) {
+				_, state, err := p.Provision(ctx, o)
+				return state, err
+			})
+			assertFailedCleanly(ctx, t, c, dir, state, err, tc.state, tc.want)
 		})
 	}
+}
+
+// assertFailedCleanly checks a failed Provision: its state, an error that
+// says each of want, and neither a directory nor a helper pod left.
+func assertFailedCleanly(ctx context.Context, t *testing.T, c kubernetes.Interface, dir string,
+	state controller.ProvisioningState, err error, wantState controller.ProvisioningState, want []string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("Provision succeeded")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not say %q", err, w)
+		}
+	}
+	if state != wantState {
+		t.Errorf("state %s, want %s", state, wantState)
+	}
+	assertEmpty(t, dir)
+	assertNoPods(t, ctx, c)
 }
 
 // TestHelperRefusesPlantedPod: a pod someone else created with the helper
@@ -366,7 +409,7 @@ func TestHelperFailures(t *testing.T) {
 func TestHelperRefusesPlantedPod(t *testing.T) {
 	h := newHelperDirs(t, fake.NewClientset(), time.Minute)
 	req := HelperRequest{Action: HelperCreate, Roots: []string{"/data"}, Rel: "pvc-uid-1", Mode: 0o777, SizeBytes: 3 << 30}
-	ours := h.Pod("worker-7", "pvc-uid-1", req, nil)
+	ours := h.Pod(HelperOp{Node: "worker-7", PV: "pvc-uid-1", Request: req})
 	for _, tc := range []struct {
 		name  string
 		plant func(*corev1.Pod)

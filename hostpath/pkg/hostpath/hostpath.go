@@ -251,16 +251,10 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	}
 	size := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
 	root, err := p.cfg.Dirs.Create(ctx, CreateRequest{
-		Node: node, PV: o.PVName, Roots: roots, Rel: vp.rel, Mode: p.cfg.DirMode, SizeBytes: size.Value(), MustBeEmpty: vp.patterned,
+		Node: node, PV: o.PVName, Namespace: o.PVC.Namespace, Roots: roots, Rel: vp.rel, Mode: p.cfg.DirMode, SizeBytes: size.Value(), MustBeEmpty: vp.patterned,
 	})
-	if errors.Is(err, ErrOutcomeUnknown) {
-		// A helper pod may have made the directory before it was lost:
-		// the controller calls Provision again, and cleans up if the
-		// claim is gone by then.
-		return nil, controller.ProvisioningInBackground, err
-	}
 	if err != nil {
-		return nil, controller.ProvisioningFinished, err
+		return nil, createState(err), err
 	}
 	path := filepath.Join(root, vp.rel)
 	spec := controller.VolumeSpec{Annotations: map[string]string{AnnNode: node}}
@@ -280,6 +274,22 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		spec.Source.HostPath = &corev1.HostPathVolumeSource{Path: path, Type: ptr.To(corev1.HostPathDirectory)}
 	}
 	return o.NewVolume(spec), controller.ProvisioningFinished, nil
+}
+
+// createState is what a failed Create leaves behind.
+func createState(err error) controller.ProvisioningState {
+	switch {
+	case errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrInProgress):
+		// A helper pod runs, or may have made the directory before it
+		// was lost: the controller calls Provision again (which finds the
+		// pod by its name), and cleans up if the claim is gone by then.
+		return controller.ProvisioningInBackground
+	case errors.Is(err, ErrNamespaceBusy), errors.Is(err, ErrNodeUnusable):
+		// No pod was made: the Warning says why, and the retries are
+		// bounded; whatever an earlier attempt left in progress still is.
+		return controller.ProvisioningNoChange
+	}
+	return controller.ProvisioningFinished
 }
 
 // volumeParams is what a claim and its class ask for.

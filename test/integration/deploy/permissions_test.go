@@ -61,6 +61,8 @@ var permissions = map[string][]permission{
 	"hostpath": {
 		{group: "", resource: "pods", verbs: []string{"get", "list", "watch", "create", "delete"}, scope: own, when: "--helper-pods",
 			why: "hostpath/pkg/hostpath helper.go: one helper pod per mkdir or rm on a node; hostpath/app command.go: get the own pod for its image"},
+		{group: "", resource: "nodes", verbs: []string{"get"}, scope: cluster, when: "--helper-pods",
+			why: "hostpath/pkg/hostpath helpernodes.go checkNode: the node must exist, be schedulable and Ready, and allow helper pods before one is made"},
 	},
 	"nfs": {
 		{group: "", resource: "services", verbs: []string{"get"}, scope: own, nameFlag: "--service-name", when: "--service-name",

@@ -105,7 +105,7 @@ func TestManifestsHelperPods(t *testing.T) {
 	}
 	assertNoHelperPods(ctx, t, ns)
 
-	t.Run("node never runs the pod", func(t *testing.T) {
+	t.Run("node does not exist", func(t *testing.T) {
 		c := framework.NewPVC(pvc.Namespace, "helper-ghost", *pvc.Spec.StorageClassName, "1Mi")
 		c.Annotations = map[string]string{annSelectedNode: "ghost-node"}
 		c, err := cp.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Create(ctx, c, metav1.CreateOptions{})
@@ -117,11 +117,25 @@ func TestManifestsHelperPods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pod := fmt.Sprintf("helper pod %s/hostpath-create-pvc-%s", ns, c.UID)
-		if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, pod) || !strings.Contains(ev.Message, "did not start within --helper-timeout 5s") ||
-			!strings.Contains(ev.Message, "ghost-node") {
-			t.Errorf("event %s %q, want a Warning naming %s and why", ev.Type, ev.Message, pod)
+		if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "no helper pod: node ghost-node does not exist") {
+			t.Errorf("event %s %q, want a Warning naming the missing node", ev.Type, ev.Message)
 		}
+		if _, err := cp.Client.CoreV1().Pods(ns).Get(ctx, fmt.Sprintf("hostpath-create-pvc-%s", c.UID), metav1.GetOptions{}); err == nil {
+			t.Error("a helper pod was made for a node that does not exist")
+		}
+	})
+
+	t.Run("node never runs the pod", func(t *testing.T) {
+		createNode(ctx, t, "silent-node", nil)
+		c := framework.NewPVC(pvc.Namespace, "helper-silent", *pvc.Spec.StorageClassName, "1Mi")
+		c.Annotations = map[string]string{annSelectedNode: "silent-node"}
+		c, err := cp.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Create(ctx, c, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer deletePVC(t, c.Namespace, c.Name)
+		pod := fmt.Sprintf("helper pod %s/hostpath-create-pvc-%s", ns, c.UID)
+		waitForWarning(ctx, t, c, pod+" (create pvc-"+string(c.UID)+" on node silent-node) did not start within --helper-timeout 5s")
 	})
 
 	t.Run("planted pod", func(t *testing.T) {
