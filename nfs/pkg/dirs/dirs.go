@@ -210,9 +210,3 @@ func Archive(root *os.Root, rel, suffix string) (string, error) {
 	}
 	return "", fmt.Errorf("cannot archive %q: %q and %q already exist", rel, ArchiveName(rel), ArchiveName(rel)+"-"+suffix)
 }
-
-// Within reports whether a and b are the same path or one contains the
-// other: two volumes at such paths would share data.
-func Within(a, b string) bool {
-	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
-}
