@@ -239,7 +239,7 @@ func TestProvisionRefusesWhatIsNotADirectory(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, _, err := p.Provision(t.Context(), options(claim(corev1.ReadWriteOnce)))
-			if err == nil || !strings.Contains(err.Error(), "exists and is not a directory") {
+			if err == nil || !strings.Contains(err.Error(), "remove it from the node") {
 				t.Fatalf("got %v, want a refusal", err)
 			}
 			if fi, err := os.Stat(outside); err != nil || fi.Mode().Perm() != 0o700 {
