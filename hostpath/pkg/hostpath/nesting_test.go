@@ -146,4 +146,3 @@ func TestSymlinkSwapNeverFollowed(t *testing.T) {
 		}
 	}
 }
-
