@@ -4,6 +4,7 @@
 package hostpath
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,8 +12,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/pathpattern"
 	"github.com/kubeprov/external-storage/lib/podrun/podruntest"
 )
 
@@ -144,5 +148,79 @@ func TestSymlinkSwapNeverFollowed(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestNestedVolumesRefusedByTheirPVs: with a directory mode pods' users
+// cannot write (--dir-mode 0700, root pods still can), the PVs alone tell
+// that one volume would be inside or above another: refused whichever
+// comes first, and a volume holding another's directory is not deleted.
+func TestNestedVolumesRefusedByTheirPVs(t *testing.T) {
+	volumes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	p, dir := newProvisioner(t, func(c *Config) {
+		c.DirMode = 0o700
+		c.Volumes = corelisters.NewPersistentVolumeLister(volumes)
+	})
+	outer := provision(t, p, patterned("pvc-1", node, "a"))
+	if err := volumes.Add(outer); err != nil {
+		t.Fatal(err)
+	}
+	for pv, rel := range map[string]string{"pvc-2": "a/x/data", "pvc-3": "a"} {
+		_, _, err := p.Provision(t.Context(), patterned(pv, node, rel))
+		if !errors.Is(err, pathpattern.ErrOverlap) || !strings.Contains(err.Error(), "PersistentVolume pvc-1") {
+			t.Errorf("%s for %s: %v; want a refusal naming pvc-1", rel, pv, err)
+		}
+	}
+	if got := entries(t, filepath.Join(dir, "a")); len(got) != 0 {
+		t.Errorf("made %v inside pvc-1's volume", got)
+	}
+	// Above an existing volume: b/c first, then b.
+	inner := provision(t, p, patterned("pvc-4", node, "b/c"))
+	if _, _, err := p.Provision(t.Context(), patterned("pvc-5", node, "b")); !errors.Is(err, pathpattern.ErrOverlap) {
+		t.Errorf("b above b/c: %v; want ErrOverlap", err)
+	}
+	// Not yet in the cache, the provisions under way count alike.
+	if _, _, err := p.Provision(t.Context(), patterned("pvc-6", node, "b/c/d")); !errors.Is(err, pathpattern.ErrOverlap) {
+		t.Errorf("b/c/d inside b/c before its PV is cached: %v; want ErrOverlap", err)
+	}
+	// A PV of an earlier version whose directory holds pvc-4's.
+	legacy := inner.DeepCopy()
+	legacy.Name, legacy.Annotations[AnnDir], legacy.Spec.HostPath.Path = "pvc-old", "b", filepath.Join(dir, "b")
+	if err := volumes.Add(inner); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(t.Context(), legacy); !errors.Is(err, pathpattern.ErrOverlap) {
+		t.Errorf("Delete of a directory holding another volume's: %v; want ErrOverlap", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b", "c")); err != nil {
+		t.Errorf("pvc-4's directory: %v", err)
+	}
+	// Deleting the inner one first works, and then the outer one.
+	if err := p.Delete(t.Context(), inner); err != nil {
+		t.Fatal(err)
+	}
+	if err := volumes.Delete(inner); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(t.Context(), legacy); err != nil {
+		t.Errorf("Delete of b once b/c is gone: %v", err)
+	}
+}
+
+// TestKeepVolume: what the cache keeps of a bound PV is what the check
+// reads, without touching a map other cached PVs share.
+func TestKeepVolume(t *testing.T) {
+	shared := map[string]string{controller.AnnProvisionedBy: "x"}
+	full := &corev1.PersistentVolume{}
+	full.Annotations = map[string]string{AnnNode: node, AnnDir: "a", "other": "y"}
+	full.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/v/a"}
+	cached := &corev1.PersistentVolume{}
+	cached.Annotations = shared
+	KeepVolume(full, cached)
+	if cached.Annotations[AnnNode] != node || cached.Spec.HostPath.Path != "/v/a" || cached.Annotations["other"] != "" {
+		t.Errorf("cached %v %v", cached.Annotations, cached.Spec.HostPath)
+	}
+	if len(shared) != 1 {
+		t.Errorf("the shared map was changed: %v", shared)
 	}
 }
