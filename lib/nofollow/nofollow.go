@@ -48,17 +48,22 @@ const openDir = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOE
 
 // MkdirOptions say how MkdirAll makes a directory.
 type MkdirOptions struct {
-	// Mode is the permission bits of the directory, set whatever the umask
-	// (on an existing directory too).
+	// Mode is the permission bits of the directory, and its setgid,
+	// setuid and sticky bits, set whatever the umask (on an existing
+	// directory too).
 	Mode fs.FileMode
 	// ParentMode is the permission bits of missing parents it creates.
 	ParentMode fs.FileMode
 	// MustBeEmpty refuses an existing directory that holds files.
 	MustBeEmpty bool
-	// ForeignParents accepts existing parents owned by another user than
-	// this process (an NFS share that squashes root). Parents writable by
-	// group or others are refused either way.
-	ForeignParents bool
+	// LeaveExisting sets Mode only on a directory it creates, not on one
+	// that exists (reused data whose mode its owner chose).
+	LeaveExisting bool
+	// AnyParents accepts existing parents whatever their owner and mode
+	// (an NFS share whose directories its administrator made, or that
+	// squashes root): the caller must then keep volumes from nesting by
+	// itself (pathpattern.InUse). Links are refused either way.
+	AnyParents bool
 }
 
 // MkdirAll makes rel, a relative slash path (pathpattern.ValidateRelative),
@@ -73,7 +78,10 @@ func MkdirAll(root, rel string, o MkdirOptions) (created bool, err error) {
 		return false, err
 	}
 	defer closeFD(parent)
-	err = unix.Mkdirat(parent, leaf, 0o700)
+	// The mode asked for, less the umask, until fchmod below: should the
+	// process die in between, a later call finds it usable as far as the
+	// umask allows, or sets it.
+	err = unix.Mkdirat(parent, leaf, uint32(o.Mode.Perm()))
 	created = err == nil
 	if err != nil && !errors.Is(err, unix.EEXIST) {
 		return false, fmt.Errorf("creating %s under %s: %w", rel, root, err)
@@ -95,8 +103,10 @@ func MkdirAll(root, rel string, o MkdirOptions) (created bool, err error) {
 	}
 	// Mkdirat's mode is filtered by the umask; fchmod is not, and acts on
 	// the directory opened, not on whatever the path names by now.
-	if err := unix.Fchmod(fd, uint32(o.Mode.Perm())); err != nil {
-		return created, fmt.Errorf("setting the mode of %s under %s: %w", rel, root, err)
+	if created || !o.LeaveExisting {
+		if err := unix.Fchmod(fd, unixMode(o.Mode)); err != nil {
+			return created, fmt.Errorf("setting the mode of %s under %s: %w", rel, root, err)
+		}
 	}
 	return created, nil
 }
@@ -134,7 +144,7 @@ func openParent(root, rel string, o *MkdirOptions) (fd int, leaf string, err err
 		at := strings.Join(comps[:i+1], "/")
 		made := false
 		if o != nil {
-			err := unix.Mkdirat(fd, c, 0o700)
+			err := unix.Mkdirat(fd, c, uint32(o.ParentMode.Perm()))
 			made = err == nil
 			if err != nil && !errors.Is(err, unix.EEXIST) {
 				closeFD(fd)
@@ -151,9 +161,9 @@ func openParent(root, rel string, o *MkdirOptions) (fd int, leaf string, err err
 			continue
 		}
 		if made {
-			err = unix.Fchmod(fd, uint32(o.ParentMode.Perm()))
-		} else {
-			err = checkParent(fd, at, o.ForeignParents)
+			err = unix.Fchmod(fd, unixMode(o.ParentMode))
+		} else if !o.AnyParents {
+			err = checkParent(fd, at)
 		}
 		if err != nil {
 			closeFD(fd)
@@ -164,7 +174,7 @@ func openParent(root, rel string, o *MkdirOptions) (fd int, leaf string, err err
 }
 
 // checkParent refuses an existing parent that others may write.
-func checkParent(fd int, at string, foreignOK bool) error {
+func checkParent(fd int, at string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
@@ -172,7 +182,7 @@ func checkParent(fd int, at string, foreignOK bool) error {
 	if st.Mode&0o022 != 0 {
 		return fmt.Errorf("%w: %s (mode %#o)", ErrWritableParent, at, st.Mode&0o7777)
 	}
-	if !foreignOK && int(st.Uid) != os.Geteuid() {
+	if int(st.Uid) != os.Geteuid() {
 		return fmt.Errorf("%w: %s belongs to uid %d", ErrWritableParent, at, st.Uid)
 	}
 	return nil
@@ -250,6 +260,48 @@ func removeContents(fd int, at string) error {
 		}
 	}
 	return nil
+}
+
+// Rename renames rel's last component to newName in the same directory,
+// which is reached without following links; it refuses to replace an
+// existing newName. A link at rel is renamed as a link.
+func Rename(root, rel, newName string) error {
+	if err := pathpattern.ValidateRelative(rel); err != nil {
+		return err
+	}
+	if err := pathpattern.ValidateRelative(newName); err != nil || strings.Contains(newName, "/") {
+		return fmt.Errorf("new name %q must be a plain file name", newName)
+	}
+	parent, leaf, err := openParent(root, rel, nil)
+	if err != nil {
+		return err
+	}
+	defer closeFD(parent)
+	var st unix.Stat_t
+	if err := unix.Fstatat(parent, newName, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+		return fmt.Errorf("renaming %s to %s: %w", rel, newName, fs.ErrExist)
+	} else if !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("renaming %s to %s: %w", rel, newName, err)
+	}
+	if err := unix.Renameat(parent, leaf, parent, newName); err != nil {
+		return fmt.Errorf("renaming %s to %s: %w", rel, newName, err)
+	}
+	return nil
+}
+
+// unixMode is m's permission, setuid, setgid and sticky bits for chmod.
+func unixMode(m fs.FileMode) uint32 {
+	mode := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		mode |= unix.S_ISUID
+	}
+	if m&fs.ModeSetgid != 0 {
+		mode |= unix.S_ISGID
+	}
+	if m&fs.ModeSticky != 0 {
+		mode |= unix.S_ISVTX
+	}
+	return mode
 }
 
 func closeFD(fd int) { _ = unix.Close(fd) }

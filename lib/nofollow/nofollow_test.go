@@ -135,3 +135,35 @@ func TestMkdirAllRefusesParentsOthersWrite(t *testing.T) {
 		t.Errorf("through a file = %v; want ErrNotDir", err)
 	}
 }
+
+func TestModeBitsAndRename(t *testing.T) {
+	root := t.TempDir()
+	if _, err := MkdirAll(root, "g", MkdirOptions{Mode: fs.ModeSetgid | 0o770}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(root, "g")); err != nil || st.Mode() != fs.ModeDir|fs.ModeSetgid|0o770 {
+		t.Errorf("mode %v, %v; want setgid 0770", st.Mode(), err)
+	}
+	mkdir(t, filepath.Join(root, "a/v"), 0o755)
+	if err := Rename(root, "a/v", "archived-v"); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(filepath.Join(root, "a/archived-v")) || exists(filepath.Join(root, "a/v")) {
+		t.Error("not renamed")
+	}
+	mkdir(t, filepath.Join(root, "a/v"), 0o755)
+	if err := Rename(root, "a/v", "archived-v"); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("Rename onto an existing name = %v; want fs.ErrExist", err)
+	}
+	victim := t.TempDir()
+	mkdir(t, filepath.Join(victim, "v"), 0o755)
+	if err := os.Symlink(victim, filepath.Join(root, "l")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Rename(root, "l/v", "moved"); !errors.Is(err, ErrSymlink) {
+		t.Errorf("Rename through a link = %v; want ErrSymlink", err)
+	}
+	if !exists(filepath.Join(victim, "v")) {
+		t.Error("renamed what the link points at")
+	}
+}
