@@ -441,10 +441,10 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 
 // volumeScope is the scope of pathpattern.InUse that a volume on node is
 // compared in, and how messages name it: the node, or the shared file
-// system, which every node sees.
+// system, which every node sees (a scope no node name can be).
 func volumeScope(node string, shared bool) (scope, where string) {
 	if shared {
-		return "", "on the shared file system"
+		return "/shared", "on the shared file system"
 	}
 	return node, "on node " + node
 }
@@ -482,7 +482,8 @@ func (p *Provisioner) volumes(scope string) ([]pathpattern.Volume, error) {
 	var vols []pathpattern.Volume
 	for _, pv := range pvs {
 		path := volumePathOf(pv)
-		if path == "" {
+		if path == "" || pv.Annotations[AnnNode] == "" {
+			// Not one of ours: no directory of this provisioner.
 			continue
 		}
 		if s, _ := volumeScope(pv.Annotations[AnnNode], pv.Annotations[AnnShared] == "true"); s == scope {
