@@ -59,13 +59,19 @@ func twoShares(t *testing.T, strict bool) (p *Provisioner, def, fast string, vol
 	return p, def, fast, volumes
 }
 
-func TestShareParameterSelectsTheShare(t *testing.T) {
-	p, def, fast, volumes := twoShares(t, false)
-	_, ctx := ktesting.NewTestContext(t)
-	provision := func(params map[string]string, name string) (*corev1.PersistentVolume, error) {
+// provisioner provisions claim ns/name of a class with params, as PV
+// pvc-name.
+func provisioner(ctx context.Context, p *Provisioner) func(params map[string]string, name string) (*corev1.PersistentVolume, error) {
+	return func(params map[string]string, name string) (*corev1.PersistentVolume, error) {
 		pv, _, err := p.Provision(ctx, controller.ProvisionOptions{StorageClass: class(params), PVName: "pvc-" + name, PVC: claim("ns", name)})
 		return pv, err
 	}
+}
+
+func TestShareParameterSelectsTheShare(t *testing.T) {
+	p, def, fast, volumes := twoShares(t, false)
+	_, ctx := ktesting.NewTestContext(t)
+	provision := provisioner(ctx, p)
 	onFast, err := provision(map[string]string{"share": "fast", "pathPattern": "${.PVC.name}", "onDelete": "delete"}, "a")
 	if err != nil {
 		t.Fatal(err)
@@ -187,10 +193,7 @@ func TestStrictMode(t *testing.T) {
 func TestNestedExportsStayApart(t *testing.T) {
 	p, def, fast, volumes := twoShares(t, false)
 	_, ctx := ktesting.NewTestContext(t)
-	provision := func(params map[string]string, name string) (*corev1.PersistentVolume, error) {
-		pv, _, err := p.Provision(ctx, controller.ProvisionOptions{StorageClass: class(params), PVName: "pvc-" + name, PVC: claim("ns", name)})
-		return pv, err
-	}
+	provision := provisioner(ctx, p)
 	onFast, err := provision(map[string]string{"share": "fast", "pathPattern": "${.PVC.name}"}, "a")
 	if err != nil {
 		t.Fatal(err)
