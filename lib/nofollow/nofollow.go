@@ -182,7 +182,7 @@ func checkParent(fd int, at string) error {
 	if st.Mode&0o022 != 0 {
 		return fmt.Errorf("%w: %s (mode %#o)", ErrWritableParent, at, st.Mode&0o7777)
 	}
-	if int(st.Uid) != os.Geteuid() {
+	if int64(st.Uid) != int64(os.Geteuid()) {
 		return fmt.Errorf("%w: %s belongs to uid %d", ErrWritableParent, at, st.Uid)
 	}
 	return nil
