@@ -45,9 +45,13 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	// The provisioner compares a new volume's directory with the other
+	// volumes': the controller's informers, shared, keep their paths.
+	factory := controller.NewInformerFactory(clients.Kube, controller.DefaultResyncPeriod, hostpath.KeepVolume)
 	p, err := hostpath.New(hostpath.Config{
 		Dir: o.PVDir, ConfigFile: o.Config, ReloadInterval: o.ConfigReloadInterval, NodeLabelKey: o.NodeLabelKey,
 		Node: o.NodeName, DirMode: o.DirMode, NodeLocal: o.NodeLocal, Dirs: dirs,
+		Volumes: factory.Core().V1().PersistentVolumes().Lister(),
 	})
 	if err != nil {
 		return err
@@ -59,7 +63,10 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	go p.WatchConfig(ctx)
-	ro := cli.RunOptions{Ready: map[string]httpendpoint.Check{"pv-dir": o.checkPVDir}}
+	ro := cli.RunOptions{
+		Ready:      map[string]httpendpoint.Check{"pv-dir": o.checkPVDir},
+		Controller: []controller.Option{controller.WithInformerFactory(factory)},
+	}
 	if o.NodeLocal {
 		// Instances on different nodes run side by side, each with its own
 		// in-flight operations: they must not share one journal.

@@ -7,14 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
-	"path"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeprov/external-storage/lib/nofollow"
 )
 
 // ErrInsufficientSpace: no candidate path has the free space a claim asks for.
@@ -111,79 +110,41 @@ func (d LocalDirs) Create(_ context.Context, r CreateRequest) (string, error) {
 	return root, makeDir(root, r.Rel, r.Mode, r.MustBeEmpty)
 }
 
-// makeDir creates rel under root through os.Root, so that neither ".." nor a
-// symlink inside root can lead outside it, and sets its mode whatever the
-// umask.
+// makeDir creates rel under root, and any missing parents, without
+// following a symbolic link in any component (lib/nofollow), and sets its
+// mode whatever the umask. It refuses to make it inside a directory pods
+// may write: one of them could swap a parent for a link later.
 func makeDir(root, rel string, mode fs.FileMode, mustBeEmpty bool) error {
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = r.Close() }()
-	if dir := path.Dir(rel); dir != "." {
-		if err := r.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("creating the parents of %s under %s: %w", rel, root, err)
-		}
-	}
+	_, err := nofollow.MkdirAll(root, rel, nofollow.MkdirOptions{Mode: mode, ParentMode: 0o755, MustBeEmpty: mustBeEmpty})
 	full := filepath.Join(root, rel)
-	err = r.Mkdir(rel, 0o700)
-	if errors.Is(err, fs.ErrExist) {
-		// Lstat, not Stat: a symlink planted here must not become a volume.
-		fi, lerr := r.Lstat(rel)
-		if lerr != nil {
-			return lerr
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("%s exists and is not a directory: remove it from the node", full)
-		}
-		if mustBeEmpty {
-			if empty, eerr := isEmpty(r, rel); eerr != nil {
-				return eerr
-			} else if !empty {
-				return fmt.Errorf("%s already exists and holds files, probably another volume's: make pathPattern unique per volume (add ${.PV.name})", full)
-			}
-		}
-	} else if err != nil {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, nofollow.ErrNotEmpty):
+		return fmt.Errorf("%s already exists and holds files, probably another volume's: make pathPattern unique per volume (add ${.PV.name})", full)
+	case errors.Is(err, nofollow.ErrSymlink):
+		return fmt.Errorf("creating volume directory %s: %w; symbolic links are never followed (a pod may have planted it): remove it from the node", full, err)
+	case errors.Is(err, nofollow.ErrNotDir):
+		return fmt.Errorf("creating volume directory %s: %w: remove it from the node", full, err)
+	case errors.Is(err, nofollow.ErrWritableParent):
+		return fmt.Errorf("creating volume directory %s: %w, probably another volume: volumes must not nest; change the StorageClass's %s", full, err, KeyPathPattern)
+	default:
 		return fmt.Errorf("creating volume directory %s: %w", full, err)
 	}
-	// Mkdir's mode is filtered by the umask; Chmod is not.
-	if err := r.Chmod(rel, mode); err != nil {
-		return fmt.Errorf("setting the mode of volume directory %s: %w", full, err)
-	}
-	return nil
 }
 
-func isEmpty(r *os.Root, rel string) (bool, error) {
-	f, err := r.Open(rel)
-	if err != nil {
-		return false, err
-	}
-	defer func() { _ = f.Close() }()
-	names, err := f.Readdirnames(1)
-	if len(names) > 0 {
-		return false, nil
-	}
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, err
-	}
-	return true, nil
-}
-
-// Remove implements Dirs. RemoveAll through os.Root never follows symlinks
-// out of root: a link in the volume's place is removed as a link.
+// Remove implements Dirs.
 func (LocalDirs) Remove(_ context.Context, req RemoveRequest) error {
 	return removeDir(req.Root, req.Rel)
 }
 
-// removeDir removes rel under root, never following a symlink out of root.
+// removeDir removes rel under root without following a symbolic link in
+// any component: a link in rel's place or inside it is removed as a link,
+// a link in a parent is an error and nothing is removed.
 func removeDir(root, rel string) error {
-	r, err := os.OpenRoot(root)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	err := nofollow.RemoveAll(root, rel)
+	if errors.Is(err, nofollow.ErrSymlink) {
+		return fmt.Errorf("%w; symbolic links are never followed (a pod may have replaced a directory by one): nothing was removed; remove the volume's data yourself, then delete the PersistentVolume", err)
 	}
-	if err != nil {
-		return err
-	}
-	defer func() { _ = r.Close() }()
-	return r.RemoveAll(rel)
+	return err
 }

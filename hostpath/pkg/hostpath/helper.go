@@ -228,8 +228,9 @@ type HelperResult struct {
 	Error string `json:"error,omitempty"`
 }
 
-// RunHelper carries out r on this filesystem, through os.Root (no "..",
-// no symlink out of the root), as LocalDirs does.
+// RunHelper carries out r on this filesystem exactly as LocalDirs does on
+// the provisioner's own node: no "..", no symbolic link followed in any
+// component (lib/nofollow), no directory made inside one others may write.
 func RunHelper(ctx context.Context, r HelperRequest) HelperResult {
 	if err := r.Validate(); err != nil {
 		return HelperResult{Error: err.Error()}

@@ -225,7 +225,7 @@ func TestHelperPathChecks(t *testing.T) {
 		{"two roots to remove", HelperRequest{Action: HelperRemove, Roots: []string{root, outside}, Rel: "v"}, "exactly one --root"},
 		{"unknown action", HelperRequest{Action: "chmod", Roots: []string{root}, Rel: "v"}, "must be create or remove"},
 		{"mode bits", HelperRequest{Action: HelperCreate, Roots: []string{root}, Rel: "v", Mode: os.ModeSetuid | 0o777}, "bits other than permissions"},
-		{"symlink escape", HelperRequest{Action: HelperCreate, Roots: []string{root}, Rel: "link/v", Mode: 0o777}, "path escapes from parent"},
+		{"symlink escape", HelperRequest{Action: HelperCreate, Roots: []string{root}, Rel: "link/v", Mode: 0o777}, "path goes through a symbolic link: link"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := RunHelper(t.Context(), tc.req)

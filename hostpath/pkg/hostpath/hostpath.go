@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -40,6 +41,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeprov/external-storage/lib/controller"
@@ -116,6 +119,10 @@ type Config struct {
 	// Dirs makes and removes directories; nil means LocalDirs, on this
 	// instance's node only. Helper pods (NewHelperDirs) serve every node.
 	Dirs Dirs
+	// Volumes, if set, lists the PVs (cached as KeepVolume keeps them), so
+	// that no volume's directory is another's, or inside or above it,
+	// whatever modes the directories have.
+	Volumes corelisters.PersistentVolumeLister
 }
 
 // Provisioner creates and deletes volume directories on nodes.
@@ -124,6 +131,9 @@ type Provisioner struct {
 	paths     atomic.Pointer[PathMap]
 	rawConfig []byte
 	anyNode   bool
+	// inUse holds the directories of provisions under way and of volumes
+	// whose PVs may not be in the Volumes cache yet, by node.
+	inUse pathpattern.InUse
 }
 
 // The interfaces the controller looks for.
@@ -249,14 +259,24 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 			return nil, controller.ProvisioningFinished, err
 		}
 	}
+	scope, where := volumeScope(node, paths.Shared != "")
+	candidates, err := p.reserve(scope, where, roots, vp.rel, o.PVName)
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
 	size := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
 	root, err := p.cfg.Dirs.Create(ctx, CreateRequest{
 		Node: node, PV: o.PVName, Namespace: o.PVC.Namespace, Roots: roots, Rel: vp.rel, Mode: p.cfg.DirMode, SizeBytes: size.Value(), MustBeEmpty: vp.patterned,
 	})
+	path := filepath.Join(root, vp.rel)
+	for _, c := range candidates {
+		if err != nil || c != path {
+			p.inUse.Release(scope, c, o.PVName)
+		}
+	}
 	if err != nil {
 		return nil, createState(err), err
 	}
-	path := filepath.Join(root, vp.rel)
 	spec := controller.VolumeSpec{Annotations: map[string]string{AnnNode: node}}
 	if vp.patterned {
 		spec.Annotations[AnnDir] = vp.rel
@@ -412,10 +432,92 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 		return fmt.Errorf("refusing to delete: the volume's path is %s, not %s under a path of node %s in the configuration (%v); remove the data yourself, then delete the PersistentVolume",
 			quoted(got), rel, node, roots)
 	}
-	if err := p.cfg.Dirs.Remove(ctx, RemoveRequest{Node: node, Root: root, Rel: rel, PV: pv}); err != nil {
-		return fmt.Errorf("removing volume directory %s on node %s: %w", filepath.Join(root, rel), node, err)
+	// Never remove another volume's directory along with this one.
+	full := filepath.Join(root, rel)
+	scope, where := volumeScope(node, pv.Annotations[AnnShared] == "true")
+	existing, err := p.volumes(scope)
+	if err != nil {
+		return err
 	}
+	if err := p.inUse.Check(scope, full, pv.Name, where, existing); err != nil {
+		return fmt.Errorf("refusing to delete: %w; delete the other volume first", err)
+	}
+	if err := p.cfg.Dirs.Remove(ctx, RemoveRequest{Node: node, Root: root, Rel: rel, PV: pv}); err != nil {
+		return fmt.Errorf("removing volume directory %s on node %s: %w", full, node, err)
+	}
+	p.inUse.Release(scope, full, pv.Name)
 	return nil
+}
+
+// volumeScope is the scope of pathpattern.InUse that a volume on node is
+// compared in, and how messages name it: the node, or the shared file
+// system, which every node sees (a scope no node name can be).
+func volumeScope(node string, shared bool) (scope, where string) {
+	if shared {
+		return "/shared", "on the shared file system"
+	}
+	return node, "on node " + node
+}
+
+// reserve records the volume's directory under each candidate root, unless
+// one is another volume's, or inside or above it; it returns them.
+func (p *Provisioner) reserve(scope, where string, roots []string, rel, pvName string) ([]string, error) {
+	existing, err := p.volumes(scope)
+	if err != nil {
+		return nil, err
+	}
+	var reserved []string
+	for _, r := range roots {
+		dir := filepath.Join(r, rel)
+		if err := p.inUse.Reserve(scope, dir, pvName, where, existing); err != nil {
+			for _, d := range reserved {
+				p.inUse.Release(scope, d, pvName)
+			}
+			return nil, err
+		}
+		reserved = append(reserved, dir)
+	}
+	return reserved, nil
+}
+
+// volumes are the directories of the PVs of this provisioner in scope.
+func (p *Provisioner) volumes(scope string) ([]pathpattern.Volume, error) {
+	if p.cfg.Volumes == nil {
+		return nil, nil
+	}
+	pvs, err := p.cfg.Volumes.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing PersistentVolumes: %w", err)
+	}
+	var vols []pathpattern.Volume
+	for _, pv := range pvs {
+		path := volumePathOf(pv)
+		if path == "" || pv.Annotations[AnnNode] == "" {
+			// Not one of ours: no directory of this provisioner.
+			continue
+		}
+		if s, _ := volumeScope(pv.Annotations[AnnNode], pv.Annotations[AnnShared] == "true"); s == scope {
+			vols = append(vols, pathpattern.Volume{PV: pv.Name, Dir: filepath.Clean(path)})
+		}
+	}
+	return vols, nil
+}
+
+// KeepVolume copies into a bound PV's cached form (controller.
+// NewInformerFactory) what Config.Volumes is read for: the node, and the
+// volume's path.
+func KeepVolume(full, cached *corev1.PersistentVolume) {
+	// The cached annotations may be a map shared by every cached PV.
+	kept := make(map[string]string, len(cached.Annotations)+2)
+	maps.Copy(kept, cached.Annotations)
+	for _, k := range []string{AnnNode, AnnShared} {
+		if v, ok := full.Annotations[k]; ok {
+			kept[k] = v
+		}
+	}
+	cached.Annotations = kept
+	cached.Spec.HostPath = full.Spec.HostPath
+	cached.Spec.Local = full.Spec.Local
 }
 
 // checkName checks a PV name used as a directory name. Kubernetes object

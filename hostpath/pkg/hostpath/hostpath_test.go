@@ -61,11 +61,21 @@ func options(pvc *corev1.PersistentVolumeClaim) controller.ProvisionOptions {
 
 func provision(t *testing.T, p *Provisioner, o controller.ProvisionOptions) *corev1.PersistentVolume {
 	t.Helper()
-	pv, state, err := p.Provision(t.Context(), o)
+	pv, err := provisionEnded(t, p, o)
 	if err != nil {
-		t.Fatalf("Provision: %v (state %s)", err, state)
+		t.Fatalf("Provision: %v", err)
 	}
 	return pv
+}
+
+// provisionEnded is Provision called again while a helper pod runs, as the
+// controller's retries call it.
+func provisionEnded(t *testing.T, p *Provisioner, o controller.ProvisionOptions) (*corev1.PersistentVolume, error) {
+	t.Helper()
+	return untilEnded(t.Context(), t, func() (*corev1.PersistentVolume, error) {
+		pv, _, err := p.Provision(t.Context(), o)
+		return pv, err
+	})
 }
 
 // withUmask runs the test under umask 077, which Mkdir alone would obey.
@@ -239,7 +249,7 @@ func TestProvisionRefusesWhatIsNotADirectory(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, _, err := p.Provision(t.Context(), options(claim(corev1.ReadWriteOnce)))
-			if err == nil || !strings.Contains(err.Error(), "exists and is not a directory") {
+			if err == nil || !strings.Contains(err.Error(), "remove it from the node") {
 				t.Fatalf("got %v, want a refusal", err)
 			}
 			if fi, err := os.Stat(outside); err != nil || fi.Mode().Perm() != 0o700 {

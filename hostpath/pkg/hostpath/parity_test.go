@@ -237,14 +237,13 @@ func TestPathPattern(t *testing.T) {
 	if want := filepath.Join(dir, "ns", "data"); pv.Spec.HostPath.Path != want || pv.Annotations[AnnDir] != "ns/data" {
 		t.Fatalf("path %s, annotation %q; want %s and ns/data", pv.Spec.HostPath.Path, pv.Annotations[AnnDir], want)
 	}
-	// Same pattern, another claim of the same name would share it: refused
-	// once the first holds data.
+	// Same pattern, another claim of the same name would share it: refused.
 	if err := os.WriteFile(filepath.Join(dir, "ns", "data", "file"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	o2 := o
 	o2.PVName = "pvc-uid-2"
-	if _, _, err := p.Provision(t.Context(), o2); err == nil || !strings.Contains(err.Error(), "already exists and holds files") {
+	if _, _, err := p.Provision(t.Context(), o2); err == nil || !strings.Contains(err.Error(), "is already used by PersistentVolume pvc-uid-1") {
 		t.Errorf("got %v, want a refusal to share a directory", err)
 	}
 	if err := p.Delete(t.Context(), pv); err != nil {

@@ -2,11 +2,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package dirs creates, archives and removes volume directories under a root
-// directory without ever leaving it: every operation goes through os.Root
-// (openat-style, so neither ".." nor a symlink can lead outside), and every
-// existing path component is checked with Lstat so that symlinks are not
-// followed even inside the root: two claims must never share data through a
-// link.
+// directory without ever leaving it: creating, removing and renaming go
+// through lib/nofollow, which opens every component with O_NOFOLLOW from
+// the one before, so that no symlink is followed even inside the root (two
+// claims must never share data through a link, even one swapped in while
+// the operation runs); existing components are also checked with Lstat
+// first, to name what is wrong.
 package dirs
 
 import (
@@ -18,6 +19,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/kubeprov/external-storage/lib/nofollow"
 	"github.com/kubeprov/external-storage/lib/pathpattern"
 )
 
@@ -27,9 +29,9 @@ var (
 	// "." or ".." component.
 	ErrInvalidPath = pathpattern.ErrInvalidPath
 	// ErrSymlink: a component of the path is a symbolic link.
-	ErrSymlink = errors.New("path goes through a symbolic link")
+	ErrSymlink = nofollow.ErrSymlink
 	// ErrNotDir: a component of the path is not a directory.
-	ErrNotDir = errors.New("path component is not a directory")
+	ErrNotDir = nofollow.ErrNotDir
 )
 
 // Modes of a new volume directory: everybody may write when no gid is given
@@ -78,44 +80,17 @@ func isPlainDir(p string, st fs.FileInfo) error {
 
 // Create makes directory rel under root, with any missing parents. It
 // reports whether it created rel; an existing rel that is a plain directory
-// is not an error (the caller decides whether it may be used).
+// is not an error (the caller decides whether it may be used). Existing
+// parents may have any mode: the share's administrator may have made them,
+// and Provisioner keeps volumes from nesting by their paths.
 func Create(root *os.Root, rel string, mode os.FileMode) (bool, error) {
 	if err := Validate(rel); err != nil {
 		return false, err
 	}
-	comps := strings.Split(rel, "/")
-	first, err := checkParents(root, comps)
-	if err != nil {
+	if _, err := checkParents(root, strings.Split(rel, "/")); err != nil {
 		return false, err
 	}
-	for i := first; i < len(comps)-1; i++ {
-		p := path.Join(comps[:i+1]...)
-		if err := root.Mkdir(p, modeParent); err != nil && !errors.Is(err, fs.ErrExist) {
-			return false, err
-		}
-		// Another worker may have created it meanwhile; check what is there.
-		st, err := root.Lstat(p)
-		if err != nil {
-			return false, err
-		}
-		if err := isPlainDir(p, st); err != nil {
-			return false, err
-		}
-	}
-	// os.Root's Mkdir takes permission bits only and applies the umask;
-	// Chmod sets the exact mode, setgid included.
-	err = root.Mkdir(rel, mode.Perm())
-	if err == nil {
-		return true, root.Chmod(rel, mode)
-	}
-	if !errors.Is(err, fs.ErrExist) {
-		return false, err
-	}
-	st, err := root.Lstat(rel)
-	if err != nil {
-		return false, err
-	}
-	return false, isPlainDir(rel, st)
+	return nofollow.MkdirAll(root.Name(), rel, nofollow.MkdirOptions{Mode: mode, ParentMode: modeParent, AnyParents: true, LeaveExisting: true})
 }
 
 // SetGroup gives rel the group gid, the setgid bit and group access
@@ -175,7 +150,7 @@ func Remove(root *os.Root, rel string) error {
 	if err != nil || !ok {
 		return err
 	}
-	return root.RemoveAll(rel)
+	return nofollow.RemoveAll(root.Name(), rel)
 }
 
 // ArchiveName is the name rel gets when archived: its last component gets
@@ -199,20 +174,13 @@ func Archive(root *os.Root, rel, suffix string) (string, error) {
 	if empty, err := Empty(root, rel); err != nil {
 		return "", err
 	} else if empty {
-		return "", root.Remove(rel)
+		return "", nofollow.RemoveAll(root.Name(), rel)
 	}
 	for _, to := range []string{ArchiveName(rel), ArchiveName(rel) + "-" + suffix} {
-		if _, err := root.Lstat(to); errors.Is(err, fs.ErrNotExist) {
-			return to, root.Rename(rel, to)
-		} else if err != nil {
-			return "", err
+		err := nofollow.Rename(root.Name(), rel, path.Base(to))
+		if !errors.Is(err, fs.ErrExist) {
+			return to, err
 		}
 	}
 	return "", fmt.Errorf("cannot archive %q: %q and %q already exist", rel, ArchiveName(rel), ArchiveName(rel)+"-"+suffix)
-}
-
-// Within reports whether a and b are the same path or one contains the
-// other: two volumes at such paths would share data.
-func Within(a, b string) bool {
-	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
 }

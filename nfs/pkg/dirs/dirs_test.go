@@ -181,17 +181,3 @@ func TestSetGroup(t *testing.T) {
 		t.Errorf("mode %s, want %s", st.Mode(), os.ModeDir|ModeShared)
 	}
 }
-
-func TestWithin(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		want bool
-	}{
-		{"a", "a", true}, {"a/b", "a", true}, {"a", "a/b", true},
-		{"ab", "a", false}, {"a/bc", "a/b", false}, {"x", "y", false},
-	} {
-		if got := Within(c.a, c.b); got != c.want {
-			t.Errorf("Within(%q, %q) = %v", c.a, c.b, got)
-		}
-	}
-}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -58,13 +59,19 @@ func twoShares(t *testing.T, strict bool) (p *Provisioner, def, fast string, vol
 	return p, def, fast, volumes
 }
 
-func TestShareParameterSelectsTheShare(t *testing.T) {
-	p, def, fast, volumes := twoShares(t, false)
-	_, ctx := ktesting.NewTestContext(t)
-	provision := func(params map[string]string, name string) (*corev1.PersistentVolume, error) {
+// provisioner provisions claim ns/name of a class with params, as PV
+// pvc-name.
+func provisioner(ctx context.Context, p *Provisioner) func(params map[string]string, name string) (*corev1.PersistentVolume, error) {
+	return func(params map[string]string, name string) (*corev1.PersistentVolume, error) {
 		pv, _, err := p.Provision(ctx, controller.ProvisionOptions{StorageClass: class(params), PVName: "pvc-" + name, PVC: claim("ns", name)})
 		return pv, err
 	}
+}
+
+func TestShareParameterSelectsTheShare(t *testing.T) {
+	p, def, fast, volumes := twoShares(t, false)
+	_, ctx := ktesting.NewTestContext(t)
+	provision := provisioner(ctx, p)
 	onFast, err := provision(map[string]string{"share": "fast", "pathPattern": "${.PVC.name}", "onDelete": "delete"}, "a")
 	if err != nil {
 		t.Fatal(err)
@@ -175,5 +182,59 @@ func TestStrictMode(t *testing.T) {
 		if entries, _ := os.ReadDir(def); len(entries) != 0 {
 			t.Errorf("strict mode refused %v but left %v", c.params, entries)
 		}
+	}
+}
+
+// TestNestedExportsStayApart: the default share is /share and the share
+// fast its subdirectory /share/fast on the same server (issue 25, case 3).
+// A default-share claim must not get the nested share's export, or a
+// directory inside it; and deleting such a volume must not remove that
+// share's volumes.
+func TestNestedExportsStayApart(t *testing.T) {
+	p, def, fast, volumes := twoShares(t, false)
+	_, ctx := ktesting.NewTestContext(t)
+	provision := provisioner(ctx, p)
+	onFast, err := provision(map[string]string{"share": "fast", "pathPattern": "${.PVC.name}"}, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := volumes.Add(onFast); err != nil {
+		t.Fatal(err)
+	}
+	for i, pattern := range []string{"fast", "fast/a", "fast/b/c"} {
+		pv, err := provision(map[string]string{"pathPattern": pattern}, "d"+strconv.Itoa(i))
+		if err == nil || !strings.Contains(err.Error(), `reaches into the export of NFS share "fast" nfs.example:/share/fast`) {
+			t.Errorf("default-share pathPattern %q: PV %v, error %v; want it refused", pattern, pv, err)
+		}
+	}
+	if entries, _ := os.ReadDir(def); len(entries) != 0 {
+		t.Errorf("refused claims left %v on the default share", entries)
+	}
+	// Next to the nested export, not in it: fine.
+	if _, err := provision(map[string]string{"pathPattern": "fastx"}, "e"); err != nil {
+		t.Errorf("directory fastx beside the nested export: %v", err)
+	}
+	// A PV an earlier version made on the default share with the nested
+	// share's whole path: on the server, its directory is share fast.
+	// Simulate that by the default share's mount holding fast's volume.
+	if err := os.MkdirAll(filepath.Join(def, "fast", "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(def, "fast", "a", "data"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	whole := &corev1.PersistentVolume{}
+	whole.Name = "pvc-old"
+	whole.Annotations = map[string]string{AnnOnDelete: OnDeleteDelete}
+	whole.Spec.NFS = &corev1.NFSVolumeSource{Server: "nfs.example", Path: "/share/fast"}
+	err = p.Delete(ctx, whole)
+	if err == nil || !strings.Contains(err.Error(), "reaches into the export") {
+		t.Errorf("Delete of a default-share PV at the nested export: %v; want it refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(def, "fast", "a", "data")); err != nil {
+		t.Errorf("share fast's volume was removed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(fast, "a")); err != nil {
+		t.Errorf("share fast's volume directory: %v", err)
 	}
 }

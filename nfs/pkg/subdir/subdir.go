@@ -16,7 +16,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -25,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/pathpattern"
 	"github.com/kubeprov/external-storage/nfs/pkg/dirs"
 	"github.com/kubeprov/external-storage/nfs/pkg/params"
 )
@@ -98,14 +98,9 @@ type Config struct {
 	Volumes corelisters.PersistentVolumeLister
 }
 
-// share is a Share and the directories in use on it.
+// share is a Share of the provisioner.
 type share struct {
 	Share
-	// mu guards inUse: directories (relative) of volumes made by this
-	// process and of provisions under way, by PV name. It covers the time
-	// before a new PV reaches the Volumes cache.
-	mu    sync.Mutex
-	inUse map[string]string
 }
 
 // Provisioner implements controller.Provisioner for subdir mode.
@@ -115,6 +110,11 @@ type Provisioner struct {
 	def    *share
 	named  map[string]*share
 	shares []*share // all of them, the default first
+	// inUse holds the directories of volumes made by this process and of
+	// provisions under way, by server, as absolute paths on it: shares of
+	// one server may be nested exports. It covers the time before a new PV
+	// reaches the Volumes cache.
+	inUse pathpattern.InUse
 }
 
 var _ controller.Provisioner = (*Provisioner)(nil)
@@ -152,12 +152,12 @@ func New(cfg Config) (*Provisioner, error) {
 			errs = append(errs, fmt.Errorf("%s: NFS path %q must be an absolute path", what, s.Path))
 		}
 		s.Root, s.Path = path.Clean(s.Root), path.Clean(s.Path)
-		sh := &share{Share: s, inUse: map[string]string{}}
+		sh := &share{Share: s}
 		for _, o := range p.shares {
 			switch {
 			case o.Server == s.Server && o.Path == s.Path:
 				errs = append(errs, fmt.Errorf("%s and %s are the same export", o.Share, s))
-			case nested(o.Root, s.Root):
+			case pathpattern.Overlap(o.Root, s.Root):
 				// A mount inside another share's mount point would let
 				// one share's pathPattern reach into the other.
 				errs = append(errs, fmt.Errorf("%s and %s are mounted one inside the other; mount each share at a directory of its own", o.Share, s))
@@ -175,12 +175,6 @@ func New(cfg Config) (*Provisioner, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-// nested reports whether one of two clean absolute paths is the other or
-// inside it.
-func nested(a, b string) bool {
-	return a == b || a == "/" || b == "/" || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
 }
 
 // CheckShares checks that every share's mount point is a directory that
@@ -342,7 +336,7 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	created, err := makeDir(sh, o, cp)
 	if err != nil {
 		if !created {
-			sh.release(cp.rel, o.PVName)
+			p.inUse.Release(sh.Server, sh.exportPath(cp.rel), o.PVName)
 			return nil, controller.ProvisioningFinished, err
 		}
 		return nil, controller.ProvisioningInBackground, err
@@ -402,56 +396,59 @@ func makeDir(sh *share, o controller.ProvisionOptions, cp classParams) (bool, er
 	return created, nil
 }
 
-// reserve records rel on sh for pv, refusing it when another volume's
-// directory is rel, contains it or is inside it.
+// reserve records rel on sh for pv, refusing it when it overlaps
+// another volume's directory or another share's export (checkOverlap).
 func (p *Provisioner) reserve(sh *share, rel, pv string) error {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if err := p.checkOverlap(sh, rel, pv); err != nil {
+	existing, err := p.checkExports(sh, rel)
+	if err != nil {
 		return err
 	}
-	sh.inUse[rel] = pv
-	return nil
+	return p.inUse.Reserve(sh.Server, sh.exportPath(rel), pv, "on NFS server "+sh.Server, existing)
 }
 
-// checkOverlap refuses rel when another volume's directory on sh is rel,
-// contains it or is inside it; sh.mu is held.
+// checkOverlap refuses rel on sh when another volume's directory is it,
+// contains it or is inside it, or when it reaches into another share's
+// export.
 func (p *Provisioner) checkOverlap(sh *share, rel, pv string) error {
-	for other, owner := range sh.inUse {
-		if owner != pv && dirs.Within(rel, other) {
-			return conflict(rel, other, owner)
-		}
+	existing, err := p.checkExports(sh, rel)
+	if err != nil {
+		return err
 	}
-	if p.cfg.Volumes != nil {
-		vols, err := p.cfg.Volumes.List(labels.Everything())
-		if err != nil {
-			return err
-		}
-		for _, v := range vols {
-			other, ok := sh.relOf(v)
-			if ok && v.Name != pv && dirs.Within(rel, other) {
-				return conflict(rel, other, v.Name)
-			}
-		}
-	}
-	return nil
+	return p.inUse.Check(sh.Server, sh.exportPath(rel), pv, "on NFS server "+sh.Server, existing)
 }
 
-func conflict(rel, other, owner string) error {
-	if rel == other {
-		return fmt.Errorf("directory %q on the NFS share is already used by PersistentVolume %s; change the StorageClass's %s so that claims get distinct directories",
-			rel, owner, KeyPathPattern)
+// checkExports refuses rel on sh when it is, holds or is inside the export
+// of another share of the same server nested in sh (the default share
+// /share and the share fast /share/fast): such a directory would hand out,
+// or delete, the other share's volumes. It returns the directories of the
+// volumes on the server's shares, as absolute paths on the server.
+func (p *Provisioner) checkExports(sh *share, rel string) ([]pathpattern.Volume, error) {
+	dir := sh.exportPath(rel)
+	for _, o := range p.shares {
+		if o != sh && o.Server == sh.Server && pathpattern.Overlap(o.Path, sh.Path) && len(o.Path) > len(sh.Path) && pathpattern.Overlap(dir, o.Path) {
+			return nil, fmt.Errorf("directory %q on %s reaches into the export of %s; change the StorageClass's %s so that it stays out of %s",
+				rel, sh.Share, o.Share, KeyPathPattern, o.Path)
+		}
 	}
-	return fmt.Errorf("directory %q on the NFS share overlaps directory %q of PersistentVolume %s; change the StorageClass's %s so that volumes do not nest",
-		rel, other, owner, KeyPathPattern)
+	if p.cfg.Volumes == nil {
+		return nil, nil
+	}
+	vols, err := p.cfg.Volumes.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	var existing []pathpattern.Volume
+	for _, v := range vols {
+		if o, rel, ok := p.shareOf(v); ok && o.Server == sh.Server {
+			existing = append(existing, pathpattern.Volume{PV: v.Name, Dir: o.exportPath(rel)})
+		}
+	}
+	return existing, nil
 }
 
-func (s *share) release(rel, pv string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inUse[rel] == pv {
-		delete(s.inUse, rel)
-	}
+// exportPath is the absolute path of rel on the share's server.
+func (s *share) exportPath(rel string) string {
+	return path.Join(s.Path, rel)
 }
 
 // relOf returns the directory of a PV on this share, relative to it.
@@ -505,10 +502,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	if policy != OnDeleteRetain {
 		// A PV's NFS path is only what whoever created the PV wrote: never
 		// remove a directory another volume uses, or one holding it.
-		sh.mu.Lock()
-		err := p.checkOverlap(sh, rel, pv.Name)
-		sh.mu.Unlock()
-		if err != nil {
+		if err := p.checkOverlap(sh, rel, pv.Name); err != nil {
 			return fmt.Errorf("not deleting PV %s's directory: %w", pv.Name, err)
 		}
 	}
@@ -528,7 +522,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 		return fmt.Errorf("PV %s has annotation %s %q; it must be %q, %q or %q",
 			pv.Name, AnnOnDelete, policy, OnDeleteDelete, OnDeleteRetain, OnDeleteArchive)
 	}
-	sh.release(rel, pv.Name)
+	p.inUse.Release(sh.Server, sh.exportPath(rel), pv.Name)
 	logger.V(2).Info("Volume deleted")
 	return nil
 }
