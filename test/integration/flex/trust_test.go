@@ -116,9 +116,9 @@ func TestContainerPodChangedWhileRunning(t *testing.T) {
 func TestContainerConfigMapInAnotherNamespace(t *testing.T) {
 	ctx := framework.TestContext(t, testTimeout)
 	e := containerSetup(t, time.Minute, 30*time.Second, map[string]map[string]string{"node": nil})
-	e.configMap(t, ctx, e.ns, "cfg", nil, map[string]string{flex.ConfigImage: imageHostdir, flex.ConfigHostPath: "/"})
+	e.configMap(t, ctx, e.ns, "cfg", nil, map[string]string{flex.ConfigImage: imageTest})
 	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{
-		flex.ParamProvisionerConfig: e.ns + "/cfg", "root": e.root,
+		flex.ParamProvisionerConfig: e.ns + "/cfg", "root": e.root, "mode": "flex",
 	}))
 	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "1Gi")
 	msg := waitForWarningOrPV(t, ctx, pvc, pvNameOf(pvc),
