@@ -329,7 +329,7 @@ func (l *PodLauncher) run(ctx context.Context, action string, call *Call, cfg *P
 	pod, err := runner.Start(ctx, want, podrun.SameIntent)
 	if errors.Is(err, podrun.ErrForeignPod) {
 		// Its termination message would decide the PV.
-		why := "it is gone again"
+		why := "its labels or spec differ"
 		if existing, gerr := l.Client.CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{}); gerr == nil {
 			why = "its " + podrun.Mismatch(existing, want) + " differs"
 		}

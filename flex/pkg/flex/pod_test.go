@@ -275,8 +275,8 @@ func TestPodLauncherRefusesPlantedPods(t *testing.T) {
 			planted.Status = answer
 			c := newClient(configMap("gold", classLabels, data), planted)
 			res, _, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Provision(t.Context(), provisionCall(t, nil))
-			if err == nil || !strings.Contains(err.Error(), "is not the provision pod this provisioner creates") {
-				t.Fatalf("planted pod used: res %+v, err %v", res, err)
+			if err == nil || !strings.Contains(err.Error(), "is not the provision pod this provisioner creates (its ") || !strings.Contains(err.Error(), " differs)") {
+				t.Fatalf("planted pod used, or the error does not name what differs: res %+v, err %v", res, err)
 			}
 			if _, err := c.CoreV1().Pods(provNS).Get(t.Context(), planted.Name, metav1.GetOptions{}); err != nil {
 				t.Errorf("a pod the provisioner did not create was deleted: %v", err)
