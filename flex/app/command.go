@@ -53,7 +53,8 @@ func (o *Options) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		launcher = &flex.PodLauncher{Client: clients.Kube, Namespace: o.ConfigNamespace, Deadline: o.DriverTimeout, StartTimeout: o.PodStartTimeout, RecordKey: key}
+		launcher = &flex.PodLauncher{Client: clients.Kube, Namespace: o.ConfigNamespace, Deadline: o.DriverTimeout, StartTimeout: o.PodStartTimeout, RecordKey: key,
+			AllowConfigNamespaces: o.AllowConfigNamespaces}
 	}
 	p, err := flex.New(flex.Options{
 		Name:       o.Provisioner,

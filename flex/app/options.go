@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubeprov/external-storage/flex/pkg/flex"
 	"github.com/kubeprov/external-storage/lib/cli"
@@ -41,7 +43,10 @@ type Options struct {
 	// ConfigNamespace holds the provisioner's ConfigMaps and record key;
 	// Complete defaults it to the pod's namespace.
 	ConfigNamespace string
-	PodStartTimeout time.Duration
+	// AllowConfigNamespaces are the other namespaces whose ConfigMaps a
+	// StorageClass may name as its provisioner ConfigMap.
+	AllowConfigNamespaces []string
+	PodStartTimeout       time.Duration
 }
 
 // NewOptions returns the options with their defaults.
@@ -66,6 +71,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.FlexDriver, "flex-driver", o.FlexDriver, "FlexVolume driver name (vendor~driver as installed on the nodes) of FlexVolume sources a driver returns without a driver name.")
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", o.ConfigNamespace,
 		"Container launcher: namespace of the provisioner ConfigMaps found by label or named without a namespace, and where pods run unless a ConfigMap says otherwise. Empty means this pod's namespace (POD_NAMESPACE).")
+	fs.StringSliceVar(&o.AllowConfigNamespaces, "allow-config-namespaces", o.AllowConfigNamespaces,
+		"Container launcher: namespaces besides --config-namespace whose ConfigMaps a StorageClass may name in provisionerConfig. Whoever can write ConfigMaps in them chooses the image whose answer becomes a PV. Empty (the default): none.")
 	fs.DurationVar(&o.PodStartTimeout, "pod-start-timeout", o.PodStartTimeout, "Container launcher: how long a pod may take to be scheduled and started before it is given up.")
 }
 
@@ -93,6 +100,11 @@ func (o *Options) Validate() error {
 		}
 		if o.Driver != "" {
 			errs = append(errs, errors.New("--driver is for --launcher=exec; the container launcher runs the image its ConfigMap names"))
+		}
+		for _, ns := range o.AllowConfigNamespaces {
+			if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("--allow-config-namespaces: %q is not a namespace name: %s", ns, strings.Join(msgs, "; ")))
+			}
 		}
 	default:
 		errs = append(errs, fmt.Errorf("--launcher must be %s or %s, got %q", LauncherExec, LauncherContainer, o.Launcher))

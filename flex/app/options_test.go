@@ -34,6 +34,8 @@ func TestValidate(t *testing.T) {
 		{name: "driver is a directory", set: func(o *Options) { o.Driver = dir }, wantErr: []string{"is not an executable file"}},
 		{name: "unknown launcher", set: func(o *Options) { o.Launcher = "docker" }, wantErr: []string{`--launcher must be exec or container, got "docker"`}},
 		{name: "driver with container", set: func(o *Options) { o.Launcher, o.Driver = LauncherContainer, driver }, wantErr: []string{"--driver is for --launcher=exec"}},
+		{name: "allowed config namespaces", set: func(o *Options) { o.Launcher, o.AllowConfigNamespaces = LauncherContainer, []string{"storage-admin"} }},
+		{name: "bad config namespace", set: func(o *Options) { o.Launcher, o.AllowConfigNamespaces = LauncherContainer, []string{"Bad_NS"} }, wantErr: []string{`--allow-config-namespaces: "Bad_NS" is not a namespace name`}},
 		{name: "bad timeouts", set: func(o *Options) {
 			o.Driver, o.DriverTimeout, o.Timeout = driver, 5*time.Minute, time.Minute
 		}, wantErr: []string{"--timeout (1m0s) must be 0 or more than --driver-timeout (5m0s)"}},

@@ -19,13 +19,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -37,7 +35,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 )
 
 const (
@@ -161,110 +158,6 @@ func (r Runner) Delete(ctx context.Context, pod *corev1.Pod) {
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		klog.FromContext(ctx).Error(err, "Deleting finished pod failed; the next attempt reads its result and deletes it", "pod", klog.KObj(pod))
 	}
-}
-
-// SameIntent reports whether an existing single-container pod is the one
-// want describes: want's labels and every field of the spec a provisioner
-// sets, ignoring only what the API server adds (defaults, default
-// tolerations and priority class, the service account's pull secrets and
-// token volume, resources from a LimitRange, "default" for no service
-// account). Callers add the fields the API server, admission or the
-// scheduler may fill in for them (node name, node selector) and what else
-// they rely on (owners).
-func SameIntent(existing, want *corev1.Pod) bool {
-	for k, v := range want.Labels {
-		if existing.Labels[k] != v {
-			return false
-		}
-	}
-	a, b := existing.Spec, want.Spec
-	if len(a.Containers) != 1 || len(b.Containers) != 1 || len(a.InitContainers) != 0 || len(a.EphemeralContainers) != 0 ||
-		a.HostNetwork || a.HostPID || a.HostIPC || ptr.Deref(a.HostUsers, true) != ptr.Deref(b.HostUsers, true) ||
-		!equality.Semantic.DeepEqual(orEmpty(a.SecurityContext), orEmpty(b.SecurityContext)) {
-		return false
-	}
-	for _, t := range b.Tolerations {
-		if !slices.ContainsFunc(a.Tolerations, func(x corev1.Toleration) bool { return equality.Semantic.DeepEqual(x, t) }) {
-			return false
-		}
-	}
-	if b.PriorityClassName != "" && a.PriorityClassName != b.PriorityClassName {
-		return false
-	}
-	// The service account token volume is added only to pods that mount it.
-	volumes, mounts := a.Volumes, a.Containers[0].VolumeMounts
-	if ptr.Deref(b.AutomountServiceAccountToken, true) {
-		volumes, mounts = withoutTokenVolumes(volumes), withoutTokenMounts(mounts)
-	}
-	ca, cb := a.Containers[0], b.Containers[0]
-	return a.RestartPolicy == b.RestartPolicy &&
-		serviceAccount(a) == serviceAccount(b) &&
-		ptr.Deref(a.ActiveDeadlineSeconds, 0) == ptr.Deref(b.ActiveDeadlineSeconds, 0) &&
-		ptr.Deref(a.AutomountServiceAccountToken, true) == ptr.Deref(b.AutomountServiceAccountToken, true) &&
-		equality.Semantic.DeepEqual(a.Affinity, b.Affinity) &&
-		// The ServiceAccount admission adds the account's pull secrets to a pod that has none.
-		(len(b.ImagePullSecrets) == 0 || equality.Semantic.DeepEqual(a.ImagePullSecrets, b.ImagePullSecrets)) &&
-		equality.Semantic.DeepEqual(volumes, b.Volumes) &&
-		ca.Name == cb.Name && ca.Image == cb.Image &&
-		len(ca.Command) == 0 && slices.Equal(ca.Args, cb.Args) && ca.WorkingDir == "" && len(ca.EnvFrom) == 0 &&
-		equality.Semantic.DeepEqual(ca.Env, cb.Env) &&
-		equality.Semantic.DeepEqual(mounts, cb.VolumeMounts) &&
-		len(ca.VolumeDevices) == 0 &&
-		equality.Semantic.DeepEqual(ca.SecurityContext, cb.SecurityContext) &&
-		ca.TerminationMessagePath == cb.TerminationMessagePath &&
-		containsQuantities(ca.Resources.Limits, cb.Resources.Limits) &&
-		containsQuantities(ca.Resources.Requests, cb.Resources.Requests)
-}
-
-// containsQuantities reports whether have has every quantity of want.
-func containsQuantities(have, want corev1.ResourceList) bool {
-	for name, q := range want {
-		h, ok := have[name]
-		if !ok || h.Cmp(q) != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// serviceAccount is the pod's service account as the ServiceAccount
-// admission stores it: a pod that names none runs as "default".
-func serviceAccount(pod corev1.PodSpec) string {
-	if pod.ServiceAccountName == "" {
-		return "default"
-	}
-	return pod.ServiceAccountName
-}
-
-func orEmpty(sc *corev1.PodSecurityContext) *corev1.PodSecurityContext {
-	if sc == nil {
-		return &corev1.PodSecurityContext{}
-	}
-	return sc
-}
-
-// tokenVolumePrefix names the projected service account token volume that
-// admission adds to pods which mount a token.
-const tokenVolumePrefix = "kube-api-access-"
-
-func withoutTokenVolumes(vs []corev1.Volume) []corev1.Volume {
-	var out []corev1.Volume
-	for _, v := range vs {
-		if !strings.HasPrefix(v.Name, tokenVolumePrefix) || v.Projected == nil {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-func withoutTokenMounts(ms []corev1.VolumeMount) []corev1.VolumeMount {
-	var out []corev1.VolumeMount
-	for _, m := range ms {
-		if !strings.HasPrefix(m.Name, tokenVolumePrefix) {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // ShortName keeps names of up to MaxNameLength characters and otherwise

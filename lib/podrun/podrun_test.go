@@ -185,77 +185,159 @@ func TestDelete(t *testing.T) {
 	}
 }
 
-// What admission adds is allowed; anything else a planter changes is not.
+// What the API server and admission add is allowed; anything else a
+// planter changes is not. (TestPodAdoptedAfterReadBack in
+// test/integration/flex checks the allowances against a real API server.)
 func TestSameIntent(t *testing.T) {
+	token := func(p *corev1.Pod) {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "kube-api-access-x2k9q", VolumeSource: corev1.VolumeSource{Projected: tokenVolumeSource()}})
+		p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "kube-api-access-x2k9q", ReadOnly: true, MountPath: tokenMountPath})
+	}
 	for name, admit := range map[string]func(*corev1.Pod){
 		"defaults": func(p *corev1.Pod) {
-			p.Spec.DNSPolicy, p.Spec.SchedulerName = corev1.DNSClusterFirst, "default-scheduler"
-			p.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
+			s := &p.Spec
+			s.DNSPolicy, s.SchedulerName, s.SecurityContext = corev1.DNSClusterFirst, "default-scheduler", &corev1.PodSecurityContext{}
+			s.TerminationGracePeriodSeconds, s.EnableServiceLinks = ptr.To[int64](30), ptr.To(true)
+			s.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
+			s.Containers[0].TerminationMessagePolicy = corev1.TerminationMessageReadFile
+			s.Volumes[0].HostPath.Type = ptr.To(corev1.HostPathUnset)
 		},
 		"default tolerations": func(p *corev1.Pod) {
-			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists})
+			for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
+				p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)})
+			}
 		},
-		"default priority class":      func(p *corev1.Pod) { p.Spec.PriorityClassName = "low" },
+		"priority": func(p *corev1.Pod) {
+			p.Spec.PriorityClassName, p.Spec.Priority, p.Spec.PreemptionPolicy = "low", ptr.To[int32](10), ptr.To(corev1.PreemptLowerPriority)
+		},
 		"pull secrets of the account": func(p *corev1.Pod) { p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "reg"}} },
 		"LimitRange": func(p *corev1.Pod) {
 			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 		},
-		"other labels too": func(p *corev1.Pod) { p.Labels["extra"] = "x" },
-		"scheduled":        func(p *corev1.Pod) { p.Spec.NodeName = "n1" },
-		"default account":  func(p *corev1.Pod) { p.Spec.ServiceAccountName = "default" },
+		"other labels too":      func(p *corev1.Pod) { p.Labels["extra"] = "x" },
+		"other annotations too": func(p *corev1.Pod) { p.Annotations = map[string]string{"extra": "x"} },
+		"scheduled":             func(p *corev1.Pod) { p.Spec.NodeName = "n1" },
+		"default account":       func(p *corev1.Pod) { p.Spec.ServiceAccountName, p.Spec.DeprecatedServiceAccount = "default", "default" },
 	} {
 		p := pod()
 		admit(p)
-		if !SameIntent(p, pod()) {
-			t.Errorf("%s: refused", name)
+		if d := Mismatch(p, pod()); d != "" {
+			t.Errorf("%s: refused (%s)", name, d)
 		}
-	}
-	token := func(p *corev1.Pod) {
-		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "kube-api-access-x", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}})
-		p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"})
 	}
 	mounting := pod()
 	mounting.Spec.AutomountServiceAccountToken = ptr.To(true)
 	admitted := mounting.DeepCopy()
 	token(admitted)
-	if !SameIntent(admitted, mounting) {
-		t.Error("the token volume of a pod that mounts a token: refused")
+	if d := Mismatch(admitted, mounting); d != "" {
+		t.Errorf("the token volume of a pod that mounts a token: refused (%s)", d)
+	}
+	limited := pod()
+	limited.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}
+	stored := limited.DeepCopy()
+	stored.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	if d := Mismatch(stored, limited); d != "" {
+		t.Errorf("requests defaulted from limits: refused (%s)", d)
+	}
+	for image, policy := range map[string]corev1.PullPolicy{
+		"img": corev1.PullAlways, "img:latest": corev1.PullAlways, "reg:5000/img": corev1.PullAlways,
+		"reg:5000/img:v1": corev1.PullIfNotPresent, "img@sha256:0a1b": corev1.PullIfNotPresent,
+	} {
+		if got := defaultPullPolicy(image); got != policy {
+			t.Errorf("default pull policy of %s = %s, want %s", image, got, policy)
+		}
 	}
 
-	for name, plant := range map[string]func(*corev1.Pod){
-		"other labels": func(p *corev1.Pod) { p.Labels = nil },
-		"other image":  func(p *corev1.Pod) { p.Spec.Containers[0].Image = "evil" },
-		"a command":    func(p *corev1.Pod) { p.Spec.Containers[0].Command = []string{"sh", "-c", "echo planted"} },
-		"other args":   func(p *corev1.Pod) { p.Spec.Containers[0].Args[1] = "--rel=b" },
-		"other env":    func(p *corev1.Pod) { p.Spec.Containers[0].Env[0].Value = "delete" },
-		"envFrom":      func(p *corev1.Pod) { p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{Prefix: "X"}} },
-		"workingDir":   func(p *corev1.Pod) { p.Spec.Containers[0].WorkingDir = "/tmp" },
-		"other volume": func(p *corev1.Pod) { p.Spec.Volumes[0].HostPath.Path = "/" },
-		"other mount":  func(p *corev1.Pod) { p.Spec.Containers[0].VolumeMounts[0].MountPath = "/x" },
-		"a device": func(p *corev1.Pod) {
+	owned := func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "PersistentVolume", Name: "pvc-1", UID: "u1"}}
+	}
+	exec := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "echo planted >/dev/termination-log"}}}}
+	for _, tc := range []struct {
+		name, field string
+		plant       func(*corev1.Pod)
+	}{
+		// The fields issue 25 names.
+		{"a postStart hook", "spec.containers[0].lifecycle", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: exec.Exec}}
+		}},
+		{"an exec liveness probe", "spec.containers[0].livenessProbe", func(p *corev1.Pod) { p.Spec.Containers[0].LivenessProbe = exec }},
+		{"an exec readiness probe", "spec.containers[0].readinessProbe", func(p *corev1.Pod) { p.Spec.Containers[0].ReadinessProbe = exec }},
+		{"an exec startup probe", "spec.containers[0].startupProbe", func(p *corev1.Pod) { p.Spec.Containers[0].StartupProbe = exec }},
+		{"hostAliases", "spec.hostAliases", func(p *corev1.Pod) {
+			p.Spec.HostAliases = []corev1.HostAlias{{IP: "192.0.2.1", Hostnames: []string{"storage.example.com"}}}
+		}},
+		{"its own DNS policy", "spec.dnsPolicy", func(p *corev1.Pod) { p.Spec.DNSPolicy = corev1.DNSNone }},
+		{"its own DNS config", "spec.dnsConfig", func(p *corev1.Pod) { p.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"192.0.2.53"}} }},
+		{"a runtimeClassName", "spec.runtimeClassName", func(p *corev1.Pod) { p.Spec.RuntimeClassName = ptr.To("planted") }},
+		{"shareProcessNamespace", "spec.shareProcessNamespace", func(p *corev1.Pod) { p.Spec.ShareProcessNamespace = ptr.To(true) }},
+		// And the rest of the pod.
+		{"other labels", "label app", func(p *corev1.Pod) { p.Labels = nil }},
+		{"other owners", "metadata.ownerReferences", owned},
+		{"other image", "spec.containers[0].image", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "evil" }},
+		{"a command", "spec.containers[0].command", func(p *corev1.Pod) { p.Spec.Containers[0].Command = []string{"sh", "-c", "echo planted"} }},
+		{"other args", "spec.containers[0].args[1]", func(p *corev1.Pod) { p.Spec.Containers[0].Args[1] = "--rel=b" }},
+		{"other env", "spec.containers[0].env[0].value", func(p *corev1.Pod) { p.Spec.Containers[0].Env[0].Value = "delete" }},
+		{"envFrom", "spec.containers[0].envFrom", func(p *corev1.Pod) { p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{Prefix: "X"}} }},
+		{"workingDir", "spec.containers[0].workingDir", func(p *corev1.Pod) { p.Spec.Containers[0].WorkingDir = "/tmp" }},
+		{"other volume", "spec.volumes[0].hostPath.path", func(p *corev1.Pod) { p.Spec.Volumes[0].HostPath.Path = "/" }},
+		{"other mount", "spec.containers[0].volumeMounts[0].mountPath", func(p *corev1.Pod) { p.Spec.Containers[0].VolumeMounts[0].MountPath = "/x" }},
+		{"a device", "spec.containers[0].volumeDevices", func(p *corev1.Pod) {
 			p.Spec.Containers[0].VolumeDevices = []corev1.VolumeDevice{{Name: "root", DevicePath: "/dev/x"}}
-		},
-		"other securityContext": func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = nil },
-		"pod securityContext":   func(p *corev1.Pod) { p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)} },
-		"second container":      func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, p.Spec.Containers[0]) },
-		"init container":        func(p *corev1.Pod) { p.Spec.InitContainers = []corev1.Container{{Name: "x", Image: "evil"}} },
-		"host network":          func(p *corev1.Pod) { p.Spec.HostNetwork = true },
-		"host users":            func(p *corev1.Pod) { p.Spec.HostUsers = ptr.To(false) },
-		"restarts":              func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure },
-		"other deadline":        func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = nil },
-		"a token":               func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = nil },
-		"a token volume":        token,
-		"no toleration":         func(p *corev1.Pod) { p.Spec.Tolerations = nil },
-		"affinity":              func(p *corev1.Pod) { p.Spec.Affinity = &corev1.Affinity{} },
-		"other termination log": func(p *corev1.Pod) { p.Spec.Containers[0].TerminationMessagePath = "/tmp/x" },
-		"fewer resources":       func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests = nil },
-		"other account":         func(p *corev1.Pod) { p.Spec.ServiceAccountName = "admin" },
+		}},
+		{"other securityContext", "spec.containers[0].securityContext", func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = nil }},
+		{"pod securityContext", "spec.securityContext.runAsUser", func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}
+		}},
+		{"second container", "spec.containers", func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, p.Spec.Containers[0]) }},
+		{"init container", "spec.initContainers", func(p *corev1.Pod) { p.Spec.InitContainers = []corev1.Container{{Name: "x", Image: "evil"}} }},
+		{"ephemeral container", "spec.ephemeralContainers", func(p *corev1.Pod) {
+			p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "x", Image: "evil"}}}
+		}},
+		{"host network", "spec.hostNetwork", func(p *corev1.Pod) { p.Spec.HostNetwork = true }},
+		{"host users", "spec.hostUsers", func(p *corev1.Pod) { p.Spec.HostUsers = ptr.To(false) }},
+		{"restarts", "spec.restartPolicy", func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }},
+		{"other deadline", "spec.activeDeadlineSeconds", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = nil }},
+		{"a token", "spec.automountServiceAccountToken", func(p *corev1.Pod) { p.Spec.AutomountServiceAccountToken = nil }},
+		{"a token volume", "spec.volumes", token},
+		{"another projection as the token volume", "spec.volumes", func(p *corev1.Pod) {
+			p.Spec.AutomountServiceAccountToken = ptr.To(true)
+			token(p)
+			p.Spec.Volumes[1].Projected.Sources[1].ConfigMap.Name = "other-tenant"
+		}},
+		{"no toleration", "spec.tolerations", func(p *corev1.Pod) { p.Spec.Tolerations = nil }},
+		{"another toleration", "spec.tolerations", func(p *corev1.Pod) {
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists})
+		}},
+		{"affinity", "spec.affinity", func(p *corev1.Pod) { p.Spec.Affinity = &corev1.Affinity{} }},
+		{"a node selector", "spec.nodeSelector", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "ssd"} }},
+		{"another scheduler", "spec.schedulerName", func(p *corev1.Pod) { p.Spec.SchedulerName = "planted" }},
+		{"other termination log", "spec.containers[0].terminationMessagePath", func(p *corev1.Pod) { p.Spec.Containers[0].TerminationMessagePath = "/tmp/x" }},
+		{"fewer resources", "spec.containers[0].resources.requests", func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests = nil }},
+		{"other account", "spec.serviceAccountName", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "admin" }},
 	} {
 		p := pod()
-		plant(p)
-		if SameIntent(p, pod()) {
-			t.Errorf("%s: taken", name)
+		tc.plant(p)
+		if d := Mismatch(p, pod()); d != tc.field {
+			t.Errorf("%s: Mismatch = %q, want %q", tc.name, d, tc.field)
 		}
+		if SameIntent(p, pod()) {
+			t.Errorf("%s: taken", tc.name)
+		}
+	}
+	// Owners and annotations are part of the pod too.
+	want := pod()
+	owned(want)
+	want.Annotations = map[string]string{"sig": "abc"}
+	if d := Mismatch(pod(), want); d != "annotation sig" {
+		t.Errorf("a pod without want's annotation: Mismatch = %q", d)
+	}
+	p := want.DeepCopy()
+	p.OwnerReferences = nil
+	if d := Mismatch(p, want); d != "metadata.ownerReferences" {
+		t.Errorf("a pod without want's owner: Mismatch = %q", d)
+	}
+	if d := Mismatch(want.DeepCopy(), want); d != "" {
+		t.Errorf("want itself: Mismatch = %q", d)
 	}
 }
 

@@ -62,6 +62,11 @@ const (
 	AnnPodSignature = "flex.kubeprov.io/pod-signature"
 )
 
+// AnnPodIntent signs each provisioning and delete pod as the provisioner
+// built it (its namespace, name, labels, owners and spec), with the record
+// key: a pod without it, or changed since, is not taken for one of ours.
+const AnnPodIntent = "flex.kubeprov.io/pod-intent-signature"
+
 // DefaultSecurityContext is the container securityContext of provisioning
 // and delete pods unless the ConfigMap sets ConfigSecurityContext: the Pod
 // Security Standards' "restricted" profile.

@@ -9,12 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -72,8 +72,15 @@ type PodLauncher struct {
 	// 0 means DefaultPodStartTimeout.
 	StartTimeout time.Duration
 	// RecordKey signs the pod configuration recorded on each PV, which its
-	// delete pod runs with (LoadRecordKey); required.
+	// delete pod runs with, and each pod (AnnPodIntent) (LoadRecordKey);
+	// required.
 	RecordKey []byte
+	// AllowConfigNamespaces are the namespaces besides Namespace whose
+	// ConfigMaps a StorageClass may name (ParamProvisionerConfig), as an
+	// administrator allowed them (--allow-config-namespaces). None by
+	// default: whoever writes a provisioner ConfigMap chooses the image
+	// whose answer becomes a PV.
+	AllowConfigNamespaces []string
 }
 
 var _ Launcher = &PodLauncher{}
@@ -245,6 +252,10 @@ func (l *PodLauncher) findConfigMap(ctx context.Context, class *storagev1.Storag
 		if !ok {
 			ns, name = l.Namespace, ref
 		}
+		if ns != l.Namespace && !slices.Contains(l.AllowConfigNamespaces, ns) {
+			return nil, fmt.Errorf("StorageClass %q: parameter %s names ConfigMap %s/%s outside the provisioner's namespace %s: not reading it, since whoever can write ConfigMaps there would choose the image whose answer becomes the PV; move it to namespace %s, or start the provisioner with --allow-config-namespaces=%s",
+				class.Name, ParamProvisionerConfig, ns, name, l.Namespace, l.Namespace, ns)
+		}
 		cm, err := l.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("StorageClass %q: provisioner ConfigMap %s/%s (parameter %s) not found: create it", class.Name, ns, name, ParamProvisionerConfig)
@@ -315,10 +326,14 @@ func (l *PodLauncher) run(ctx context.Context, action string, call *Call, cfg *P
 		return nil, controller.ProvisioningFinished, err
 	}
 	runner := podrun.Runner{Client: l.Client}
-	pod, err := runner.Start(ctx, want, sameIntent)
+	pod, err := runner.Start(ctx, want, podrun.SameIntent)
 	if errors.Is(err, podrun.ErrForeignPod) {
 		// Its termination message would decide the PV.
-		return nil, controller.ProvisioningFinished, fmt.Errorf("pod %s/%s exists but is not the %s pod this provisioner creates (its labels or spec differ): not using it; delete or rename it", want.Namespace, want.Name, action)
+		why := "its labels or spec differ"
+		if existing, gerr := l.Client.CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{}); gerr == nil {
+			why = "its " + podrun.Mismatch(existing, want) + " differs"
+		}
+		return nil, controller.ProvisioningFinished, fmt.Errorf("pod %s/%s exists but is not the %s pod this provisioner creates (%s): not using it; delete or rename it", want.Namespace, want.Name, action, why)
 	}
 	if err != nil {
 		// Whatever an earlier attempt left running still runs.
@@ -331,7 +346,7 @@ func (l *PodLauncher) run(ctx context.Context, action string, call *Call, cfg *P
 	switch {
 	case err == nil:
 		defer runner.Delete(ctx, final)
-		return final, controller.ProvisioningFinished, nil
+		return final, controller.ProvisioningFinished, unchanged(final, want)
 	case errors.Is(err, podrun.ErrPodGone):
 		return nil, controller.ProvisioningInBackground, fmt.Errorf("%s was deleted before it finished; it will run again, so the image must be idempotent", desc)
 	case ctx.Err() != nil:
@@ -344,13 +359,27 @@ func (l *PodLauncher) run(ctx context.Context, action string, call *Call, cfg *P
 	}
 	if current.UID == pod.UID && podrun.Terminal(current) {
 		defer runner.Delete(ctx, current)
-		return current, controller.ProvisioningFinished, nil
+		return current, controller.ProvisioningFinished, unchanged(current, want)
 	}
 	if podrun.NeverRan(current) {
 		defer runner.Delete(ctx, current)
 		return nil, controller.ProvisioningFinished, fmt.Errorf("%s did not start within %v (--pod-start-timeout): %s", desc, l.startTimeout(), podrun.WhyNotStarted(current))
 	}
 	return nil, controller.ProvisioningInBackground, fmt.Errorf("%s is still running past its deadline of %ds; waiting for it again later", desc, cfg.ActiveDeadlineSeconds)
+}
+
+// unchanged refuses the result of a pod that is no longer the one this
+// provisioner created: it was edited while it ran (a new image, command or
+// environment), so its answer is not the driver's. It ran, so something may
+// exist: the outcome is unknown, and Provision undoes it. The pod itself is
+// deleted, by its UID, as any pod whose result is read; a new attempt runs
+// a new one.
+func unchanged(final, want *corev1.Pod) error {
+	if d := podrun.Mismatch(final, want); d != "" {
+		return unknownOutcome{fmt.Errorf("%s was changed after it was created (its %s differs from what this provisioner created): not using its answer; check who can edit pods in namespace %s",
+			describePod(want), d, want.Namespace)}
+	}
+	return nil
 }
 
 // pod builds the operation's pod.
@@ -417,14 +446,12 @@ func (l *PodLauncher) pod(action string, call *Call, cfg *PodConfig, owner *meta
 	if owner != nil {
 		pod.OwnerReferences = []metav1.OwnerReference{*owner}
 	}
+	intent, err := json.Marshal(pod)
+	if err != nil {
+		return nil, err
+	}
+	pod.Annotations = map[string]string{AnnPodIntent: signPod(l.RecordKey, pod.Namespace, pod.Name, intent)}
 	return pod, nil
-}
-
-// sameIntent reports whether an existing pod is the one want describes
-// (podrun.SameIntent), on the node selector this provisioner sets too.
-func sameIntent(existing, want *corev1.Pod) bool {
-	return podrun.SameIntent(existing, want) &&
-		equality.Semantic.DeepEqual(existing.Spec.NodeSelector, want.Spec.NodeSelector)
 }
 
 // PodName is the deterministic name of an operation's pod, at most 63

@@ -260,6 +260,14 @@ func TestPodLauncherRefusesPlantedPods(t *testing.T) {
 		"other securityContext": func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = nil },
 		"second container":      func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, p.Spec.Containers[0]) },
 		"other env":             func(p *corev1.Pod) { p.Spec.Containers[0].Env[0].Value = "delete" },
+		"a postStart hook": func(p *corev1.Pod) {
+			p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh"}}}}
+		},
+		"not signed": func(p *corev1.Pod) { p.Annotations = nil },
+		"signed for another pod": func(p *corev1.Pod) {
+			other := wantedPod(t, map[string]string{ConfigImage: "img", "extra": "x"})
+			p.Annotations = other.Annotations
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			planted := wantedPod(t, data)
@@ -267,13 +275,33 @@ func TestPodLauncherRefusesPlantedPods(t *testing.T) {
 			planted.Status = answer
 			c := newClient(configMap("gold", classLabels, data), planted)
 			res, _, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Provision(t.Context(), provisionCall(t, nil))
-			if err == nil || !strings.Contains(err.Error(), "is not the provision pod this provisioner creates") {
-				t.Fatalf("planted pod used: res %+v, err %v", res, err)
+			if err == nil || !strings.Contains(err.Error(), "is not the provision pod this provisioner creates (its ") || !strings.Contains(err.Error(), " differs)") {
+				t.Fatalf("planted pod used, or the error does not name what differs: res %+v, err %v", res, err)
 			}
 			if _, err := c.CoreV1().Pods(provNS).Get(t.Context(), planted.Name, metav1.GetOptions{}); err != nil {
 				t.Errorf("a pod the provisioner did not create was deleted: %v", err)
 			}
 		})
+	}
+}
+
+// A pod edited while it runs (here: its image) is not the pod this
+// provisioner created: its answer is not used, the outcome is unknown (the
+// driver may have started), and the pod is deleted.
+func TestPodLauncherRefusesPodChangedWhileRunning(t *testing.T) {
+	data := map[string]string{ConfigImage: "img"}
+	c := newClient(configMap("gold", classLabels, data))
+	podruntest.Kubelet(t.Context(), t, c, provNS, func(p *corev1.Pod) corev1.PodStatus {
+		p.Spec.Containers[0].Image = "evil" // kept by the fake's status update, as an edit would
+		return terminatedStatus(corev1.PodSucceeded, 0, `{"status": "Success", "volume": {"nfs": {"server": "evil.example.com", "path": "/"}}}`)
+	})
+	res, _, err := (&PodLauncher{Client: c, Namespace: provNS, RecordKey: testRecordKey}).Provision(t.Context(), provisionCall(t, nil))
+	if err == nil || !isUnknownOutcome(err) || !strings.Contains(err.Error(), "was changed after it was created (its spec.containers[0].image differs") {
+		t.Fatalf("changed pod used: res %+v, err %v", res, err)
+	}
+	pods, err := c.CoreV1().Pods(provNS).List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 0 {
+		t.Errorf("the changed pod was not deleted: %v, %v", pods, err)
 	}
 }
 
@@ -435,8 +463,20 @@ func TestFindConfigMap(t *testing.T) {
 	other.Namespace = "elsewhere"
 	byParam := class.DeepCopy()
 	byParam.Parameters = map[string]string{ParamProvisionerConfig: "elsewhere/x"}
-	if cm, err := l(other).findConfigMap(t.Context(), byParam); err != nil || cm.Name != "x" {
-		t.Errorf("by parameter: %v, %v", cm, err)
+	// Another namespace's ConfigMap only where an administrator allowed it.
+	if _, err := l(other).findConfigMap(t.Context(), byParam); err == nil ||
+		!strings.Contains(err.Error(), "names ConfigMap elsewhere/x outside the provisioner's namespace sys") || !strings.Contains(err.Error(), "--allow-config-namespaces=elsewhere") {
+		t.Errorf("by parameter, another namespace: %v", err)
+	}
+	allowing := l(other)
+	allowing.AllowConfigNamespaces = []string{"elsewhere"}
+	if cm, err := allowing.findConfigMap(t.Context(), byParam); err != nil || cm.Name != "x" {
+		t.Errorf("by parameter, an allowed namespace: %v, %v", cm, err)
+	}
+	own := configMap("x", nil, nil)
+	byParam.Parameters[ParamProvisionerConfig] = provNS + "/x"
+	if cm, err := l(own).findConfigMap(t.Context(), byParam); err != nil || cm.Name != "x" {
+		t.Errorf("by parameter, the provisioner's namespace named: %v, %v", cm, err)
 	}
 	byParam.Parameters[ParamProvisionerConfig] = "missing"
 	if _, err := l(other).findConfigMap(t.Context(), byParam); err == nil || !strings.Contains(err.Error(), "sys/missing (parameter provisionerConfig) not found") {

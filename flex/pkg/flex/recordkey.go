@@ -73,6 +73,12 @@ func signRecord(key []byte, pvName, record string) string {
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
+// signPod signs a pod as built (its JSON), bound to its namespace and name.
+// A PV name has no "/", so no pod's signature is a PV record's.
+func signPod(key []byte, namespace, name string, pod []byte) string {
+	return signRecord(key, "pod/"+namespace+"/"+name, string(pod))
+}
+
 // verifyRecord checks a PV's recorded pod configuration against its signature.
 func verifyRecord(key []byte, pvName string, ann map[string]string) error {
 	if len(key) == 0 {

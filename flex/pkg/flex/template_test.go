@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeprov/external-storage/lib/podrun"
 )
 
 const fullTemplate = `
@@ -73,20 +75,20 @@ func TestPodTemplateMerge(t *testing.T) {
 		t.Errorf("provisioner's fields changed: %+v", pod)
 	}
 	// The pod the provisioner would create is its own (an existing one is used).
-	if !sameIntent(pod, wantedPod(t, data)) {
-		t.Error("sameIntent refuses the pod built from the same template")
+	if !podrun.SameIntent(pod, wantedPod(t, data)) {
+		t.Error("SameIntent refuses the pod built from the same template")
 	}
 	// Admission adds tolerations: still the same pod.
 	admitted := wantedPod(t, data)
 	admitted.Spec.Tolerations = append(admitted.Spec.Tolerations, corev1.Toleration{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})
-	if !sameIntent(admitted, pod) {
-		t.Error("sameIntent refuses a pod with admission's default tolerations")
+	if !podrun.SameIntent(admitted, pod) {
+		t.Error("SameIntent refuses a pod with admission's default tolerations")
 	}
 	// A pod with another pod securityContext is not.
 	other := wantedPod(t, data)
 	other.Spec.SecurityContext.RunAsUser = new(int64)
-	if sameIntent(other, pod) {
-		t.Error("sameIntent accepts a pod with another pod securityContext")
+	if podrun.SameIntent(other, pod) {
+		t.Error("SameIntent accepts a pod with another pod securityContext")
 	}
 }
 
@@ -115,7 +117,7 @@ func TestPodTemplateRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sameIntent(got, want) || !sameIntent(want, got) || got.Spec.PriorityClassName != "storage-critical" || got.Spec.Containers[0].Resources.Limits.Memory().IsZero() {
+	if !podrun.SameIntent(got, want) || !podrun.SameIntent(want, got) || got.Spec.PriorityClassName != "storage-critical" || got.Spec.Containers[0].Resources.Limits.Memory().IsZero() {
 		t.Errorf("delete pod from the record differs from the validated one:\n%+v\n%+v", got.Spec, want.Spec)
 	}
 	// A record whose template was edited no longer matches its signature.
