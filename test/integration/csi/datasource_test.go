@@ -273,35 +273,14 @@ const cloningProtection = "provisioner.storage.kubernetes.io/cloning-protection"
 // gate such a claim is refused.
 func TestCrossNamespaceClone(t *testing.T) {
 	e := setup(t, anyDriver, csidriver.Options{}, "--feature-gates=CrossNamespaceVolumeDataSource=true")
-	dyn, err := dynamic.NewForConfig(cp.RestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	referenceGrants := schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1beta1", Resource: "referencegrants"}
-	e.installCRDs(dyn, "referencegrant-crd.yaml", referenceGrants)
+	dyn := e.installReferenceGrants()
 	class := e.createClass(nil)
 	source, sourcePV := e.bound(e.createClaim(class.Name, "1Gi"))
-	otherNS := cp.CreateTestNamespace(t, "csi-clone-to")
-	other := *e
-	other.ns = otherNS
-	fromOther := func(c *corev1.PersistentVolumeClaim) {
-		c.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: source.Name, Namespace: ptr.To(e.ns)}
-	}
-	clone := other.createClaim(class.Name, "1Gi", fromOther)
-	e.event(clone, "ProvisioningFailed", "no ReferenceGrant in namespace "+e.ns+" lets claims of namespace "+otherNS)
+	other := e.inNewNamespace("csi-clone-to")
+	clone := other.createClaim(class.Name, "1Gi", cloneAcrossNamespaces(source))
+	e.event(clone, "ProvisioningFailed", "no ReferenceGrant in namespace "+e.ns+" lets claims of namespace "+other.ns)
 
-	grants := dyn.Resource(referenceGrants)
-	grant := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
-		"metadata": map[string]any{"name": "clones-from-" + otherNS, "namespace": e.ns},
-		"spec": map[string]any{
-			"from": []any{map[string]any{"group": "", "kind": "PersistentVolumeClaim", "namespace": otherNS}},
-			"to":   []any{map[string]any{"group": "", "kind": "PersistentVolumeClaim", "name": source.Name}},
-		},
-	}}
-	if _, err := grants.Namespace(e.ns).Create(e.ctx, grant, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.grantClaimsOf(dyn, other.ns, source.Name)
 	_, pv := other.bound(clone)
 	if got := e.driver.LastCreateRequest(pv.Name).GetVolumeContentSource().GetVolume().GetVolumeId(); got != sourcePV.Spec.CSI.VolumeHandle {
 		t.Errorf("content source %q, want the source's volume %q", got, sourcePV.Spec.CSI.VolumeHandle)
@@ -316,30 +295,15 @@ func TestCrossNamespaceClone(t *testing.T) {
 // it until that clone is bound.
 func TestCloneProtectionAcrossNamespaces(t *testing.T) {
 	e := setup(t, inProcessDriver, csidriver.Options{}, "--feature-gates=CrossNamespaceVolumeDataSource=true")
-	dyn, err := dynamic.NewForConfig(cp.RestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	referenceGrants := schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1beta1", Resource: "referencegrants"}
-	e.installCRDs(dyn, "referencegrant-crd.yaml", referenceGrants)
+	dyn := e.installReferenceGrants()
 	class := e.createClass(nil)
 	claims := cp.Client.CoreV1().PersistentVolumeClaims(e.ns)
-	otherNamespace := func(prefix string) *env {
-		other := *e
-		other.ns = cp.CreateTestNamespace(t, prefix)
-		return &other
-	}
-	cloneFrom := func(source *corev1.PersistentVolumeClaim) func(*corev1.PersistentVolumeClaim) {
-		return func(c *corev1.PersistentVolumeClaim) {
-			c.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: source.Name, Namespace: ptr.To(source.Namespace)}
-		}
-	}
 
 	t.Run("without a grant", func(t *testing.T) {
 		e := e.on(t)
 		victim, _ := e.bound(e.createClaim(class.Name, "1Gi"))
-		tenant := otherNamespace("csi-clone-squatter")
-		squatter := tenant.createClaim(class.Name, "1Gi", cloneFrom(victim))
+		tenant := e.inNewNamespace("csi-clone-squatter")
+		squatter := tenant.createClaim(class.Name, "1Gi", cloneAcrossNamespaces(victim))
 		e.event(squatter, "ProvisioningFailed", "no ReferenceGrant in namespace "+e.ns+" lets claims of namespace "+tenant.ns)
 		// The victim's own clone puts the finalizer on; once it is bound
 		// nothing permitted is pending.
@@ -356,21 +320,11 @@ func TestCloneProtectionAcrossNamespaces(t *testing.T) {
 	t.Run("with a grant", func(t *testing.T) {
 		e := e.on(t)
 		source, _ := e.bound(e.createClaim(class.Name, "1Gi"))
-		team := otherNamespace("csi-clone-granted")
-		grant := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
-			"metadata": map[string]any{"name": "clones-from-" + team.ns, "namespace": e.ns},
-			"spec": map[string]any{
-				"from": []any{map[string]any{"group": "", "kind": "PersistentVolumeClaim", "namespace": team.ns}},
-				"to":   []any{map[string]any{"group": "", "kind": "PersistentVolumeClaim", "name": source.Name}},
-			},
-		}}
-		if _, err := dyn.Resource(referenceGrants).Namespace(e.ns).Create(e.ctx, grant, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		team := e.inNewNamespace("csi-clone-granted")
+		e.grantClaimsOf(dyn, team.ns, source.Name)
 		started, release := make(chan struct{}), make(chan struct{})
 		e.inProcess.FailCreate(csidriver.Fault{Started: started, Release: release})
-		clone := team.createClaim(class.Name, "1Gi", cloneFrom(source))
+		clone := team.createClaim(class.Name, "1Gi", cloneAcrossNamespaces(source))
 		select {
 		case <-started:
 		case <-e.ctx.Done():
@@ -403,4 +357,51 @@ func TestCloneProtectionAcrossNamespaces(t *testing.T) {
 			t.Fatalf("the source stays after its clone is bound: %v", err)
 		}
 	})
+}
+
+var referenceGrantResource = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1beta1", Resource: "referencegrants"}
+
+// installReferenceGrants installs the ReferenceGrant API for the test and
+// returns a client to write grants with.
+func (e *env) installReferenceGrants() dynamic.Interface {
+	e.t.Helper()
+	dyn, err := dynamic.NewForConfig(cp.RestConfig())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.installCRDs(dyn, "referencegrant-crd.yaml", referenceGrantResource)
+	return dyn
+}
+
+// grantClaimsOf creates, in e's namespace, the ReferenceGrant its owner
+// would write to let claims of namespace from use claim source.
+func (e *env) grantClaimsOf(dyn dynamic.Interface, from, source string) {
+	e.t.Helper()
+	grant := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+		"metadata": map[string]any{"name": "clones-from-" + from, "namespace": e.ns},
+		"spec": map[string]any{
+			"from": []any{map[string]any{"group": "", "kind": "PersistentVolumeClaim", "namespace": from}},
+			"to":   []any{map[string]any{"group": "", "kind": "PersistentVolumeClaim", "name": source}},
+		},
+	}}
+	if _, err := dyn.Resource(referenceGrantResource).Namespace(e.ns).Create(e.ctx, grant, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// inNewNamespace is e in a new namespace of its own (prefix), with the
+// same driver and provisioner.
+func (e *env) inNewNamespace(prefix string) *env {
+	other := *e
+	other.ns = cp.CreateTestNamespace(e.t, prefix)
+	return &other
+}
+
+// cloneAcrossNamespaces makes a claim a clone of source, named with its
+// namespace.
+func cloneAcrossNamespaces(source *corev1.PersistentVolumeClaim) func(*corev1.PersistentVolumeClaim) {
+	return func(c *corev1.PersistentVolumeClaim) {
+		c.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: source.Name, Namespace: ptr.To(source.Namespace)}
+	}
 }
