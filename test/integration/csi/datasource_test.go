@@ -311,9 +311,13 @@ func TestCloneProtectionAcrossNamespaces(t *testing.T) {
 		if err := claims.Delete(e.ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := framework.WaitForPVCDeleted(e.ctx, cp.Client, e.ns, victim.Name); err != nil {
-			got, _ := claims.Get(e.ctx, victim.Name, metav1.GetOptions{})
-			t.Fatalf("a claim of namespace %s without a ReferenceGrant keeps the victim's claim Terminating (finalizers %v): %v", tenant.ns, got.Finalizers, err)
+		// The protection reacts within milliseconds: 30 s is ample, and
+		// leaves the test's time for the next case.
+		ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+		defer cancel()
+		if err := framework.WaitForPVCDeleted(ctx, cp.Client, e.ns, victim.Name); err != nil {
+			got, getErr := claims.Get(e.ctx, victim.Name, metav1.GetOptions{})
+			t.Fatalf("a claim of namespace %s without a ReferenceGrant keeps the victim's claim Terminating (finalizers %v, %v): %v", tenant.ns, got.Finalizers, getErr, err)
 		}
 	})
 
