@@ -53,13 +53,16 @@ func TestBinaryLoginErrorShowsNoSecret(t *testing.T) {
 			}
 			ctx := framework.TestContext(t, time.Minute)
 			out, err := exec.CommandContext(ctx, bin, "--cloud-config", conf, "--kubeconfig", cp.KubeconfigPath, "-v", "5").CombinedOutput()
-			if err == nil || !strings.Contains(string(out), "logging in to Keystone at "+keystone.URL) || !strings.Contains(string(out), "<redacted>") {
-				t.Fatalf("want a failed login with Keystone's answer redacted; err = %v, output:\n%s", err, out)
+			if err == nil {
+				t.Fatalf("the binary logged in to a Keystone that refuses everyone:\n%s", out)
 			}
 			for _, marker := range []string{"PasswordMarker", "CredentialMarker", "TrusteeMarker"} {
 				if strings.Contains(string(out), marker) {
 					t.Errorf("the binary's output shows a secret (%s):\n%s", marker, out)
 				}
+			}
+			if !strings.Contains(string(out), "logging in to Keystone at "+keystone.URL) || !strings.Contains(string(out), "<redacted>") {
+				t.Errorf("want the failed login with Keystone's answer, redacted; output:\n%s", out)
 			}
 		})
 	}
