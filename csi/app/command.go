@@ -135,7 +135,8 @@ func (o *Options) Run(ctx context.Context) error {
 	if info.Capabilities.CloneVolume {
 		// The lib's claim cache, shared: no second copy of every claim.
 		ctrlOpts = append(ctrlOpts, controller.WithInformerFactory(factory))
-		protection, err := cloneprotection.New(clients.Kube, factory.Core().V1().PersistentVolumeClaims(), o.CloningProtectionThreads)
+		protection, err := cloneprotection.New(clients.Kube, factory.Core().V1().PersistentVolumeClaims(),
+			provisioner.CrossNamespaceAccess{Enabled: o.FeatureGates[string(CrossNamespaceVolumeDataSource)], Dynamic: dyn}, o.CloningProtectionThreads)
 		if err != nil {
 			return err
 		}

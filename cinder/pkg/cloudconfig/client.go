@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -53,7 +52,7 @@ func NewBlockStorageClient(ctx context.Context, c *Config, userAgent string) (*g
 		provider.HTTPClient = *httpClient
 		provider.UserAgent.Prepend(userAgent)
 		if err := openstack.Authenticate(ctx, provider, c.authOptions()); err != nil {
-			return nil, fmt.Errorf("logging in to Keystone at %s: %w", c.AuthURL, scrub(err, c.Password))
+			return nil, fmt.Errorf("logging in to Keystone at %s: %w", c.AuthURL, c.redactError(err))
 		}
 		// Re-authentication happens inside any later call, when the token
 		// expires; its error ends up in events, so it gets the same care.
@@ -124,7 +123,8 @@ func (c *Config) authOptions() gophercloud.AuthOptions {
 	return o
 }
 
-// httpClient trusts CAFile on top of the system roots.
+// httpClient trusts CAFile on top of the system roots and redacts c's
+// secrets from every error answer.
 func (c *Config) httpClient() (*http.Client, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -152,7 +152,7 @@ func (c *Config) httpClient() (*http.Client, error) {
 	// tls-insecure: the cloud provider's key, for test clouds only.
 	tlsConfig.InsecureSkipVerify = c.TLSInsecure //nolint:gosec // G402: the admin asked for it (tls-insecure)
 	transport.TLSClientConfig = tlsConfig
-	return &http.Client{Transport: transport, Timeout: DefaultHTTPTimeout}, nil
+	return &http.Client{Transport: &redactingTransport{next: transport, config: c}, Timeout: DefaultHTTPTimeout}, nil
 }
 
 // reauthError keeps of a failed re-authentication what helps an admin (the
@@ -166,17 +166,5 @@ func reauthError(err error, c *Config) error {
 	if errors.As(err, &code) {
 		return fmt.Errorf("re-authenticating with Keystone at %s: it answered %d", c.AuthURL, code.Actual)
 	}
-	return fmt.Errorf("re-authenticating with Keystone at %s: %w", c.AuthURL, scrub(err, c.Password))
-}
-
-// scrub makes sure an error never carries the password, whatever a server
-// echoed back.
-func scrub(err error, password string) error {
-	if err == nil || password == "" {
-		return err
-	}
-	if msg := err.Error(); strings.Contains(msg, password) {
-		return errors.New(strings.ReplaceAll(msg, password, "<redacted>"))
-	}
-	return err
+	return fmt.Errorf("re-authenticating with Keystone at %s: %w", c.AuthURL, c.redactError(err))
 }

@@ -258,36 +258,38 @@ func TestKeystoneErrors(t *testing.T) {
 }
 
 // When the token expires and logging in again fails, the error a user sees
-// (in events) carries neither the password nor what Keystone answered.
+// (in events: it is what a Cinder call returns) carries neither the
+// credential nor what Keystone answered, in every auth mode.
 func TestFailedReauthenticationIsScrubbed(t *testing.T) {
-	k := newFakeKeystone(t)
-	c, err := Parse(fmt.Sprintf(`[Global]
-auth-url = %s/v3
-username = admin
-password = %s
-tenant-id = %s
-domain-name = Default
-ca-file = %s
-`, k.server.URL, secretPassword, fakeProject, k.caFile), "cloud.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := NewBlockStorageClient(t.Context(), c, "cinder-provisioner/test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k.mu.Lock()
-	k.expired = true
-	k.mu.Unlock()
-	_, err = volumes.List(client, nil).AllPages(t.Context())
-	if err == nil {
-		t.Fatal("listing with an expired token and a failing re-login succeeded")
-	}
-	msg := err.Error()
-	if strings.Contains(msg, secretPassword) || strings.Contains(msg, "requires authentication") {
-		t.Fatalf("error after a failed re-authentication leaks the password or Keystone's answer: %s", msg)
-	}
-	if !strings.Contains(msg, "re-authenticating with Keystone at "+k.server.URL+"/v3: it answered 401") {
-		t.Errorf("error does not say what failed: %s", msg)
+	for mode, keys := range map[string]string{
+		"password":                     "username = admin\npassword = %s\ntenant-id = " + fakeProject + "\ndomain-name = Default",
+		"application credential by id": "application-credential-id = cred1\napplication-credential-secret = %s",
+		"trust with trustee":           "username = admin\npassword = other\ntrust-id = t1\ntrustee-id = u2\ntrustee-password = %s",
+	} {
+		t.Run(mode, func(t *testing.T) {
+			k := newFakeKeystone(t)
+			c, err := Parse(fmt.Sprintf("[Global]\nauth-url = %s/v3\nca-file = %s\n"+keys+"\n", k.server.URL, k.caFile, secretPassword), "cloud.conf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			client, err := NewBlockStorageClient(t.Context(), c, "cinder-provisioner/test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			k.mu.Lock()
+			k.expired = true
+			k.mu.Unlock()
+			_, err = volumes.List(client, nil).AllPages(t.Context())
+			if err == nil {
+				t.Fatal("listing with an expired token and a failing re-login succeeded")
+			}
+			msg := err.Error()
+			if strings.Contains(msg, secretPassword) || strings.Contains(msg, "requires authentication") {
+				t.Fatalf("error after a failed re-authentication leaks the credential or Keystone's answer: %s", msg)
+			}
+			if !strings.Contains(msg, "re-authenticating with Keystone at "+k.server.URL+"/v3: it answered 401") {
+				t.Errorf("error does not say what failed: %s", msg)
+			}
+		})
 	}
 }

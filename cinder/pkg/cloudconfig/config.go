@@ -41,7 +41,9 @@ const (
 // name given without domain-id or domain-name: Keystone's built-in domain.
 const DefaultDomainID = "default"
 
-// Config is the validated way to reach Cinder.
+// Config is the validated way to reach Cinder. Every field that holds a
+// credential is tagged `secret:"true"`: no error, log line or event may
+// carry its value (see Redact).
 type Config struct {
 	Mode AuthMode
 
@@ -49,7 +51,7 @@ type Config struct {
 	AuthURL    string
 	Username   string
 	UserID     string
-	Password   string
+	Password   string `secret:"true"`
 	TenantID   string
 	TenantName string
 	// DomainID or DomainName is the domain of the user and of a project
@@ -65,12 +67,12 @@ type Config struct {
 	// the password; the credential carries its own project.
 	ApplicationCredentialID     string
 	ApplicationCredentialName   string
-	ApplicationCredentialSecret string
+	ApplicationCredentialSecret string `secret:"true"`
 	// TrustID scopes the token to a trust instead of a project; TrusteeID
 	// and TrusteePassword, when set, replace UserID and Password for it.
 	TrustID         string
 	TrusteeID       string
-	TrusteePassword string
+	TrusteePassword string `secret:"true"`
 	Region          string
 	// EndpointType is the catalog interface: public (default), internal or admin.
 	EndpointType string

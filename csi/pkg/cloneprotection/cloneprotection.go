@@ -3,11 +3,14 @@
 
 // Package cloneprotection removes the cloning-protection finalizer that the
 // provisioner puts on a clone's source claim, once no clone of that claim is
-// pending any more (each one bound, or deleted).
+// pending any more (each one bound, or deleted). Only a clone that may use
+// its source holds it: a claim of another namespace that names the source
+// without a ReferenceGrant could otherwise keep it Terminating forever.
 package cloneprotection
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -33,11 +36,13 @@ type Controller struct {
 	synced  cache.InformerSynced
 	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	threads int
+	// access is the provisioner's rule for sources in other namespaces.
+	access provisioner.CrossNamespaceAccess
 }
 
 // New returns a Controller on the claims informer (the caller starts it)
-// with threads workers.
-func New(client kubernetes.Interface, claims coreinformers.PersistentVolumeClaimInformer, threads int) (*Controller, error) {
+// with threads workers; access must be the provisioner's.
+func New(client kubernetes.Interface, claims coreinformers.PersistentVolumeClaimInformer, access provisioner.CrossNamespaceAccess, threads int) (*Controller, error) {
 	if threads < 1 {
 		return nil, fmt.Errorf("cloning protection: threads must be at least 1, got %d", threads)
 	}
@@ -46,6 +51,7 @@ func New(client kubernetes.Interface, claims coreinformers.PersistentVolumeClaim
 		claims:  claims.Lister(),
 		synced:  claims.Informer().HasSynced,
 		threads: threads,
+		access:  access,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "cloning-protection"}),
 	}
@@ -109,19 +115,12 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 	return true
 }
 
-// sync removes the finalizer from the source claim unless a clone of it is
-// still pending.
+// sync removes the finalizer from the source claim unless a clone that may
+// use it is still pending.
 func (c *Controller) sync(ctx context.Context, source cache.ObjectName) error {
-	// All namespaces: with CrossNamespaceVolumeDataSource a clone may be in
-	// another namespace than its source.
-	claims, err := c.claims.List(labels.Everything())
-	if err != nil {
+	pending, err := c.clonePending(ctx, source)
+	if err != nil || pending {
 		return err
-	}
-	for _, claim := range claims {
-		if s, ok := provisioner.CloneSource(claim); ok && s == source && claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil {
-			return nil // still being cloned
-		}
 	}
 	// Bound claims are not in the controller's cache: the source's
 	// finalizers come from the API server.
@@ -142,4 +141,33 @@ func (c *Controller) sync(ctx context.Context, source cache.ObjectName) error {
 	}
 	klog.FromContext(ctx).V(2).Info("No clone pending: source claim let go", "claim", source.String())
 	return nil
+}
+
+// clonePending reports whether a pending clone of source may use it. A
+// claim the source is not shared with can never be cloned from it, so it
+// does not count; when sharing cannot be told yet, the error keeps the
+// finalizer until it can.
+func (c *Controller) clonePending(ctx context.Context, source cache.ObjectName) (bool, error) {
+	// All namespaces: with CrossNamespaceVolumeDataSource a clone may be in
+	// another namespace than its source.
+	claims, err := c.claims.List(labels.Everything())
+	if err != nil {
+		return false, err
+	}
+	for _, claim := range claims {
+		if s, ok := provisioner.CloneSource(claim); !ok || s != source || claim.Spec.VolumeName != "" || claim.DeletionTimestamp != nil {
+			continue
+		}
+		err := c.access.Check(ctx, claim)
+		var notShared *provisioner.NotSharedError
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.As(err, &notShared):
+			klog.FromContext(ctx).V(4).Info("Claim names a source not shared with it: it does not hold the source", "claim", klog.KObj(claim), "source", source.String())
+		default:
+			return false, fmt.Errorf("whether clone %s may use claim %s: %w", klog.KObj(claim), source.String(), err)
+		}
+	}
+	return false, nil
 }

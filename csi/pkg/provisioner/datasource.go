@@ -90,16 +90,11 @@ func checkDataSourceKind(claim *corev1.PersistentVolumeClaim) error {
 // contentSource returns what the new volume is filled from, nil for an empty volume.
 func (p *Provisioner) contentSource(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string) (*csi.VolumeContentSource, error) {
 	d := claimDataSource(claim)
-	switch {
-	case d == nil:
+	if d == nil {
 		return nil, nil
-	case d.namespace != claim.Namespace && !p.cfg.CrossNamespaceDataSources:
-		return nil, fmt.Errorf("the claim's data source %s %s/%s is in another namespace, which needs feature gate CrossNamespaceVolumeDataSource: use a source in namespace %s",
-			d.kind, d.namespace, d.name, claim.Namespace)
-	case d.namespace != claim.Namespace && (d.isClaim() || d.isSnapshot()):
-		if err := p.checkReferenceGrant(ctx, claim.Namespace, d); err != nil {
-			return nil, err
-		}
+	}
+	if err := p.crossNamespaceAccess().Check(ctx, claim); err != nil {
+		return nil, err
 	}
 	switch {
 	case d.isClaim():

@@ -7,28 +7,76 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 )
 
 // ReferenceGrants (Gateway API) let claims of one namespace use data
 // sources of another (feature gate CrossNamespaceVolumeDataSource).
 var referenceGrantResource = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1beta1", Resource: "referencegrants"}
 
+// CrossNamespaceAccess decides whether a claim may use a data source in
+// another namespace. The provisioner asks before it reads the source, and
+// the cloning protection before a clone may hold its source: one rule for
+// both, so that a claim that can never be cloned holds nothing either.
+type CrossNamespaceAccess struct {
+	// Enabled is feature gate CrossNamespaceVolumeDataSource; without it
+	// no data source in another namespace is ever used.
+	Enabled bool
+	// Dynamic reads ReferenceGrants; nil means none can be read.
+	Dynamic dynamic.Interface
+}
+
+// crossNamespaceAccess is the provisioner's own rule.
+func (p *Provisioner) crossNamespaceAccess() CrossNamespaceAccess {
+	return CrossNamespaceAccess{Enabled: p.cfg.CrossNamespaceDataSources, Dynamic: p.cfg.Dynamic}
+}
+
+// NotSharedError says that a claim's data source is in another namespace
+// and is not shared with the claim's: the claim can never use it as it is.
+type NotSharedError struct{ reason string }
+
+func (e *NotSharedError) Error() string { return e.reason }
+
+func notShared(format string, args ...any) error {
+	return &NotSharedError{reason: fmt.Sprintf(format, args...)}
+}
+
+// Check returns nil when the claim may use its data source (none, one in
+// its own namespace, or one a ReferenceGrant shares with it), a
+// *NotSharedError when it may not, and another error when that cannot be
+// told now (ReferenceGrants not readable yet).
+func (a CrossNamespaceAccess) Check(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
+	d := claimDataSource(claim)
+	switch {
+	case d == nil || d.namespace == claim.Namespace:
+		return nil
+	case !a.Enabled:
+		return notShared("the claim's data source %s %s/%s is in another namespace, which needs feature gate CrossNamespaceVolumeDataSource: use a source in namespace %s",
+			d.kind, d.namespace, d.name, claim.Namespace)
+	case d.isClaim() || d.isSnapshot():
+		return a.checkReferenceGrant(ctx, claim.Namespace, d)
+	}
+	// A volume populator's source: the populator decides.
+	return nil
+}
+
 // checkReferenceGrant says whether a ReferenceGrant in the data source's
 // namespace lets claims of the claim's namespace refer to it: the grant
 // belongs to the source's owner, the only one who may share it.
-func (p *Provisioner) checkReferenceGrant(ctx context.Context, claimNamespace string, d *dataSource) error {
+func (a CrossNamespaceAccess) checkReferenceGrant(ctx context.Context, claimNamespace string, d *dataSource) error {
 	what := fmt.Sprintf("%s %s/%s", d.kind, d.namespace, d.name)
-	if p.cfg.Dynamic == nil {
-		return fmt.Errorf("the claim's data source %s is in another namespace, and ReferenceGrants cannot be read", what)
+	if a.Dynamic == nil {
+		return notShared("the claim's data source %s is in another namespace, and ReferenceGrants cannot be read", what)
 	}
-	grants, err := p.cfg.Dynamic.Resource(referenceGrantResource).Namespace(d.namespace).List(ctx, metav1.ListOptions{})
+	grants, err := a.Dynamic.Resource(referenceGrantResource).Namespace(d.namespace).List(ctx, metav1.ListOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("the claim's data source %s is in another namespace, which needs a ReferenceGrant, but the ReferenceGrant API (%s) is not installed: install the Gateway API CRDs",
+		return notShared("the claim's data source %s is in another namespace, which needs a ReferenceGrant, but the ReferenceGrant API (%s) is not installed: install the Gateway API CRDs",
 			what, referenceGrantResource.GroupVersion().String())
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("csi-provisioner may not list ReferenceGrants in namespace %s: grant it list on referencegrants.gateway.networking.k8s.io", d.namespace)
@@ -40,7 +88,7 @@ func (p *Provisioner) checkReferenceGrant(ctx context.Context, claimNamespace st
 			return nil
 		}
 	}
-	return fmt.Errorf("no ReferenceGrant in namespace %s lets claims of namespace %s use %s: its owner must create one (from: PersistentVolumeClaim in %s, to: %s)",
+	return notShared("no ReferenceGrant in namespace %s lets claims of namespace %s use %s: its owner must create one (from: PersistentVolumeClaim in %s, to: %s)",
 		d.namespace, claimNamespace, what, claimNamespace, d.kind)
 }
 

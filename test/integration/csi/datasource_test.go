@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -271,37 +273,139 @@ const cloningProtection = "provisioner.storage.kubernetes.io/cloning-protection"
 // gate such a claim is refused.
 func TestCrossNamespaceClone(t *testing.T) {
 	e := setup(t, anyDriver, csidriver.Options{}, "--feature-gates=CrossNamespaceVolumeDataSource=true")
-	dyn, err := dynamic.NewForConfig(cp.RestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	referenceGrants := schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1beta1", Resource: "referencegrants"}
-	e.installCRDs(dyn, "referencegrant-crd.yaml", referenceGrants)
+	dyn := e.installReferenceGrants()
 	class := e.createClass(nil)
 	source, sourcePV := e.bound(e.createClaim(class.Name, "1Gi"))
-	otherNS := cp.CreateTestNamespace(t, "csi-clone-to")
-	other := *e
-	other.ns = otherNS
-	fromOther := func(c *corev1.PersistentVolumeClaim) {
-		c.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: source.Name, Namespace: ptr.To(e.ns)}
-	}
-	clone := other.createClaim(class.Name, "1Gi", fromOther)
-	e.event(clone, "ProvisioningFailed", "no ReferenceGrant in namespace "+e.ns+" lets claims of namespace "+otherNS)
+	other := e.inNewNamespace("csi-clone-to")
+	clone := other.createClaim(class.Name, "1Gi", cloneAcrossNamespaces(source))
+	e.event(clone, "ProvisioningFailed", "no ReferenceGrant in namespace "+e.ns+" lets claims of namespace "+other.ns)
 
-	grants := dyn.Resource(referenceGrants)
-	grant := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
-		"metadata": map[string]any{"name": "clones-from-" + otherNS, "namespace": e.ns},
-		"spec": map[string]any{
-			"from": []any{map[string]any{"group": "", "kind": "PersistentVolumeClaim", "namespace": otherNS}},
-			"to":   []any{map[string]any{"group": "", "kind": "PersistentVolumeClaim", "name": source.Name}},
-		},
-	}}
-	if _, err := grants.Namespace(e.ns).Create(e.ctx, grant, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.grantClaimsOf(dyn, other.ns, source.Name)
 	_, pv := other.bound(clone)
 	if got := e.driver.LastCreateRequest(pv.Name).GetVolumeContentSource().GetVolume().GetVolumeId(); got != sourcePV.Spec.CSI.VolumeHandle {
 		t.Errorf("content source %q, want the source's volume %q", got, sourcePV.Spec.CSI.VolumeHandle)
+	}
+}
+
+// TestCloneProtectionAcrossNamespaces: a claim of another namespace that
+// names a claim as its source without a ReferenceGrant can never be cloned,
+// so it does not keep that claim's cloning-protection finalizer: deleting
+// the claim, after a real clone of it made the provisioner put the
+// finalizer on, deletes it. A clone the source's owner granted still holds
+// it until that clone is bound.
+func TestCloneProtectionAcrossNamespaces(t *testing.T) {
+	e := setup(t, inProcessDriver, csidriver.Options{}, "--feature-gates=CrossNamespaceVolumeDataSource=true")
+	dyn := e.installReferenceGrants()
+	class := e.createClass(nil)
+	claims := cp.Client.CoreV1().PersistentVolumeClaims(e.ns)
+
+	t.Run("without a grant", func(t *testing.T) {
+		e := e.on(t)
+		victim, _ := e.bound(e.createClaim(class.Name, "1Gi"))
+		tenant := e.inNewNamespace("csi-clone-squatter")
+		squatter := tenant.createClaim(class.Name, "1Gi", cloneAcrossNamespaces(victim))
+		e.event(squatter, "ProvisioningFailed", "no ReferenceGrant in namespace "+e.ns+" lets claims of namespace "+tenant.ns)
+		// The victim's own clone puts the finalizer on; once it is bound
+		// nothing permitted is pending.
+		e.bound(e.createClaim(class.Name, "1Gi", cloneOf(victim.Name)))
+		if err := claims.Delete(e.ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The protection reacts within milliseconds: 30 s is ample, and
+		// leaves the test's time for the next case.
+		ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+		defer cancel()
+		if err := framework.WaitForPVCDeleted(ctx, cp.Client, e.ns, victim.Name); err != nil {
+			got, getErr := claims.Get(e.ctx, victim.Name, metav1.GetOptions{})
+			t.Fatalf("a claim of namespace %s without a ReferenceGrant keeps the victim's claim Terminating (finalizers %v, %v): %v", tenant.ns, got.Finalizers, getErr, err)
+		}
+	})
+
+	t.Run("with a grant", func(t *testing.T) {
+		e := e.on(t)
+		source, _ := e.bound(e.createClaim(class.Name, "1Gi"))
+		team := e.inNewNamespace("csi-clone-granted")
+		e.grantClaimsOf(dyn, team.ns, source.Name)
+		started, release := make(chan struct{}), make(chan struct{})
+		e.inProcess.FailCreate(csidriver.Fault{Started: started, Release: release})
+		clone := team.createClaim(class.Name, "1Gi", cloneAcrossNamespaces(source))
+		select {
+		case <-started:
+		case <-e.ctx.Done():
+			t.Fatal("CreateVolume of the clone never came")
+		}
+		if err := claims.Delete(e.ctx, source.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// A change of the clone makes the cloning protection look again.
+		patch := []byte(`{"metadata":{"labels":{"touched":"yes"}}}`)
+		if _, err := cp.Client.CoreV1().PersistentVolumeClaims(team.ns).Patch(e.ctx, clone.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The protection reacts within milliseconds; a few seconds of the
+		// source staying, Terminating, show it waits for the clone.
+		held := func() bool {
+			got, err := claims.Get(e.ctx, source.Name, metav1.GetOptions{})
+			return err == nil && got.DeletionTimestamp != nil && slices.Equal(got.Finalizers, []string{cloningProtection})
+		}
+		e.eventually("the source to be Terminating", held)
+		for range 30 {
+			if !held() {
+				t.Fatal("the source of a granted clone in progress lost its cloning protection")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		close(release)
+		team.bound(clone)
+		if err := framework.WaitForPVCDeleted(e.ctx, cp.Client, e.ns, source.Name); err != nil {
+			t.Fatalf("the source stays after its clone is bound: %v", err)
+		}
+	})
+}
+
+var referenceGrantResource = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1beta1", Resource: "referencegrants"}
+
+// installReferenceGrants installs the ReferenceGrant API for the test and
+// returns a client to write grants with.
+func (e *env) installReferenceGrants() dynamic.Interface {
+	e.t.Helper()
+	dyn, err := dynamic.NewForConfig(cp.RestConfig())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.installCRDs(dyn, "referencegrant-crd.yaml", referenceGrantResource)
+	return dyn
+}
+
+// grantClaimsOf creates, in e's namespace, the ReferenceGrant its owner
+// would write to let claims of namespace from use claim source.
+func (e *env) grantClaimsOf(dyn dynamic.Interface, from, source string) {
+	e.t.Helper()
+	grant := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+		"metadata": map[string]any{"name": "clones-from-" + from, "namespace": e.ns},
+		"spec": map[string]any{
+			"from": []any{map[string]any{"group": "", "kind": "PersistentVolumeClaim", "namespace": from}},
+			"to":   []any{map[string]any{"group": "", "kind": "PersistentVolumeClaim", "name": source}},
+		},
+	}}
+	if _, err := dyn.Resource(referenceGrantResource).Namespace(e.ns).Create(e.ctx, grant, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// inNewNamespace is e in a new namespace of its own (prefix), with the
+// same driver and provisioner.
+func (e *env) inNewNamespace(prefix string) *env {
+	other := *e
+	other.ns = cp.CreateTestNamespace(e.t, prefix)
+	return &other
+}
+
+// cloneAcrossNamespaces makes a claim a clone of source, named with its
+// namespace.
+func cloneAcrossNamespaces(source *corev1.PersistentVolumeClaim) func(*corev1.PersistentVolumeClaim) {
+	return func(c *corev1.PersistentVolumeClaim) {
+		c.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: source.Name, Namespace: ptr.To(source.Namespace)}
 	}
 }
