@@ -70,7 +70,7 @@ space := $(subst ,, )
 .PHONY: help build binaries image push version image-ref
 
 help: ## List the targets.
-	@grep -hE '^[a-zA-Z/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
+	@grep -hE '^[a-zA-Z0-9/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
 
 build: ## Static binary for this machine into _output/bin/$(BINARY).
 	$(GO_BUILD) -o $(BIN) ./cmd/$(BINARY)
