@@ -5,6 +5,7 @@ package docs
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -23,6 +24,7 @@ import (
 	flexapp "github.com/kubeprov/external-storage/flex/app"
 	hostpathapp "github.com/kubeprov/external-storage/hostpath/app"
 	nfsapp "github.com/kubeprov/external-storage/nfs/app"
+	"github.com/kubeprov/external-storage/test/framework/manifests"
 )
 
 // root is the repository, from this package's directory.
@@ -509,5 +511,62 @@ func TestDocsNameFilesThatExist(t *testing.T) {
 	}
 	if count < 50 {
 		t.Fatalf("checked %d paths: the docs' links are no longer found", count)
+	}
+}
+
+// podSecurityRow is a row of docs/architecture.md's Pod Security table.
+type podSecurityRow struct{ namespace, dir, level string }
+
+var podSecurityTableRow = regexp.MustCompile("(?m)^\\| `([a-z0-9-]+)` \\| `([a-z/-]+)` \\| `(restricted|baseline|privileged)` \\|")
+
+// TestPodSecurityLevelsDocumented: docs/architecture.md's table of Pod
+// Security levels says, for every namespace a provisioner's kustomization
+// creates, the level that kustomization enforces, and nothing else.
+func TestPodSecurityLevelsDocumented(t *testing.T) {
+	var rows []podSecurityRow
+	for _, m := range podSecurityTableRow.FindAllStringSubmatch(readDoc(t, "docs/architecture.md"), -1) {
+		rows = append(rows, podSecurityRow{namespace: m[1], dir: m[2], level: m[3]})
+	}
+	if len(rows) < 5 {
+		t.Fatalf("found %d rows of the Pod Security table in docs/architecture.md", len(rows))
+	}
+	dirs, err := filepath.Glob(filepath.Join(root, "*", "deploy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rendered []podSecurityRow
+	for _, deploy := range dirs {
+		err := filepath.WalkDir(deploy, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "kustomization.yaml" {
+				return err
+			}
+			kdir, _ := filepath.Rel(root, filepath.Dir(path))
+			if strings.HasPrefix(kdir, "lib/") {
+				return nil // a kustomize component, not installed alone
+			}
+			objs, err := manifests.Render(filepath.Dir(path))
+			if err != nil {
+				return fmt.Errorf("rendering %s: %w", kdir, err)
+			}
+			for _, o := range objs {
+				if o.GetKind() == "Namespace" {
+					rendered = append(rendered, podSecurityRow{o.GetName(), filepath.ToSlash(kdir), o.GetLabels()["pod-security.kubernetes.io/enforce"]})
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, row := range rows {
+		if !slices.Contains(rendered, row) {
+			t.Errorf("docs/architecture.md: %s renders no namespace %s at level %s", row.dir, row.namespace, row.level)
+		}
+	}
+	for _, r := range rendered {
+		if !slices.ContainsFunc(rows, func(row podSecurityRow) bool { return row.namespace == r.namespace && row.level == r.level }) {
+			t.Errorf("docs/architecture.md does not say that %s creates namespace %s at level %q", r.dir, r.namespace, r.level)
+		}
 	}
 }
