@@ -41,14 +41,7 @@ const (
 // and the claim: the PV and the directory go.
 func TestHostpathSingleNode(t *testing.T) {
 	ctx := framework.TestContext(t, 10*time.Minute)
-	// One node, as the README asks of this mode: the others are cordoned.
-	for _, n := range c.Nodes[1:] {
-		cordon(t, n.Name)
-	}
-	mc := installHostpath(t, "hostpath/deploy/single-node")
-	if err := c.WaitDeploymentAvailable(ctx, hostpathNS, "hostpath-provisioner"); err != nil {
-		t.Fatal(err)
-	}
+	mc := installSingleNode(ctx, t)
 
 	example, err := Render("hostpath/deploy/example", ImageOverride{"busybox", c.Image(cluster.BusyboxImage)})
 	if err != nil {
@@ -104,13 +97,7 @@ const (
 // deleting the claim removes the PV and the directory.
 func TestHostpathWalkthrough(t *testing.T) {
 	ctx := framework.TestContext(t, 10*time.Minute)
-	for _, n := range c.Nodes[1:] {
-		cordon(t, n.Name)
-	}
-	installHostpath(t, "hostpath/deploy/single-node")
-	if err := c.WaitDeploymentAvailable(ctx, hostpathNS, "hostpath-provisioner"); err != nil {
-		t.Fatal(err)
-	}
+	installSingleNode(ctx, t)
 	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: walkthroughClass}, Provisioner: "kubeprov.io/hostpath"}
 	if _, err := c.Client.StorageV1().StorageClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -273,6 +260,21 @@ func writerPod(name, busybox string) *corev1.Pod {
 			}}},
 		},
 	}
+}
+
+// installSingleNode installs deploy/single-node on one node, as the README
+// asks of this mode (the others are cordoned), and waits until it is
+// available.
+func installSingleNode(ctx context.Context, t *testing.T) *manifests.Client {
+	t.Helper()
+	for _, n := range c.Nodes[1:] {
+		cordon(t, n.Name)
+	}
+	mc := installHostpath(t, "hostpath/deploy/single-node")
+	if err := c.WaitDeploymentAvailable(ctx, hostpathNS, "hostpath-provisioner"); err != nil {
+		t.Fatal(err)
+	}
+	return mc
 }
 
 // installHostpath pushes the hostpath image and applies the kustomization
