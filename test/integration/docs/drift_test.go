@@ -570,3 +570,26 @@ func TestPodSecurityLevelsDocumented(t *testing.T) {
 		}
 	}
 }
+
+var tableSeparator = regexp.MustCompile(`^\|(\s*:?-+:?\s*\|)+\s*$`)
+
+// TestDocsTablesAreWhole: every run of table rows in a doc (outside code
+// blocks) starts with a header and its |---| line, so that a paragraph
+// dropped into the middle of a table, which makes the rows after it plain
+// text, fails here instead of on a reader.
+func TestDocsTablesAreWhole(t *testing.T) {
+	fence := regexp.MustCompile("(?s)```.*?```")
+	for _, doc := range docs(t) {
+		lines := strings.Split(fence.ReplaceAllStringFunc(readDoc(t, doc), func(block string) string {
+			return strings.Repeat("\n", strings.Count(block, "\n"))
+		}), "\n")
+		for i := 0; i < len(lines); i++ {
+			if !strings.HasPrefix(lines[i], "|") || (i > 0 && strings.HasPrefix(lines[i-1], "|")) {
+				continue
+			}
+			if i+1 >= len(lines) || !tableSeparator.MatchString(lines[i+1]) {
+				t.Errorf("%s:%d: table rows without a header and |---| line (a table cut in two?): %.60s", doc, i+1, lines[i])
+			}
+		}
+	}
+}
