@@ -593,3 +593,32 @@ func TestDocsTablesAreWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestLibNeverExitsOrPanics: lib/README.md promises that the library never
+// calls os.Exit or klog.Fatal nor panics on its caller's input; no code of
+// lib (tests aside) calls panic, os.Exit or a Fatal logger.
+func TestLibNeverExitsOrPanics(t *testing.T) {
+	if !strings.Contains(readDoc(t, "lib/README.md"), "never calls `os.Exit` or `klog.Fatal`") {
+		t.Fatal("lib/README.md no longer makes the promise this test keeps: update the test")
+	}
+	forbidden := regexp.MustCompile(`\bpanic\(|\bos\.Exit\(|\bklog\.(Fatal|Exit)|\blog\.Fatal`)
+	err := filepath.WalkDir(filepath.Join(root, "lib"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(src), "\n") {
+			if forbidden.MatchString(line) && !strings.HasPrefix(strings.TrimSpace(line), "//") {
+				rel, _ := filepath.Rel(root, path)
+				t.Errorf("%s:%d: %s, which lib/README.md says the library never does", rel, i+1, strings.TrimSpace(line))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
