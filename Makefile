@@ -19,7 +19,7 @@ CHARTS := $(notdir $(wildcard charts/*))
 .PHONY: help chart build test test-unit test-integration test-csi-process test-faults test-e2e deps controlplane node cluster lint tidy verify demo bench image push clean
 
 help: ## List the targets.
-	@grep -hE '^[a-zA-Z/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
+	@grep -hE '^[a-zA-Z0-9/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
 
 build: $(GO_MODULES:%=build/%) ## Build every module and the provisioner binaries (into _output/bin).
 build/%:

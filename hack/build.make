@@ -50,9 +50,6 @@ TAG ?= $(subst +,-,$(VERSION))
 IMAGE ?= $(REGISTRY)/$(BINARY)
 PLATFORMS ?= linux/amd64 linux/arm64
 SOURCE_URL ?= https://github.com/kubeprov/external-storage
-# DOCKER=1 builds <dir>/Dockerfile with docker buildx instead (images that
-# need OS packages, e.g. nfs with Ganesha); it needs a container engine.
-DOCKER ?=
 
 VERSION_PKG := github.com/kubeprov/external-storage/lib/version
 LDFLAGS := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION)
@@ -73,7 +70,7 @@ space := $(subst ,, )
 .PHONY: help build binaries image push version image-ref
 
 help: ## List the targets.
-	@grep -hE '^[a-zA-Z/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
+	@grep -hE '^[a-zA-Z0-9/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 12
 
 build: ## Static binary for this machine into _output/bin/$(BINARY).
 	$(GO_BUILD) -o $(BIN) ./cmd/$(BINARY)
@@ -104,26 +101,15 @@ rootfs/%: $(IMAGEBUILD)
 	  -x '$(subst $(space),$(comma),$(strip $(DEBIAN_EXCLUDE)))' $(foreach u,$(DEBIAN_USERS),-u $(u)) $(DEBIAN_PACKAGES)
 endif
 
-ifeq ($(DOCKER),)
 ifneq ($(DEBIAN_PACKAGES),)
 IMAGE_FLAGS += $(foreach p,$(PLATFORMS),-rootfs $(p)=$(call platform_rootfs,$(p)))
 image: rootfs
 endif
 
-image: binaries $(IMAGEBUILD) ## OCI image index (all PLATFORMS) into _output/images/$(BINARY); DOCKER=1 uses the Dockerfile.
+image: binaries $(IMAGEBUILD) ## OCI image index (all PLATFORMS) into _output/images/$(BINARY), without a container engine.
 	$(IMAGEBUILD) build -name $(BINARY) -o $(LAYOUT) \
 	  -version $(VERSION) -revision $(REVISION) -source $(SOURCE_URL) -tag $(TAG) -created $(SOURCE_DATE_EPOCH) \
 	  $(foreach p,$(PLATFORMS),-binary $(p)=$(call platform_bin,$(p))) $(IMAGE_FLAGS)
-else
-image:
-	@test -f Dockerfile || { echo "$(MODULE_DIR) has no Dockerfile: build its image without DOCKER=1" >&2; exit 1; }
-	rm -rf $(LAYOUT)
-	docker buildx build -f Dockerfile --platform $(subst $(space),$(comma),$(strip $(PLATFORMS))) \
-	  --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) --build-arg SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
-	  --label org.opencontainers.image.source=$(SOURCE_URL) --label org.opencontainers.image.version=$(VERSION) \
-	  --label org.opencontainers.image.revision=$(REVISION) --label org.opencontainers.image.title=$(BINARY) \
-	  --output type=oci,dest=$(LAYOUT),tar=false,name=$(IMAGE):$(TAG) $(ROOT)
-endif
 
 push: image $(IMAGEBUILD) ## Push the image: make push REGISTRY=host/namespace TAG=tag (defaults ghcr.io/kubeprov, the version).
 	$(IMAGEBUILD) push -layout $(LAYOUT) -ref $(IMAGE):$(TAG)

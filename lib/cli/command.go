@@ -5,6 +5,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os/signal"
 	"syscall"
 
@@ -49,11 +50,13 @@ func NewCommand(use, short string, o Options) *cobra.Command {
 	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
 	logging := logsapi.NewLoggingConfiguration()
 	var gate featuregate.FeatureGate
+	var gateErr error
 	if fg, ok := o.(FeatureGated); ok {
-		// Fails only for a gate added twice: a bug of the binary, caught by
-		// its first test.
+		// Fails only for a gate the binary already defines differently: a bug
+		// of the binary, which the command reports when run instead of
+		// panicking in its constructor.
 		if err := logsapi.AddFeatureGates(fg.FeatureGate()); err != nil {
-			panic(err)
+			gateErr = fmt.Errorf("--feature-gates: adding the logging feature gates: %w", err)
 		}
 		gate = fg.FeatureGate()
 	}
@@ -65,6 +68,9 @@ func NewCommand(use, short string, o Options) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if gateErr != nil {
+				return gateErr
+			}
 			if err := ApplyEnv(cmd.Flags()); err != nil {
 				return err
 			}

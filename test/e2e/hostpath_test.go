@@ -7,11 +7,14 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -38,14 +41,7 @@ const (
 // and the claim: the PV and the directory go.
 func TestHostpathSingleNode(t *testing.T) {
 	ctx := framework.TestContext(t, 10*time.Minute)
-	// One node, as the README asks of this mode: the others are cordoned.
-	for _, n := range c.Nodes[1:] {
-		cordon(t, n.Name)
-	}
-	mc := installHostpath(t, "hostpath/deploy/single-node")
-	if err := c.WaitDeploymentAvailable(ctx, hostpathNS, "hostpath-provisioner"); err != nil {
-		t.Fatal(err)
-	}
+	mc := installSingleNode(ctx, t)
 
 	example, err := Render("hostpath/deploy/example", ImageOverride{"busybox", c.Image(cluster.BusyboxImage)})
 	if err != nil {
@@ -72,6 +68,98 @@ func TestHostpathSingleNode(t *testing.T) {
 	checkWrittenOnNode(ctx, t, node, pv.Spec.HostPath.Path, log)
 
 	if err := Remove(ctx, mc, example); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := node.Exec(ctx, "ls", "-A", hostpathDir); err != nil || strings.Contains(string(out), pv.Name) {
+		t.Errorf("after the PV was deleted, %s on the node holds %q (%v), want no %s", hostpathDir, out, err, pv.Name)
+	}
+}
+
+// The facts of the original hostPath walkthrough, "Writing an out-of-tree
+// dynamic provisioner" (kubernetes-incubator/external-storage,
+// docs/demo/hostpath-provisioner), that its users type again here.
+const (
+	walkthroughClass = "example-hostpath"
+	walkthroughClaim = "hostpath"
+	walkthroughPod   = "test-pod"
+	walkthroughNS    = "default"
+)
+
+// TestHostpathWalkthrough replays that walkthrough against the single-node
+// mode on one real node: its class (named example-hostpath, for our
+// provisioner), its claim (1Mi, ReadWriteMany, the class given only by the
+// volume.beta.kubernetes.io/storage-class annotation) and its busybox pod
+// (/bin/sh -c "touch /mnt/SUCCESS && exit 0 || exit 1", root, no security
+// context). The pod succeeds, SUCCESS is in the PV's directory on the node;
+// deleting the claim removes the PV and the directory.
+func TestHostpathWalkthrough(t *testing.T) {
+	ctx := framework.TestContext(t, 10*time.Minute)
+	installSingleNode(ctx, t)
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: walkthroughClass}, Provisioner: "kubeprov.io/hostpath"}
+	if _, err := c.Client.StorageV1().StorageClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
+		defer cancel()
+		_ = c.Client.CoreV1().Pods(walkthroughNS).Delete(ctx, walkthroughPod, metav1.DeleteOptions{})
+		_ = c.Client.CoreV1().PersistentVolumeClaims(walkthroughNS).Delete(ctx, walkthroughClaim, metav1.DeleteOptions{})
+		_ = c.Client.StorageV1().StorageClasses().Delete(ctx, walkthroughClass, metav1.DeleteOptions{})
+	})
+
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: walkthroughClaim, Annotations: map[string]string{corev1.BetaStorageClassAnnotation: walkthroughClass}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")},
+			},
+		},
+	}
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims(walkthroughNS).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, pv, err := framework.WaitForPVCBound(ctx, c.Client, walkthroughNS, walkthroughClaim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.StorageClassName != walkthroughClass || !slices.Equal(pv.Spec.AccessModes, claim.Spec.AccessModes) {
+		t.Errorf("PV %s: class %q, access modes %v; want %s, [ReadWriteMany]", pv.Name, pv.Spec.StorageClassName, pv.Spec.AccessModes, walkthroughClass)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: walkthroughPod},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:         walkthroughPod,
+				Image:        c.Image(cluster.BusyboxImage),
+				Command:      []string{"/bin/sh"},
+				Args:         []string{"-c", "touch /mnt/SUCCESS && exit 0 || exit 1"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "hostpath-pvc", MountPath: "/mnt"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "hostpath-pvc", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: walkthroughClaim},
+			}}},
+		},
+	}
+	if err := c.RunPod(ctx, walkthroughNS, pod); err != nil {
+		t.Fatal(err)
+	}
+	node := c.Nodes[0]
+	if pv.Spec.HostPath == nil || path.Dir(pv.Spec.HostPath.Path) != hostpathDir {
+		t.Fatalf("PV %s has source %+v, want a hostPath under %s", pv.Name, pv.Spec.PersistentVolumeSource, hostpathDir)
+	}
+	if out, err := node.Exec(ctx, "ls", "-A", pv.Spec.HostPath.Path); err != nil || strings.TrimSpace(string(out)) != "SUCCESS" {
+		t.Fatalf("%s on %s holds %q (%v), want the pod's SUCCESS", pv.Spec.HostPath.Path, node.Name, out, err)
+	}
+
+	if err := c.Client.CoreV1().Pods(walkthroughNS).Delete(ctx, walkthroughPod, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.CoreV1().PersistentVolumeClaims(walkthroughNS).Delete(ctx, walkthroughClaim, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
@@ -172,6 +260,21 @@ func writerPod(name, busybox string) *corev1.Pod {
 			}}},
 		},
 	}
+}
+
+// installSingleNode installs deploy/single-node on one node, as the README
+// asks of this mode (the others are cordoned), and waits until it is
+// available.
+func installSingleNode(ctx context.Context, t *testing.T) *manifests.Client {
+	t.Helper()
+	for _, n := range c.Nodes[1:] {
+		cordon(t, n.Name)
+	}
+	mc := installHostpath(t, "hostpath/deploy/single-node")
+	if err := c.WaitDeploymentAvailable(ctx, hostpathNS, "hostpath-provisioner"); err != nil {
+		t.Fatal(err)
+	}
+	return mc
 }
 
 // installHostpath pushes the hostpath image and applies the kustomization

@@ -373,10 +373,27 @@ func (p *Provisioner) parse(o controller.ProvisionOptions, paths *PathMap) (volu
 		}
 		return vp, nil
 	}
-	if err := controller.CheckAccessModes(o.PVC, corev1.ReadWriteOnce, corev1.ReadWriteOncePod); err != nil {
-		return vp, fmt.Errorf("%w: a hostPath volume lives on a single node; recreate the claim", err)
+	if mode := p.multiNodeMode(); mode != "" {
+		if err := controller.CheckAccessModes(o.PVC, corev1.ReadWriteOnce, corev1.ReadWriteOncePod); err != nil {
+			return vp, fmt.Errorf("%w: a hostPath volume lives on one node, and this provisioner serves several (%s), whose pods could not share it; recreate the claim", err, mode)
+		}
 	}
+	// Otherwise every volume is on this instance's node, and every pod that
+	// uses one is pinned there by its node affinity: ReadWriteMany and
+	// ReadOnlyMany are as sound as ReadWriteOnce (the single-node mode).
 	return vp, nil
+}
+
+// multiNodeMode names the flag by which this instance puts volumes on
+// several nodes, or is empty when they all go on its own node.
+func (p *Provisioner) multiNodeMode() string {
+	switch {
+	case p.cfg.NodeLocal:
+		return "--node-local"
+	case p.anyNode:
+		return "--helper-pods"
+	}
+	return ""
 }
 
 // nodeLabelValue is the value of the node label the volume is pinned to.

@@ -10,11 +10,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeprov/external-storage/lib/controller"
@@ -206,12 +208,6 @@ func TestProvisionRejects(t *testing.T) {
 			want: "StorageClass hostpath: unknown parameter(s) path"},
 		{name: "mount options", class: func(c *storagev1.StorageClass) { c.MountOptions = []string{"noatime"} },
 			want: "StorageClass hostpath: mountOptions are not supported"},
-		{name: "ReadWriteMany", mutate: func(c *corev1.PersistentVolumeClaim) {
-			c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany}
-		}, want: "access mode(s) ReadWriteMany not supported: use ReadWriteOnce or ReadWriteOncePod"},
-		{name: "ReadOnlyMany", mutate: func(c *corev1.PersistentVolumeClaim) {
-			c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}
-		}, want: "access mode(s) ReadOnlyMany not supported"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, dir := newProvisioner(t)
@@ -231,6 +227,64 @@ func TestProvisionRejects(t *testing.T) {
 			}
 			assertEmpty(t, dir)
 		})
+	}
+}
+
+// TestSingleNodeAccessModes: an instance that puts every volume on its own
+// node (deploy/single-node) honours every access mode, since every pod of
+// the volume is pinned to that node; the original hostPath walkthrough's
+// claim asks for ReadWriteMany.
+func TestSingleNodeAccessModes(t *testing.T) {
+	for _, mode := range []corev1.PersistentVolumeAccessMode{
+		corev1.ReadWriteOnce, corev1.ReadWriteOncePod, corev1.ReadWriteMany, corev1.ReadOnlyMany,
+	} {
+		t.Run(string(mode), func(t *testing.T) {
+			p, dir := newProvisioner(t)
+			pv := provision(t, p, options(claim(mode)))
+			if len(pv.Spec.AccessModes) != 1 || pv.Spec.AccessModes[0] != mode {
+				t.Errorf("PV access modes %v, want [%s]", pv.Spec.AccessModes, mode)
+			}
+			if pv.Spec.NodeAffinity == nil {
+				t.Error("PV has no node affinity: pods on other nodes could share it")
+			}
+			if _, err := os.Stat(filepath.Join(dir, pv.Name)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestMultiNodeRefusesSharedAccessModes: an instance that serves several
+// nodes refuses what pods on different nodes could not share, naming the
+// mode of the provisioner that cannot honour it, and creates nothing.
+func TestMultiNodeRefusesSharedAccessModes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		flag   string
+	}{
+		{"node-local", func(c *Config) { c.NodeLocal = true }, "--node-local"},
+		{"helper pods", func(c *Config) { c.Dirs = newHelperDirs(t, fake.NewClientset(), time.Minute) }, "--helper-pods"},
+	} {
+		for _, modes := range [][]corev1.PersistentVolumeAccessMode{
+			{corev1.ReadWriteOnce, corev1.ReadWriteMany},
+			{corev1.ReadOnlyMany},
+		} {
+			t.Run(tc.name+"/"+string(modes[len(modes)-1]), func(t *testing.T) {
+				p, dir := newProvisioner(t, tc.mutate)
+				o := options(claim(modes...))
+				o.SelectedNodeName = node
+				_, state, err := p.Provision(t.Context(), o)
+				want := "access mode(s) " + string(modes[len(modes)-1]) + " not supported: use ReadWriteOnce or ReadWriteOncePod"
+				if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), tc.flag) {
+					t.Fatalf("got %v, want an error containing %q and naming %s", err, want, tc.flag)
+				}
+				if state != controller.ProvisioningFinished {
+					t.Errorf("state = %s, want Finished: nothing was created", state)
+				}
+				assertEmpty(t, dir)
+			})
+		}
 	}
 }
 

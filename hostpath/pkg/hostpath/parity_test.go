@@ -327,9 +327,12 @@ func TestSharedFileSystem(t *testing.T) {
 	}
 }
 
+// Without a shared path, an instance serving several nodes refuses RWX.
 func TestRWXRefusedWithoutSharedPath(t *testing.T) {
-	p, dir := newProvisioner(t)
-	if _, _, err := p.Provision(t.Context(), options(claim(corev1.ReadWriteMany))); err == nil || !strings.Contains(err.Error(), "ReadWriteMany") {
+	p, dir := newProvisioner(t, func(c *Config) { c.NodeLocal = true })
+	o := options(claim(corev1.ReadWriteMany))
+	o.SelectedNodeName = node
+	if _, _, err := p.Provision(t.Context(), o); err == nil || !strings.Contains(err.Error(), "ReadWriteMany") {
 		t.Fatalf("got %v", err)
 	}
 	assertEmpty(t, dir)

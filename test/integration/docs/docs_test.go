@@ -1,9 +1,11 @@
 // Copyright 2026 The external-storage Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package docs keeps docs/writing-a-provisioner.md honest: the program it
-// shows is the one CI compiles, its excerpts are in the code they quote, and
-// the program binds a claim on the real control plane.
+// Package docs keeps the documentation honest: docs/writing-a-provisioner.md
+// shows the program CI compiles, its excerpts are in the code they quote, and
+// the program binds a claim on the real control plane; and (drift_test.go)
+// what the READMEs and docs/ say about packages, flags, make targets, files
+// and Pod Security levels is checked against the code that has them.
 package docs
 
 import (

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -124,33 +125,57 @@ func TestRetain(t *testing.T) {
 // Claims a directory on one node cannot serve get a Warning event that
 // names what is wrong, and nothing is created.
 func TestUnsupportedClaims(t *testing.T) {
-	ctx := framework.TestContext(t, time.Minute)
 	e := setup(t, "unsupported", nil)
 	startProvisioner(t, e.env(), e.args(node)...)
-
-	for _, tc := range []struct {
-		name   string
-		mutate func(*corev1.PersistentVolumeClaim)
-		want   string
-	}{
-		{"rwx", func(pvc *corev1.PersistentVolumeClaim) {
-			pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
-		}, "access mode(s) ReadWriteMany not supported"},
-		{"rox", func(pvc *corev1.PersistentVolumeClaim) {
-			pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}
-		}, "access mode(s) ReadOnlyMany not supported"},
+	expectRefusals(t, e, []refusal{
 		{"block", func(pvc *corev1.PersistentVolumeClaim) {
 			pvc.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock)
-		}, "does not support volumeMode Block"},
-	} {
+		}, []string{"does not support volumeMode Block"}},
+	})
+}
+
+// A --node-local instance (the DaemonSet mode, several nodes) refuses the
+// access modes pods on different nodes would need, with a Warning event
+// that names the mode, and creates nothing.
+func TestSharedAccessModesRefusedNodeLocal(t *testing.T) {
+	e := setup(t, "nodelocal-modes", func(sc *storagev1.StorageClass) {
+		sc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
+	})
+	startProvisioner(t, e.env(), e.args(node, "--node-local")...)
+	var cases []refusal
+	for _, mode := range []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany, corev1.ReadOnlyMany} {
+		cases = append(cases, refusal{strings.ToLower(string(mode)), func(pvc *corev1.PersistentVolumeClaim) {
+			pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{mode}
+			pvc.Annotations = map[string]string{annSelectedNode: node}
+		}, []string{"access mode(s) " + string(mode) + " not supported", "--node-local"}})
+	}
+	expectRefusals(t, e, cases)
+}
+
+// refusal is a claim the provisioner must refuse, and what its Warning
+// event must say.
+type refusal struct {
+	name   string
+	mutate func(*corev1.PersistentVolumeClaim)
+	want   []string
+}
+
+// expectRefusals creates each claim, expects a ProvisioningFailed Warning
+// event containing every wanted part, and then no directory and no PV.
+func expectRefusals(t *testing.T, e *testEnv, cases []refusal) {
+	t.Helper()
+	ctx := framework.TestContext(t, time.Minute)
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pvc := e.createPVC(t, tc.name, tc.mutate)
 			ev, err := framework.WaitForEvent(ctx, cp.Client, pvc, "ProvisioningFailed")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, tc.want) {
-				t.Errorf("event %s %q, want a Warning containing %q", ev.Type, ev.Message, tc.want)
+			for _, want := range tc.want {
+				if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, want) {
+					t.Errorf("event %s %q, want a Warning containing %q", ev.Type, ev.Message, want)
+				}
 			}
 			t.Logf("event: %s", ev.Message)
 		})
@@ -160,5 +185,44 @@ func TestUnsupportedClaims(t *testing.T) {
 	}
 	if pvs := volumesOfClass(ctx, t, e.class.Name); len(pvs) != 0 {
 		t.Errorf("%d PVs for claims that were refused", len(pvs))
+	}
+}
+
+// TestWalkthroughClaims: the claims of the original hostPath walkthrough
+// ("Writing an out-of-tree dynamic provisioner"), which name their class only
+// through the volume.beta.kubernetes.io/storage-class annotation and ask for
+// ReadWriteMany, are provisioned by the single-node mode, with ReadOnlyMany
+// and the two single-writer modes beside them; deleting each claim removes
+// its PV and its directory. test/e2e's TestHostpathWalkthrough replays the
+// walkthrough itself, pod included, on a real node.
+func TestWalkthroughClaims(t *testing.T) {
+	ctx := framework.TestContext(t, 2*time.Minute)
+	e := setup(t, "walkthrough", nil)
+	startProvisioner(t, e.env(), e.args(node)...)
+
+	for _, mode := range []corev1.PersistentVolumeAccessMode{
+		corev1.ReadWriteMany, corev1.ReadOnlyMany, corev1.ReadWriteOnce, corev1.ReadWriteOncePod,
+	} {
+		t.Run(string(mode), func(t *testing.T) {
+			name := strings.ToLower(string(mode))
+			e.createPVC(t, name, func(pvc *corev1.PersistentVolumeClaim) {
+				pvc.Spec.StorageClassName = nil
+				pvc.Annotations = map[string]string{corev1.BetaStorageClassAnnotation: e.class.Name}
+				pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{mode}
+				pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("1Mi")
+			})
+			pv := bound(ctx, t, e.ns, name)
+			checkVolume(t, pv, e.pvDir, node)
+			if pv.Spec.StorageClassName != e.class.Name || len(pv.Spec.AccessModes) != 1 || pv.Spec.AccessModes[0] != mode {
+				t.Errorf("PV %s: class %q, access modes %v; want %s and [%s]", pv.Name, pv.Spec.StorageClassName, pv.Spec.AccessModes, e.class.Name, mode)
+			}
+			deletePVC(t, e.ns, name)
+			if err := framework.WaitForPVDeleted(ctx, cp.Client, pv.Name); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(filepath.Join(e.pvDir, pv.Name)); !os.IsNotExist(err) {
+				t.Errorf("directory of deleted PV %s: %v, want it gone", pv.Name, err)
+			}
+		})
 	}
 }

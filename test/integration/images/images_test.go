@@ -53,7 +53,7 @@ var osImages = map[string]struct {
 	user  string
 	files []string
 }{
-	// Ganesha serves files of every uid: root, as nfs/Dockerfile.
+	// Ganesha serves files of every uid: root, as nfs/Makefile's IMAGE_USER.
 	"nfs-provisioner": {user: "0:0", files: []string{
 		"usr/bin/ganesha.nfsd", "sbin/rpcbind", "usr/bin/dbus-daemon",
 		"etc/dbus-1/system.d/nfs-ganesha-dbus.conf", "var/lib/dpkg/status",
