@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Copyright 2026 The external-storage Authors.
+# SPDX-License-Identifier: Apache-2.0
+#
+# Runs the README's `make demo` as a newcomer would, on a machine that has
+# only what a new machine of this kind has: every machine that runs our
+# commands (a developer's, CI's) has what earlier runs installed, so a
+# missing install step would otherwise pass unnoticed.
+#
+#   hack/fresh-machine.sh [COMMAND...]    (root; default COMMAND: make demo)
+#
+# 1. A root filesystem of the Debian packages of a new machine
+#    (hack/testdata/fresh-machine/packages.txt, less left-out.txt), built
+#    with the project's own tooling (hack/debian-rootfs.sh, imagebuild
+#    rootfs) and cached under $KUBEPROV_CACHE/debian like an image's.
+# 2. A fresh clone of this repository's HEAD (FRESH_REV=<commit> for
+#    another) at /src inside it.
+# 3. COMMAND runs there, chrooted, in mount and PID namespaces of its own (so
+#    everything it starts ends with it and no mount reaches the host) and in
+#    the host's network namespace (apt needs Debian's mirror; the cluster
+#    makes its bridge as on the host). /dev, /sys (with the cgroup
+#    hierarchies kubelet and runc use) and a new /proc are mounted, as a
+#    booted machine has them. The Go toolchain is bound read-only; the
+#    caches of built binaries (the control plane and node components under
+#    $KUBEPROV_CACHE, GOCACHE, GOMODCACHE) are overlays on the host's, so
+#    the check takes minutes instead of the cold build and leaves the host's
+#    caches unchanged.
+#
+# What an installer writes besides the packages is written too:
+# /etc/resolv.conf and apt's sources and configuration (the host's, as the
+# machine image has them), the CA bundle (update-ca-certificates, as
+# ca-certificates' maintainer script would).
+#
+# Environment: FRESH_REV, FRESH_KEEP=1 (keep the work directory),
+# KUBEPROV_CACHE, and hack/debian-rootfs.sh's DEBIAN_*.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+log() { printf '[fresh-machine] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+[[ $(id -u) -eq 0 ]] || die "needs root (chroot, namespaces, mounts), as make demo does"
+for tool in unshare chroot mount tar git; do
+  command -v "$tool" >/dev/null || die "needs $tool"
+done
+command=("$@")
+((${#command[@]} > 0)) || command=(make demo)
+start=$SECONDS
+
+data=$repo/hack/testdata/fresh-machine
+left_out=$(sed '/^#/d;/^$/d' "$data/left-out.txt" | paste -sd'|')
+mapfile -t packages < <(sed '/^#/d;/^$/d' "$data/packages.txt" | grep -vxE "$left_out")
+log "root filesystem: ${#packages[@]} packages of a new machine ($data)"
+
+work=$(mktemp -d /var/tmp/kubeprov-fresh.XXXXXX)
+cleanup() {
+  # Nothing is mounted here outside the namespace, which is gone: a plain
+  # removal, kept on this file system to be safe.
+  if [[ -z ${FRESH_KEEP:-} ]]; then
+    rm -rf --one-file-system "$work"
+  else
+    log "kept $work"
+  fi
+}
+trap cleanup EXIT
+
+imagebuild=$("$repo/hack/tools.sh" imagebuild)
+"$repo/hack/debian-rootfs.sh" -a "$(dpkg --print-architecture)" -o "$work/rootfs.tar.gz" -i "$imagebuild" \
+  -u _apt:42:65534 "${packages[@]}"
+root=$work/root
+mkdir "$root"
+tar -xzf "$work/rootfs.tar.gz" -C "$root" --numeric-owner
+rm "$work/rootfs.tar.gz"
+log "unpacked ($((SECONDS - start)) s so far)"
+
+# The machine image's configuration beyond its packages.
+cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+rm -rf "$root/etc/apt/sources.list.d" "$root/etc/apt/apt.conf.d"
+cp -a /etc/apt/sources.list.d /etc/apt/apt.conf.d "$root/etc/apt/"
+[[ -f /etc/apt/sources.list ]] && cp /etc/apt/sources.list "$root/etc/apt/"
+chroot "$root" /usr/sbin/update-ca-certificates >/dev/null 2>&1 || log "update-ca-certificates failed: no CA bundle in the root"
+
+rev=${FRESH_REV:-HEAD}
+git clone -q --no-hardlinks "$repo" "$root/src"
+git -C "$root/src" checkout -q "$(git -C "$repo" rev-parse "$rev^{commit}")"
+log "clone of $rev ($(git -C "$root/src" log -1 --format='%h %s'))"
+
+# The caches: host directory -> path inside the root.
+cache_root=${KUBEPROV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeprov}
+declare -A caches=(
+  ["$cache_root"]=/root/.cache/kubeprov
+  ["$(go env GOCACHE)"]=/root/.cache/go-build
+  ["$(go env GOMODCACHE)"]=/root/go/pkg/mod
+)
+overlays=()
+for host in "${!caches[@]}"; do
+  mkdir -p "$host"
+  overlays+=("$host" "${caches[$host]}")
+done
+goroot=$(go env GOROOT)
+
+# shellcheck disable=SC2016 # expanded by the inner shell
+inner='set -eu
+root=$1 work=$2 goroot=$3
+shift 3
+mount -t proc proc "$root/proc"
+mount --rbind /dev "$root/dev"
+mount --rbind /sys "$root/sys"
+mkdir -p "$root/usr/local/go"
+mount --bind "$goroot" "$root/usr/local/go"
+mount -o remount,bind,ro "$root/usr/local/go"
+i=0
+while [ "$1" != -- ]; do
+	i=$((i + 1))
+	mkdir -p "$work/overlay/$i/upper" "$work/overlay/$i/work" "$root$2"
+	mount -t overlay overlay -o "lowerdir=$1,upperdir=$work/overlay/$i/upper,workdir=$work/overlay/$i/work" "$root$2"
+	shift 2
+done
+shift
+exec chroot "$root" /usr/bin/env -i HOME=/root CI="${CI:-}" TERM="${TERM:-dumb}" \
+	PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+	KUBEPROV_FRESH_MACHINE=1 sh -c "cd /src && exec \"\$@\"" sh "$@"
+'
+log "running '${command[*]}' in it"
+status=0
+unshare --mount --pid --fork --propagation private -- bash -c "$inner" inner "$root" "$work" "$goroot" \
+  "${overlays[@]}" -- "${command[@]}" || status=$?
+if ((status != 0)); then
+  die "'${command[*]}' failed on a fresh machine (exit $status, $((SECONDS - start)) s): a step that installs what it needs is missing or broken"
+fi
+log "'${command[*]}' passed on a fresh machine in $((SECONDS - start)) s"
