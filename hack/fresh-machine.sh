@@ -26,10 +26,11 @@
 #    the check takes minutes instead of the cold build and leaves the host's
 #    caches unchanged.
 #
-# What an installer writes besides the packages is written too:
-# /etc/resolv.conf and apt's sources and configuration (the host's, as the
-# machine image has them), the CA bundle (update-ca-certificates, as
-# ca-certificates' maintainer script would).
+# What an installer writes besides the packages is written too: dpkg's and
+# apt's working directories, /etc/resolv.conf, hosts, hostname, machine-id
+# and apt's sources and configuration (the host's, as the machine image has
+# them), the CA bundle (update-ca-certificates, as ca-certificates'
+# maintainer script would).
 #
 # Environment: FRESH_REV, FRESH_KEEP=1 (keep the work directory),
 # KUBEPROV_CACHE, and hack/debian-rootfs.sh's DEBIAN_*.
@@ -71,12 +72,21 @@ tar -xzf "$work/rootfs.tar.gz" -C "$root" --numeric-owner
 rm "$work/rootfs.tar.gz"
 log "unpacked ($((SECONDS - start)) s so far)"
 
-# The machine image's configuration beyond its packages.
-cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+# What an installer leaves beyond the packages' files: dpkg's and apt's
+# working directories, the machine's identity and name service files.
+mkdir -p "$root"/var/lib/dpkg/{info,updates,triggers} "$root"/var/lib/apt/lists/partial \
+  "$root"/var/cache/apt/archives/partial "$root/root"
+for f in resolv.conf hosts hostname machine-id; do
+  [[ -e /etc/$f ]] && cp -L "/etc/$f" "$root/etc/$f"
+done
 rm -rf "$root/etc/apt/sources.list.d" "$root/etc/apt/apt.conf.d"
 cp -a /etc/apt/sources.list.d /etc/apt/apt.conf.d "$root/etc/apt/"
 [[ -f /etc/apt/sources.list ]] && cp /etc/apt/sources.list "$root/etc/apt/"
-chroot "$root" /usr/sbin/update-ca-certificates >/dev/null 2>&1 || log "update-ca-certificates failed: no CA bundle in the root"
+# ca-certificates' maintainer script trusts every certificate it ships.
+if [[ -d $root/usr/share/ca-certificates ]]; then
+  (cd "$root/usr/share/ca-certificates" && find . -name '*.crt' | sed 's#^\./##' | sort) >"$root/etc/ca-certificates.conf"
+  chroot "$root" /usr/sbin/update-ca-certificates --fresh >/dev/null 2>&1 || die "update-ca-certificates failed in the root"
+fi
 
 rev=${FRESH_REV:-HEAD}
 git clone -q --no-hardlinks "$repo" "$root/src"
