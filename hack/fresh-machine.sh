@@ -8,6 +8,9 @@
 # missing install step would otherwise pass unnoticed.
 #
 #   hack/fresh-machine.sh [COMMAND...]    (root; default COMMAND: make demo)
+#   hack/fresh-machine.sh --prepare       only build the root filesystem's
+#                                         cache (hack/prepare-test.sh does,
+#                                         while the control plane compiles)
 #
 # 1. A root filesystem of the Debian packages of a new machine
 #    (hack/testdata/fresh-machine/packages.txt, less left-out.txt), built
@@ -42,6 +45,11 @@ die() { log "ERROR: $*"; exit 1; }
 for tool in unshare chroot mount tar git; do
   command -v "$tool" >/dev/null || die "needs $tool"
 done
+prepare_only=
+if [[ ${1:-} == --prepare ]]; then
+  prepare_only=1
+  shift
+fi
 command=("$@")
 ((${#command[@]} > 0)) || command=(make demo)
 start=$SECONDS
@@ -66,6 +74,10 @@ trap cleanup EXIT
 imagebuild=$("$repo/hack/tools.sh" imagebuild)
 "$repo/hack/debian-rootfs.sh" -a "$(dpkg --print-architecture)" -o "$work/rootfs.tar.gz" -i "$imagebuild" \
   -u _apt:42:65534 "${packages[@]}"
+if [[ -n $prepare_only ]]; then
+  log "root filesystem cached ($((SECONDS - start)) s)"
+  exit 0
+fi
 root=$work/root
 mkdir "$root"
 tar -xzf "$work/rootfs.tar.gz" -C "$root" --numeric-owner
