@@ -18,12 +18,14 @@
 #    rootfs) and cached under $KUBEPROV_CACHE/debian like an image's.
 # 2. A fresh clone of this repository's HEAD (FRESH_REV=<commit> for
 #    another) at /src inside it.
-# 3. COMMAND runs there, chrooted, in mount and PID namespaces of its own (so
-#    everything it starts ends with it and no mount reaches the host) and in
-#    the host's network namespace (apt needs Debian's mirror; the cluster
-#    makes its bridge as on the host). /dev, /sys (with the cgroup
-#    hierarchies kubelet and runc use) and a new /proc are mounted, as a
-#    booted machine has them. The Go toolchain is bound read-only; the
+# 3. COMMAND runs there, chrooted, in a mount namespace of its own (no mount
+#    reaches the host) and in the host's network and PID namespaces: apt
+#    needs Debian's mirror, and a cluster marks its bridge with its pid,
+#    which other clusters on the host check to find abandoned bridges (in
+#    a PID namespace of its own it would take theirs for dead and remove
+#    them). The command stops what it starts, as on any machine. /dev,
+#    /sys (with the cgroup hierarchies kubelet and runc use) and /proc are
+#    mounted, as a booted machine has them. The Go toolchain is bound read-only; the
 #    caches of built binaries (the control plane and node components under
 #    $KUBEPROV_CACHE, GOCACHE, GOMODCACHE) are overlays on the host's, so
 #    the check takes minutes instead of the cold build and leaves the host's
@@ -123,6 +125,9 @@ goroot=$(go env GOROOT)
 inner='set -eu
 root=$1 work=$2 goroot=$3
 shift 3
+# The root a mount point of its own, as a machine'"'"'s / is: the nodes make
+# their mounts under / shared.
+mount --bind "$root" "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
 mount --rbind /sys "$root/sys"
@@ -143,7 +148,7 @@ exec chroot "$root" /usr/bin/env -i HOME=/root CI="${CI:-}" TERM="${TERM:-dumb}"
 '
 log "running '${command[*]}' in it"
 status=0
-unshare --mount --pid --fork --propagation private -- bash -c "$inner" inner "$root" "$work" "$goroot" \
+unshare --mount --fork --propagation private -- bash -c "$inner" inner "$root" "$work" "$goroot" \
   "${overlays[@]}" -- "${command[@]}" || status=$?
 if ((status != 0)); then
   die "'${command[*]}' failed on a fresh machine (exit $status, $((SECONDS - start)) s): a step that installs what it needs is missing or broken"
