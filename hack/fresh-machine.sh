@@ -18,7 +18,7 @@
 #    rootfs) and cached under $KUBEPROV_CACHE/debian like an image's.
 # 2. A fresh clone of this repository's HEAD (FRESH_REV=<commit> for
 #    another) at /src inside it.
-# 3. COMMAND runs there, chrooted, in a mount namespace of its own (no mount
+# 3. COMMAND runs there (pivot_root) in a mount namespace of its own (no mount
 #    reaches the host) and in the host's network and PID namespaces: apt
 #    needs Debian's mirror, and a cluster marks its bridge with its pid,
 #    which other clusters on the host check to find abandoned bridges (in
@@ -44,7 +44,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 log() { printf '[fresh-machine] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 [[ $(id -u) -eq 0 ]] || die "needs root (chroot, namespaces, mounts), as make demo does"
-for tool in unshare chroot mount tar git; do
+for tool in unshare pivot_root mount tar git; do
   command -v "$tool" >/dev/null || die "needs $tool"
 done
 prepare_only=
@@ -142,9 +142,14 @@ while [ "$1" != -- ]; do
 	shift 2
 done
 shift
-exec chroot "$root" /usr/bin/env -i HOME=/root CI="${CI:-}" TERM="${TERM:-dumb}" \
+# pivot_root, not chroot: the nodes enter their namespaces with nsenter,
+# which starts at the root of the mount namespace, so that must be this one.
+cd "$root"
+mkdir -p .oldroot
+pivot_root . .oldroot
+exec /usr/bin/env -i HOME=/root CI="${CI:-}" TERM="${TERM:-dumb}" \
 	PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-	KUBEPROV_FRESH_MACHINE=1 sh -c "cd /src && exec \"\$@\"" sh "$@"
+	sh -c "umount -l /.oldroot && rmdir /.oldroot && cd /src && exec \"\$@\"" sh "$@"
 '
 log "running '${command[*]}' in it"
 status=0
