@@ -43,8 +43,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 log() { printf '[fresh-machine] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
-[[ $(id -u) -eq 0 ]] || die "needs root (chroot, namespaces, mounts), as make demo does"
-for tool in unshare pivot_root mount tar git; do
+[[ $(id -u) -eq 0 ]] || die "needs root (namespaces, mounts, pivot_root), as make demo does"
+for tool in unshare pivot_root chroot mount tar git; do
   command -v "$tool" >/dev/null || die "needs $tool"
 done
 prepare_only=
