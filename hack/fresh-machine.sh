@@ -90,6 +90,12 @@ log "unpacked ($((SECONDS - start)) s so far)"
 # working directories, the machine's identity and name service files.
 mkdir -p "$root"/var/lib/dpkg/{info,updates,triggers} "$root"/var/lib/apt/lists/partial \
   "$root"/var/cache/apt/archives/partial "$root/root"
+# dpkg warns once per package that has no file list (imagebuild writes the
+# status only); an empty list is what it then assumes anyway.
+awk '/^Package:/ {p = $2} /^Architecture:/ {a = $2} /^Multi-Arch: same/ {m = 1}
+     /^$/ {if (p != "") print (m ? p ":" a : p); p = ""; m = 0}
+     END {if (p != "") print (m ? p ":" a : p)}' "$root/var/lib/dpkg/status" |
+  while read -r pkg; do : >"$root/var/lib/dpkg/info/$pkg.list"; done
 for f in resolv.conf hosts hostname machine-id; do
   [[ -e /etc/$f ]] && cp -L "/etc/$f" "$root/etc/$f"
 done
