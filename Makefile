@@ -16,7 +16,7 @@ INTEGRATION_TIMEOUT ?= 40m
 .DEFAULT_GOAL := help
 CHARTS := $(notdir $(wildcard charts/*))
 
-.PHONY: help chart build test test-unit test-integration test-csi-process test-faults test-e2e deps controlplane node cluster lint tidy verify demo bench image push clean
+.PHONY: help chart build test test-phases prepare test-unit test-integration test-csi-process test-fresh test-faults test-e2e deps deps-node controlplane node cluster lint tidy verify demo bench image push clean
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z0-9/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -26,20 +26,30 @@ build/%:
 	cd $* && go build ./...
 	@if [ -f $*/Makefile ]; then $(MAKE) --no-print-directory -C $* build; fi
 
+# The phases of `make test`, in order; .ci/run runs and times them one by one.
+TEST_PHASES := prepare test-unit test-integration test-csi-process test-fresh
+
 test: ## Everything CI runs: install test dependencies and build the control plane (in parallel), then run all tests.
+	@set -e; for phase in $(TEST_PHASES); do $(MAKE) --no-print-directory $$phase; done
+
+test-phases: ## Print the phases of make test, in order.
+	@echo $(TEST_PHASES)
+
+prepare: ## Install the Debian packages of every test backend while the control plane and node components build (hack/prepare-test.sh).
 	hack/prepare-test.sh
-	$(MAKE) --no-print-directory test-unit test-integration
 
 test-unit: $(MODULES:%=test/%) ## Unit tests of every released module.
 test/%:
 	cd $* && go test $(GO_TEST_FLAGS) -count=1 ./...
 
-test-integration: controlplane node ## Integration tests against the real control plane and backends, and the e2e suite on real nodes (test/e2e, test/cluster); then test-csi-process.
+test-integration: controlplane node ## Integration tests against the real control plane and backends, and the e2e suite on real nodes (test/e2e, test/cluster).
 	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./...
-	$(MAKE) --no-print-directory test-csi-process
 
 test-csi-process: controlplane ## The csi integration tests again, the CSI driver a process of its own with its volumes on disk, killed and restarted (CSI_TEST_DRIVER=process).
 	cd test && CSI_TEST_DRIVER=process go test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./integration/csi/
+
+test-fresh: ## make demo on a root filesystem holding only a new machine's packages, with the built caches bind-mounted (hack/fresh-machine.sh; root).
+	hack/fresh-machine.sh
 
 test-faults: controlplane ## Only the fault suite (test/faults): kills, restarts and outages across all provisioners.
 	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./faults/
@@ -50,16 +60,19 @@ test-e2e: controlplane node ## Only the e2e suite: provisioners installed as use
 deps: ## Install the Debian packages the tests need (root; idempotent).
 	hack/install-test-deps.sh
 
+deps-node: ## Install the Debian packages a real node needs: runc, busybox-static, ... (hack/deps/node.sh; root; idempotent). make demo and make cluster run it.
+	hack/deps/node.sh
+
 controlplane: ## Build etcd, kube-apiserver and kube-controller-manager into the cache (see docs/development.md).
 	hack/controlplane.sh
 
 node: ## Build kubelet, kube-scheduler, containerd and the CNI plugins into the cache (hack/node.sh).
 	hack/node.sh
 
-cluster: controlplane node ## A cluster with real nodes (root) until Ctrl-C, with a KUBECONFIG printed: make cluster NODES=2.
+cluster: deps-node controlplane node ## A cluster with real nodes (root) until Ctrl-C, with a KUBECONFIG printed: make cluster NODES=2.
 	cd test && go run ./cmd/cluster $(if $(NODES),--nodes=$(NODES))
 
-demo: ## The main job: a cluster with a real node; hostpath-provisioner installed as its README says, a pod writes into a claim (KEEP=1 leaves it running).
+demo: deps-node ## The main job: a cluster with a real node; hostpath-provisioner installed as its README says, a pod writes into a claim (KEEP=1 leaves it running).
 	@echo "Compiling the demo (a few minutes the first time; the cluster it starts builds its components from source the first time too: about 20 min)..."
 	cd test && go run ./cmd/demo $(if $(KEEP),--keep)
 

@@ -10,7 +10,8 @@
 #   no API change         any later version (a patch release)
 #
 # With no release tag yet, there is nothing to compare and it passes. The
-# comparison uses golang.org/x/exp/cmd/apidiff, pinned in hack/tools.
+# comparison uses golang.org/x/exp/cmd/apidiff, pinned in hack/tools and
+# built once per version (hack/tools.sh).
 set -euo pipefail
 module=${1:-lib}
 module=${module%/}
@@ -28,10 +29,7 @@ if [[ -z "$last" ]]; then
   exit 0
 fi
 
-bin=$root/_output/tools/apidiff
-if [[ ! -x "$bin" || hack/tools/go.mod -nt "$bin" ]]; then
-  (cd hack/tools && GOWORK=off go build -o "$bin" golang.org/x/exp/cmd/apidiff)
-fi
+bin=$(hack/tools.sh apidiff)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 modpath=$(cd "$module" && GOWORK=off go list -m)

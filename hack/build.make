@@ -59,8 +59,8 @@ GO_BUILD := CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags '$(LDFLAGS)'
 
 BIN := $(OUTPUT)/bin/$(BINARY)
 LAYOUT := $(OUTPUT)/images/$(BINARY)
-IMAGEBUILD := $(OUTPUT)/tools/imagebuild
-IMAGEBUILD_SRC := $(wildcard $(ROOT)/hack/tools/cmd/imagebuild/*.go) $(ROOT)/hack/tools/go.mod $(ROOT)/hack/tools/go.sum
+# Cached outside the clone under a hash of its sources (hack/tools.sh).
+IMAGEBUILD := $(shell $(ROOT)/hack/tools.sh --path imagebuild)
 # linux/arm64 -> $(OUTPUT)/bin/linux_arm64/$(BINARY)
 platform_bin = $(OUTPUT)/bin/$(subst /,_,$(1))/$(BINARY)
 comma := ,
@@ -80,8 +80,8 @@ binaries: $(foreach p,$(PLATFORMS),binary/$(p)) ## Static binaries for every pla
 binary/%:
 	GOOS=$(word 1,$(subst /, ,$*)) GOARCH=$(word 2,$(subst /, ,$*)) $(GO_BUILD) -o $(call platform_bin,$*) ./cmd/$(BINARY)
 
-$(IMAGEBUILD): $(IMAGEBUILD_SRC)
-	cd $(ROOT)/hack/tools && GOWORK=off go build -trimpath -o $@ ./cmd/imagebuild
+$(IMAGEBUILD):
+	$(ROOT)/hack/tools.sh imagebuild
 
 # The image's configuration beyond the binary (see the top of this file).
 IMAGE_FLAGS := $(if $(IMAGE_USER),-user $(IMAGE_USER)) $(foreach p,$(IMAGE_EXPOSE),-expose $(p)) $(foreach v,$(IMAGE_VOLUMES),-volume $(v))

@@ -6,17 +6,22 @@
 # test backends while the control plane and then the node components (kubelet,
 # containerd, CNI; hack/node.sh, which reuses the control plane's compiled
 # packages) compile (one is mostly download and unpack, the other CPU), and
-# fails if either fails.
+# fails if either fails. The fresh-machine check's root filesystem (mostly
+# download and unpack too) is cached meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log_dir=$(mktemp -d)
 { hack/controlplane.sh && hack/node.sh; } >"$log_dir/controlplane.log" 2>&1 &
 cp_pid=$!
+hack/fresh-machine.sh --prepare >"$log_dir/fresh-machine.log" 2>&1 &
+fresh_pid=$!
 deps_ok=0
 hack/install-test-deps.sh || deps_ok=$?
 cp_ok=0
 wait "$cp_pid" || cp_ok=$?
-cat "$log_dir/controlplane.log"
+fresh_ok=0
+wait "$fresh_pid" || fresh_ok=$?
+cat "$log_dir/controlplane.log" "$log_dir/fresh-machine.log"
 rm -rf "$log_dir"
 if [[ $deps_ok -ne 0 ]]; then
   echo "prepare-test: installing test dependencies failed (see above)" >&2
@@ -24,5 +29,9 @@ if [[ $deps_ok -ne 0 ]]; then
 fi
 if [[ $cp_ok -ne 0 ]]; then
   echo "prepare-test: building the control plane or the node components failed (see above)" >&2
+  exit 1
+fi
+if [[ $fresh_ok -ne 0 ]]; then
+  echo "prepare-test: building the fresh-machine root filesystem failed (see above)" >&2
   exit 1
 fi

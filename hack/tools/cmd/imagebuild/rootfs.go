@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -109,11 +110,38 @@ func buildRootfs(o rootfsOptions) error {
 		if _, ok := tree[f.hdr.Name]; ok && f.hdr.Typeflag != tar.TypeReg {
 			continue // the packages' own directory or link wins
 		}
+		if f.hdr.Typeflag == tar.TypeSymlink && path.IsAbs(f.hdr.Linkname) {
+			moveThroughLink(tree, f.hdr.Name, strings.TrimPrefix(f.hdr.Linkname, "/"))
+		}
 		f.hdr.ModTime = newest
 		f.hdr.Format = tar.FormatPAX
 		tree[f.hdr.Name] = f
 	}
 	return writeTree(o.Out, tree)
+}
+
+// moveThroughLink moves what packages put under link (a directory of
+// theirs, var/run/, where the base system has a symlink, var/run -> /run)
+// to target, as dpkg unpacks through an existing link; otherwise the layer
+// would hold both a link and a directory of one name, which tar and
+// container runtimes extract differently. An entry already at target wins.
+func moveThroughLink(tree map[string]*entry, link, target string) {
+	prefix := link + "/"
+	for name, e := range tree {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		delete(tree, name)
+		if rest == "" {
+			continue // the directory itself: the link takes its place
+		}
+		moved := target + "/" + rest
+		if _, taken := tree[moved]; !taken {
+			e.hdr.Name = moved
+			tree[moved] = e
+		}
+	}
 }
 
 // unpackDeb adds the files of a package (dpkg-deb --fsys-tarfile) to tree.

@@ -157,3 +157,35 @@ func TestRootfs(t *testing.T) {
 		t.Error("two builds of the same packages differ")
 	}
 }
+
+// TestRootfsPackageDirectoryUnderBaseLink: a package that ships var/run/ as
+// a directory (where the base system has the link var/run -> /run) gets its
+// files under /run, and the layer holds var/run only once, as the link: a
+// layer with both failed to extract ("var/run: Cannot unlink: Is a
+// directory").
+func TestRootfsPackageDirectoryUnderBaseLink(t *testing.T) {
+	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		t.Skip("needs dpkg-deb (Debian's dpkg)")
+	}
+	deb := makeDeb(t, "rundir", map[string]string{"var/run/rundir/pidfile": "1", "run/other": "2"})
+	out := filepath.Join(t.TempDir(), "rootfs.tar.gz")
+	if err := buildRootfs(rootfsOptions{Debs: []string{deb}, Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	hdrs, data, order := readTar(t, out)
+	var runEntries []string
+	for _, name := range order {
+		if name == "var/run" || strings.HasPrefix(name, "var/run/") {
+			runEntries = append(runEntries, name)
+		}
+	}
+	if len(runEntries) != 1 || hdrs["var/run"].Typeflag != tar.TypeSymlink {
+		t.Errorf("var/run entries %v, want only the link to /run", runEntries)
+	}
+	if got := data["run/rundir/pidfile"]; got != "1" {
+		t.Errorf("run/rundir/pidfile holds %q, want the package's var/run/rundir/pidfile", got)
+	}
+	if got := data["run/other"]; got != "2" {
+		t.Errorf("run/other holds %q, want the package's own", got)
+	}
+}
