@@ -30,7 +30,7 @@ build/%:
 TEST_PHASES := prepare test-unit test-integration test-csi-process test-fresh
 
 test: ## Everything CI runs: install test dependencies and build the control plane (in parallel), then run all tests.
-	@set -e; for phase in $(TEST_PHASES); do $(MAKE) --no-print-directory $$phase; done
+	@hack/phases.sh $(TEST_PHASES)
 
 test-phases: ## Print the phases of make test, in order.
 	@echo $(TEST_PHASES)
