@@ -142,10 +142,10 @@ type journalShard struct {
 	// kept holds entries (and their classes) that are written back as they
 	// are and never acted on: unverified ones, and operations left to an
 	// admin. They count towards size.
-	kept map[string]string
-	object    *corev1.ConfigMap // last object read or written; nil if there is none
-	waiters   []chan error
-	size      int // bytes of entries and classes
+	kept    map[string]string
+	object  *corev1.ConfigMap // last object read or written; nil if there is none
+	waiters []chan error
+	size    int // bytes of entries and classes
 }
 
 func newJournal(client kubernetes.Interface, namespace, name string, m *metrics) *journal {

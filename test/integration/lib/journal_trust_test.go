@@ -245,4 +245,3 @@ func TestResumeOfAPortWithoutClaimMetadataKeysDeletesNothing(t *testing.T) {
 }
 
 var _ controller.Provisioner = (*subdirPort)(nil)
-
