@@ -25,27 +25,28 @@ import (
 	"github.com/kubeprov/external-storage/test/framework"
 )
 
-// waitForWarningOr waits until obj has a Warning event containing want, or
-// until gone says that what the warning is about was destroyed instead.
-func waitForWarningOr(t *testing.T, ctx context.Context, obj *corev1.PersistentVolumeClaim, want string, gone func() bool) (warned bool) {
+// waitForMessageOr waits until obj has an event of eventType whose message
+// contains want, or until gone says that what the event is about was
+// destroyed instead; it reports whether the event came.
+func waitForMessageOr(t *testing.T, ctx context.Context, obj *corev1.PersistentVolumeClaim, eventType, want string, gone func() bool) (found bool) {
 	t.Helper()
-	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	var seen []string
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		events, err := framework.ListEvents(ctx, client, obj)
-		if err != nil {
-			return false, err
-		}
+		seen = seen[:0]
 		for _, ev := range events {
-			if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, want) {
-				warned = true
+			if ev.Type == eventType && strings.Contains(ev.Message, want) {
+				found = true
 				return true, nil
 			}
+			seen = append(seen, ev.Message)
 		}
-		return gone(), nil
+		return gone(), err
 	})
 	if err != nil {
-		t.Fatalf("neither a Warning event on %s/%s containing %q nor anything destroyed: %v", obj.Namespace, obj.Name, want, err)
+		t.Fatalf("no %s event on %s/%s containing %q; seen: %q", eventType, obj.Namespace, obj.Name, want, seen)
 	}
-	return warned
+	return found
 }
 
 // journalValue returns the journal's value under key ("" if it has none).
@@ -117,7 +118,7 @@ func TestPlantedJournalEntryDoesNotDeleteARetainedVolume(t *testing.T) {
 		assets, _ := store.Assets()
 		return !slices.Contains(assets, pv.Name)
 	}
-	warned := waitForWarningOr(t, ctx, pvc, `In-flight journal entry "`+pv.Name+`"`, assetGone)
+	warned := waitForMessageOr(t, ctx, pvc, corev1.EventTypeWarning, `In-flight journal entry "`+pv.Name+`"`, assetGone)
 	if assetGone() {
 		t.Fatalf("the retained volume %s was deleted on the word of a planted journal entry", pv.Name)
 	}
@@ -220,7 +221,7 @@ func TestResumeOfAPortWithoutClaimMetadataKeysDeletesNothing(t *testing.T) {
 		_, err := os.Stat(data)
 		return err != nil
 	}
-	warned := waitForWarningOr(t, ctx, victim, "an asset made for volume "+pvName+" may be left on the backend", dataGone)
+	warned := waitForMessageOr(t, ctx, victim, corev1.EventTypeWarning, "an asset made for volume "+pvName+" may be left on the backend", dataGone)
 	if dataGone() {
 		t.Fatalf("the data of another volume of the namespace is gone; Delete removed %q", port.deleted())
 	}
