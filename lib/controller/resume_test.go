@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -125,6 +126,49 @@ func TestResumedOperationOfDeletedClaimNeverDeletesOnAGuess(t *testing.T) {
 			if keys := second.journalKeys(); !slices.Equal(keys, []string{"pvc-uid-c"}) {
 				t.Fatalf("journal holds %v, want the entry kept for an admin", keys)
 			}
+		})
+	}
+}
+
+// A signed entry changed in any part (the claim it names, its class beside
+// it, its key) is not acted upon after a restart.
+func TestChangedJournalEntriesDoNotVerify(t *testing.T) {
+	for name, change := range map[string]func(cm *corev1.ConfigMap){
+		"claim": func(cm *corev1.ConfigMap) {
+			cm.Data["pvc-uid-c"] = strings.Replace(cm.Data["pvc-uid-c"], `"name":"c"`, `"name":"d"`, 1)
+		},
+		"class": func(cm *corev1.ConfigMap) {
+			for k, v := range cm.Data {
+				if isClassKey(k) {
+					cm.Data[k] = strings.Replace(v, `"provisioner":`, `"parameters":{"path":"/"},"provisioner":`, 1)
+				}
+			}
+		},
+		"key": func(cm *corev1.ConfigMap) {
+			cm.Data["pvc-uid-d"] = cm.Data["pvc-uid-c"]
+			delete(cm.Data, "pvc-uid-c")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			store := newStore(t)
+			store.provisionF = func(int, ProvisionOptions) (ProvisioningState, error) {
+				return ProvisioningInBackground, errors.New("still creating")
+			}
+			first := newFixture(t, store, nil, class("gold"), claim("c", "gold"))
+			_ = first.c.syncClaim(first.ctx, "ns/c")
+			journal, err := first.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(first.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			change(journal)
+			second := newFixture(t, store, nil, class("gold"), journal, first.keySecret())
+			if err := second.c.resumeOperations(second.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if second.c.claimQueue.Len() != 0 {
+				t.Fatalf("a changed entry was resumed")
+			}
+			second.requireEvent(EventProvisioningCleanupSkipped, "its signature does not verify")
 		})
 	}
 }
