@@ -236,6 +236,25 @@ func (f *fixture) keySecret() *corev1.Secret {
 	return s
 }
 
+// restarted is a new controller of the same provisioner over p, holding f's
+// journal (first changed by change, if not nil), its key and objects, that
+// has read its journal as at a start.
+func (f *fixture) restarted(p Provisioner, change func(*corev1.ConfigMap), objects ...runtime.Object) *fixture {
+	f.t.Helper()
+	journal, err := f.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(f.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if change != nil {
+		change(journal)
+	}
+	second := newFixture(f.t, p, nil, append(objects, journal, f.keySecret())...)
+	if err := second.c.resumeOperations(second.ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	return second
+}
+
 // callsBut counts the API calls made, except those on resource.
 func (f *fixture) callsBut(resource string) int {
 	n := 0
@@ -686,16 +705,8 @@ func TestRecoveryFinishesOperationsOfDeletedClaims(t *testing.T) {
 	if len(store.assets(t)) != 1 {
 		t.Fatal("setup: no asset")
 	}
-	journal, err := first.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(first.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	// A new controller starts with the journal and without the claim.
-	second := newFixture(t, store, nil, class("gold"), journal, first.keySecret())
-	if err := second.c.resumeOperations(second.ctx); err != nil {
-		t.Fatal(err)
-	}
+	second := first.restarted(store, nil, class("gold"))
 	if second.c.claimQueue.Len() != 1 {
 		t.Fatal("journal entry not queued")
 	}

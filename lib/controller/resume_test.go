@@ -15,7 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // patternStore is shaped like a third party's port of a subdir provisioner:
@@ -87,16 +86,8 @@ func TestResumedOperationOfDeletedClaimNeverDeletesOnAGuess(t *testing.T) {
 			if err := first.c.syncClaim(first.ctx, "ns/c"); err == nil {
 				t.Fatal("setup: the operation did not stay in progress")
 			}
-			journal, err := first.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(first.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-
 			// Restarted without the claim.
-			second := newFixture(t, p, nil, class("gold"), journal, first.keySecret())
-			if err := second.c.resumeOperations(second.ctx); err != nil {
-				t.Fatal(err)
-			}
+			second := first.restarted(p, nil, class("gold"))
 			if err := second.c.syncClaim(second.ctx, "ns/c"); err != nil {
 				t.Fatal(err)
 			}
@@ -156,15 +147,7 @@ func TestChangedJournalEntriesDoNotVerify(t *testing.T) {
 			}
 			first := newFixture(t, store, nil, class("gold"), claim("c", "gold"))
 			_ = first.c.syncClaim(first.ctx, "ns/c")
-			journal, err := first.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(first.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			change(journal)
-			second := newFixture(t, store, nil, class("gold"), journal, first.keySecret())
-			if err := second.c.resumeOperations(second.ctx); err != nil {
-				t.Fatal(err)
-			}
+			second := first.restarted(store, change, class("gold"))
 			if second.c.claimQueue.Len() != 0 {
 				t.Fatalf("a changed entry was resumed")
 			}
