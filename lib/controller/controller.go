@@ -330,9 +330,10 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 // or not.
 func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 	var entries map[string]journalEntry
+	var unverified map[string]unverifiedEntry
 	err := retryUntil(ctx, c.cfg.retryStart, c.cfg.retryMax, func() error {
 		var err error
-		entries, err = c.journal.load(ctx)
+		entries, unverified, err = c.journal.load(ctx)
 		c.access.observe(ctx, c.journal.describe(), err)
 		if err != nil && c.access.has(c.journal.describe()) {
 			c.warnWaitingClaims()
@@ -342,10 +343,13 @@ func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	for pvName, u := range unverified {
+		c.leaveUnverified(ctx, pvName, u)
+	}
 	for pvName, e := range entries {
 		if reason := c.foreignEntry(pvName, e); reason != "" {
-			// Anyone who can write ConfigMaps in this namespace can add keys:
-			// an entry is acted on only if it is one this controller writes.
+			// Signed with our key, yet not what this controller would write
+			// (its provisioner names or volume naming changed).
 			klog.FromContext(ctx).Error(nil, "Ignoring in-flight journal entry this controller did not write", "key", pvName, "reason", reason)
 			c.journal.forget(pvName)
 			continue
@@ -360,6 +364,42 @@ func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 		c.claimQueue.Add(key)
 	}
 	return nil
+}
+
+// leaveUnverified handles a journal entry this controller cannot prove it
+// wrote: anyone who can write ConfigMaps in its namespace can add one, so it
+// is never acted upon. One whose PV exists for its claim is done and
+// dropped; one of a claim waiting for provisioning is replaced by the
+// claim's own entry; any other is left in place and reported, since it may
+// be an operation of an earlier version whose asset is left.
+func (c *ProvisionController) leaveUnverified(ctx context.Context, pvName string, u unverifiedEntry) {
+	if u.claim != nil && u.claim.UID != "" {
+		if pv, err := c.volumes.Get(pvName); err == nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == u.claim.UID {
+			c.journal.forgetKept(pvName)
+			return
+		}
+		if claim, err := c.claims.PersistentVolumeClaims(u.claim.Namespace).Get(u.claim.Name); err == nil &&
+			claim.UID == u.claim.UID && claim.DeletionTimestamp == nil {
+			return
+		}
+	}
+	logger := klog.FromContext(ctx)
+	logger.Error(nil, "Leaving an in-flight journal entry this controller cannot prove it wrote; nothing is deleted on its word",
+		"key", pvName, "configMap", klog.KRef(c.journal.namespace, c.journal.name), "reason", u.reason, "claim", claimName(u.claim))
+	if u.claim == nil || u.claim.Name == "" || u.claim.Namespace == "" {
+		return
+	}
+	c.events.event(claimReference(u.claim), ClaimClass(u.claim), corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
+		"In-flight journal entry %q in ConfigMap %s/%s names this claim but is not used: %s. If the claim was deleted while provisioning volume %s, an asset made for it may be left on the backend: check, delete it there, then remove the entry",
+		pvName, c.journal.namespace, c.journal.name, u.reason, pvName)
+}
+
+// claimName names a recorded claim in a log line ("" if there is none).
+func claimName(claim *corev1.PersistentVolumeClaim) string {
+	if claim == nil {
+		return ""
+	}
+	return claim.Namespace + "/" + claim.Name + " (uid " + string(claim.UID) + ")"
 }
 
 const journalForbiddenMessage = "The provisioner is not allowed to use its %s, so it cannot provision (will retry): grant its ServiceAccount these permissions"

@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -28,6 +29,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/kubeprov/external-storage/lib/recordkey"
 )
 
 const testProvisioner = "test.kubeprov.io/dir"
@@ -202,6 +205,65 @@ func (f *fixture) pv(name string) *corev1.PersistentVolume {
 		return nil
 	}
 	return pv
+}
+
+// journalKeySecret is the journal's signing key as a test plants it: tests
+// that write a journal by hand sign its entries with it (signedTestEntry).
+func journalKeySecret() *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: JournalKeySecret, Namespace: OutOfClusterNamespace},
+		Data: map[string][]byte{recordkey.SecretField: []byte(strings.Repeat("k", recordkey.KeyBytes))}}
+}
+
+// signedTestEntry is what the controller writes for e under key pvName,
+// signed with journalKeySecret's key.
+func signedTestEntry(pvName string, e journalEntry, classData string) string {
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic(err)
+	}
+	j := &journal{namespace: OutOfClusterNamespace, name: JournalName(testProvisioner, "")}
+	return signedEntry(b, j.sign(journalKeySecret().Data[recordkey.SecretField], pvName, string(b), classData))
+}
+
+// keySecret returns the journal key a fixture's controller created, for a
+// second controller of the same provisioner.
+func (f *fixture) keySecret() *corev1.Secret {
+	f.t.Helper()
+	s, err := f.client.CoreV1().Secrets(OutOfClusterNamespace).Get(f.ctx, JournalKeySecret, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+// restarted is a new controller of the same provisioner over p, holding f's
+// journal (first changed by change, if not nil), its key and objects, that
+// has read its journal as at a start.
+func (f *fixture) restarted(p Provisioner, change func(*corev1.ConfigMap), objects ...runtime.Object) *fixture {
+	f.t.Helper()
+	journal, err := f.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(f.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if change != nil {
+		change(journal)
+	}
+	second := newFixture(f.t, p, nil, append(objects, journal, f.keySecret())...)
+	if err := second.c.resumeOperations(second.ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	return second
+}
+
+// callsBut counts the API calls made, except those on resource.
+func (f *fixture) callsBut(resource string) int {
+	n := 0
+	for _, a := range f.client.Actions() {
+		if a.GetResource().Resource != resource {
+			n++
+		}
+	}
+	return n
 }
 
 func (f *fixture) journalKeys() []string {
@@ -643,16 +705,8 @@ func TestRecoveryFinishesOperationsOfDeletedClaims(t *testing.T) {
 	if len(store.assets(t)) != 1 {
 		t.Fatal("setup: no asset")
 	}
-	journal, err := first.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(first.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	// A new controller starts with the journal and without the claim.
-	second := newFixture(t, store, nil, class("gold"), journal)
-	if err := second.c.resumeOperations(second.ctx); err != nil {
-		t.Fatal(err)
-	}
+	second := first.restarted(store, nil, class("gold"))
 	if second.c.claimQueue.Len() != 1 {
 		t.Fatal("journal entry not queued")
 	}
@@ -680,8 +734,8 @@ func TestRecoveryForgetsSavedVolumes(t *testing.T) {
 	if second.c.claimQueue.Len() != 0 || second.c.journal.has("pvc-uid-c") {
 		t.Fatal("saved volume treated as in flight")
 	}
-	if n := len(second.client.Actions()); n != 1 {
-		t.Fatalf("restart made %d API calls, want only the journal read", n)
+	if n := second.callsBut("secrets"); n != 1 {
+		t.Fatalf("restart made %d API calls, want only the journal read (and its key's)", n)
 	}
 }
 

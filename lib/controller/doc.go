@@ -21,7 +21,12 @@
 //     in a journal ConfigMap (WithJournal); it is cleared once the PV is
 //     saved or the asset deleted. A claim deleted while Provision runs, or a
 //     controller killed before the PV is saved, ends with Provision called
-//     again (it must be idempotent) and Delete called on the result.
+//     again (it must be idempotent) and Delete called on the result. Never
+//     on a guess: after a restart only entries signed with the provisioner's
+//     key (Secret JournalKeySecret) are acted on, and an operation whose
+//     recorded claim lacks metadata Provision may read (no
+//     ClaimMetadataReader) is left, its entry kept and a Warning event
+//     (EventProvisioningCleanupSkipped) naming the volume.
 //   - Honest retries: per-item exponential backoff between WithRetryInterval
 //     bounds, a failure threshold that really stops (with a Warning event)
 //     and is re-armed only by a change of the object, never by a resync.

@@ -23,7 +23,10 @@ const (
 	EventProvisioningSucceeded = "ProvisioningSucceeded"
 	EventProvisioningFailed    = "ProvisioningFailed"
 	EventProvisioningCleanup   = "ProvisioningCleanupFailed"
-	EventVolumeFailedDelete    = "VolumeFailedDelete"
+	// EventProvisioningCleanupSkipped: the operation of a deleted claim is
+	// left as it is, because finishing it would act on a guess.
+	EventProvisioningCleanupSkipped = "ProvisioningCleanupSkipped"
+	EventVolumeFailedDelete         = "VolumeFailedDelete"
 	// eventBacklogMaxDelay bounds how long a Normal event may wait for the
 	// event client's budget: a backlog that takes longer to write is
 	// aggregated.

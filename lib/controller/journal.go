@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/kubeprov/external-storage/lib/recordkey"
 )
 
 const (
@@ -47,6 +50,19 @@ const (
 	// are in use, so that a restart reads only those.
 	journalShardsAnnotation = "kubeprov.io/journal-shards"
 	lastAppliedAnnotation   = "kubectl.kubernetes.io/last-applied-configuration"
+	// JournalKeySecret is the Secret, in the journal's namespace, holding the
+	// key that signs journal entries. The controller creates it with a random
+	// key on first use; provisioners in one namespace share it (each entry's
+	// signature names its journal).
+	JournalKeySecret = "kubeprov-journal-key"
+	// journalSignatureDomain starts every signed message, so that no other
+	// record signed with a key of package recordkey passes for an entry.
+	journalSignatureDomain = "kubeprov.io/journal-entry/v1"
+	// journalSignatureField is the last field of a signed entry:
+	// `,"mac":"<64 hex digits>"}`; what precedes it, closed with "}", is
+	// the entry as it was signed.
+	journalSignatureField = `,"mac":"`
+	journalSignatureHex   = 64
 )
 
 var (
@@ -67,6 +83,18 @@ type journalEntry struct {
 	Class        *storagev1.StorageClass       `json:"class,omitempty"`
 	ClassKey     string                        `json:"classKey,omitempty"`
 	SelectedNode string                        `json:"selectedNode,omitempty"`
+	// ClaimIncomplete says that Claim lacks labels or annotations Provision
+	// may have read: the provisioner does not declare which it reads
+	// (ClaimMetadataReader) and the claim had some. A Provision repeated with
+	// this copy may not find the asset the first one made.
+	ClaimIncomplete bool `json:"claimIncomplete,omitempty"`
+}
+
+// unverifiedEntry is a journal key whose value this controller cannot prove
+// it wrote: it stays on the server as it is and is never acted upon.
+type unverifiedEntry struct {
+	claim  *corev1.PersistentVolumeClaim // what it says, if it could be read
+	reason string
 }
 
 // journal is the durable record of in-flight provisioning: ConfigMaps with
@@ -88,9 +116,13 @@ type journal struct {
 	// shardMaxBytes and namespaceMaxBytes are the bounds (constants but in tests).
 	shardMaxBytes, namespaceMaxBytes int
 
+	keyMu sync.Mutex
+	key   []byte // signs entries (JournalKeySecret); loaded on first use
+
 	mu          sync.Mutex
 	shards      []*journalShard
 	shardOf     map[string]int    // PV name -> shard holding its entry
+	keptIn      map[string]int    // PV name -> shard keeping an entry not acted on
 	namespaceOf map[string]string // PV name -> its claim's namespace
 	nsSize      map[string]int    // bytes of entries by claim namespace
 	// shardsInUse is what the first ConfigMap on the server says: shards
@@ -107,9 +139,13 @@ type journalShard struct {
 	classes   map[string]string // class key -> serialized class, for the entries that refer to it
 	classRefs map[string]int
 	committed map[string]string // what the server has, as far as we know
-	object    *corev1.ConfigMap // last object read or written; nil if there is none
-	waiters   []chan error
-	size      int // bytes of entries and classes
+	// kept holds entries (and their classes) that are written back as they
+	// are and never acted on: unverified ones, and operations left to an
+	// admin. They count towards size.
+	kept    map[string]string
+	object  *corev1.ConfigMap // last object read or written; nil if there is none
+	waiters []chan error
+	size    int // bytes of entries and classes
 }
 
 func newJournal(client kubernetes.Interface, namespace, name string, m *metrics) *journal {
@@ -132,9 +168,100 @@ func (j *journal) reset() {
 	j.shards = make([]*journalShard, journalShards)
 	for i := range j.shards {
 		j.shards[i] = &journalShard{name: journalShardName(j.name, i), entries: map[string]string{}, classOf: map[string]string{},
-			classes: map[string]string{}, classRefs: map[string]int{}, committed: map[string]string{}}
+			classes: map[string]string{}, classRefs: map[string]int{}, committed: map[string]string{}, kept: map[string]string{}}
 	}
 	j.shardOf, j.namespaceOf, j.nsSize, j.shardsInUse = map[string]int{}, map[string]string{}, map[string]int{}, 0
+	j.keptIn = map[string]int{}
+}
+
+// keepRaw leaves an entry, and its class, on the server as they are; j.mu is held.
+func (j *journal) keepRaw(shard int, pvName, data, classKey, classData string) {
+	s := j.shards[shard]
+	s.kept[pvName] = data
+	s.size += len(data)
+	if isClassKey(classKey) && classData != "" {
+		if _, ok := s.kept[classKey]; !ok {
+			s.kept[classKey] = classData
+			s.size += len(classData)
+		}
+	}
+	j.keptIn[pvName] = shard
+}
+
+// unkeep lets the next write remove a kept entry (its class goes at the next
+// restart); j.mu is held.
+func (j *journal) unkeep(pvName string) {
+	shard, ok := j.keptIn[pvName]
+	if !ok {
+		return
+	}
+	s := j.shards[shard]
+	s.size -= len(s.kept[pvName])
+	delete(s.kept, pvName)
+	delete(j.keptIn, pvName)
+}
+
+// keep turns an operation into a kept entry: it stays in the journal, for an
+// admin to see and remove, and is no longer in flight.
+func (j *journal) keep(pvName string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	shard, ok := j.shardOf[pvName]
+	if !ok {
+		return
+	}
+	s := j.shards[shard]
+	data, classKey := s.entries[pvName], s.classOf[pvName]
+	classData := s.classes[classKey]
+	j.drop(pvName)
+	j.keepRaw(shard, pvName, data, classKey, classData)
+}
+
+// forgetKept drops a kept entry that turned out to be done (its PV exists).
+func (j *journal) forgetKept(pvName string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.unkeep(pvName)
+}
+
+// signingKey loads the key that signs entries, once.
+func (j *journal) signingKey(ctx context.Context) ([]byte, error) {
+	j.keyMu.Lock()
+	defer j.keyMu.Unlock()
+	if j.key != nil {
+		return j.key, nil
+	}
+	key, err := recordkey.Load(ctx, j.client.CoreV1().Secrets(j.namespace), JournalKeySecret,
+		map[string]string{LabelManagedBy: "kubeprov-external-storage"})
+	if err != nil {
+		return nil, fmt.Errorf("loading the in-flight journal's signing key: %w", err)
+	}
+	j.key = key
+	return key, nil
+}
+
+// sign binds an entry to this journal, its key (the PV name) and its class.
+func (j *journal) sign(key []byte, pvName, entry, classData string) string {
+	return recordkey.Sign(key, journalSignatureDomain, j.namespace, j.name, pvName, entry, classData)
+}
+
+// signedEntry appends the signature to an entry as its last JSON field.
+func signedEntry(entry []byte, signature string) string {
+	return string(entry[:len(entry)-1]) + journalSignatureField + signature + `"}`
+}
+
+// splitSignedEntry returns the entry as it was signed and its signature;
+// ok is false when data carries none.
+func splitSignedEntry(data string) (entry, signature string, ok bool) {
+	n := len(journalSignatureField) + journalSignatureHex + len(`"}`)
+	if len(data) <= n {
+		return data, "", false
+	}
+	head, tail := data[:len(data)-n], data[len(data)-n:]
+	if !strings.HasPrefix(tail, journalSignatureField) || !strings.HasSuffix(tail, `"}`) {
+		return data, "", false
+	}
+	return head + "}", tail[len(journalSignatureField) : len(journalSignatureField)+journalSignatureHex], true
 }
 
 // add and drop keep the byte counts and class references with the entries;
@@ -182,14 +309,20 @@ var invalidNameChars = regexp.MustCompile(`[^a-z0-9.-]+`)
 
 // describe names the journal and the permissions it needs, for messages.
 func (j *journal) describe() string {
-	return fmt.Sprintf("in-flight journal ConfigMap %s/%s (and %s-1 to -%d when it fills; get, create, update, patch on configmaps)",
-		j.namespace, j.name, j.name, journalShards-1)
+	return fmt.Sprintf("in-flight journal ConfigMap %s/%s (and %s-1 to -%d when it fills; get, create, update, patch on configmaps) and its key, Secret %s/%s (get, create on secrets)",
+		j.namespace, j.name, j.name, journalShards-1, j.namespace, JournalKeySecret)
 }
 
-// load reads the journal and returns its entries by PV name. Entries whose
-// class cannot be found in their ConfigMap, and a second entry of one PV
-// name, are dropped (the next write of their ConfigMap removes them).
-func (j *journal) load(ctx context.Context) (map[string]journalEntry, error) {
+// load reads the journal and returns its entries by PV name, and apart
+// the entries whose signature does not verify (or that cannot be read):
+// those stay on the server as they are and are never acted upon. A second
+// entry of one PV name is dropped (the next write of its ConfigMap removes
+// it).
+func (j *journal) load(ctx context.Context) (map[string]journalEntry, map[string]unverifiedEntry, error) {
+	key, err := j.signingKey(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	objects := make([]*corev1.ConfigMap, journalShards)
 	for i := range journalShards {
 		if i > 0 && i >= shardsRecorded(objects[0]) {
@@ -201,11 +334,11 @@ func (j *journal) load(ctx context.Context) (map[string]journalEntry, error) {
 			cm, err = nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading in-flight journal %s/%s: %w", j.namespace, name, err)
+			return nil, nil, fmt.Errorf("reading in-flight journal %s/%s: %w", j.namespace, name, err)
 		}
 		objects[i] = cm
 	}
-	out := map[string]journalEntry{}
+	out, unverified := map[string]journalEntry{}, map[string]unverifiedEntry{}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.reset()
@@ -221,20 +354,10 @@ func (j *journal) load(ctx context.Context) (map[string]journalEntry, error) {
 			if isClassKey(pvName) {
 				continue
 			}
-			var e journalEntry
-			err := json.Unmarshal([]byte(data), &e)
-			classData := ""
-			if err == nil && e.ClassKey != "" {
-				classData = cm.Data[e.ClassKey]
-				var class storagev1.StorageClass
-				if !isClassKey(e.ClassKey) || classData == "" {
-					err = fmt.Errorf("class %q not found in the ConfigMap", e.ClassKey)
-				} else if err = json.Unmarshal([]byte(classData), &class); err == nil {
-					e.Class = &class
-				}
-			}
-			if err != nil || e.Claim == nil {
-				klog.FromContext(ctx).Error(err, "Dropping unreadable in-flight journal entry", "pv", pvName, "configMap", s.name)
+			e, classData, reason := j.verify(key, pvName, data, cm.Data)
+			if reason != "" {
+				unverified[pvName] = unverifiedEntry{claim: e.Claim, reason: reason}
+				j.keepRaw(i, pvName, data, e.ClassKey, classData)
 				continue
 			}
 			if _, dup := j.shardOf[pvName]; dup {
@@ -245,7 +368,33 @@ func (j *journal) load(ctx context.Context) (map[string]journalEntry, error) {
 			j.add(i, pvName, e.Claim.Namespace, data, e.ClassKey, classData)
 		}
 	}
-	return out, nil
+	return out, unverified, nil
+}
+
+// verify reads one entry and checks its signature; reason says why it cannot
+// be acted upon ("" if it can). What could be read is returned either way.
+func (j *journal) verify(key []byte, pvName, data string, configMap map[string]string) (e journalEntry, classData, reason string) {
+	entry, signature, signed := splitSignedEntry(data)
+	if err := json.Unmarshal([]byte(entry), &e); err != nil {
+		return journalEntry{}, "", fmt.Sprintf("it cannot be read: %v", err)
+	}
+	if e.ClassKey != "" && isClassKey(e.ClassKey) {
+		classData = configMap[e.ClassKey]
+	}
+	switch {
+	case !signed:
+		return e, classData, "it is not signed: an earlier version of the provisioner, or someone else, wrote it"
+	case !recordkey.Verify(key, signature, journalSignatureDomain, j.namespace, j.name, pvName, entry, classData):
+		return e, classData, fmt.Sprintf("its signature does not verify with the key in Secret %s/%s: someone else wrote or changed it, or the key was replaced", j.namespace, JournalKeySecret)
+	case e.Claim == nil || classData == "":
+		return e, classData, "it names no claim or no class"
+	}
+	var class storagev1.StorageClass
+	if err := json.Unmarshal([]byte(classData), &class); err != nil {
+		return e, classData, fmt.Sprintf("its class cannot be read: %v", err)
+	}
+	e.Class = &class
+	return e, classData, ""
 }
 
 // shardsRecorded is how many ConfigMaps the first one says are in use: 0
@@ -277,8 +426,13 @@ func classKey(classData []byte) string {
 // record makes the entry durable before it returns: only then may an asset
 // be created for pvName.
 func (j *journal) record(ctx context.Context, pvName string, e journalEntry) error {
+	signingKey, err := j.signingKey(ctx)
+	if err != nil {
+		return err
+	}
 	var labels, annotations []string
-	if j.metadataKeys != nil {
+	declared := j.metadataKeys != nil
+	if declared {
 		labels, annotations = j.metadataKeys(e.Class)
 	}
 	classData, err := json.Marshal(strippedClass(e.Class))
@@ -286,15 +440,21 @@ func (j *journal) record(ctx context.Context, pvName string, e journalEntry) err
 		return fmt.Errorf("encoding in-flight journal entry: %w", err)
 	}
 	key := classKey(classData)
-	data, err := json.Marshal(journalEntry{Claim: strippedClaim(e.Claim, labels, annotations), ClassKey: key, SelectedNode: e.SelectedNode})
+	stripped := strippedClaim(e.Claim, labels, annotations)
+	unsigned, err := json.Marshal(journalEntry{Claim: stripped, ClassKey: key, SelectedNode: e.SelectedNode,
+		ClaimIncomplete: !declared && metadataDropped(e.Claim, stripped)})
 	if err != nil {
 		return fmt.Errorf("encoding in-flight journal entry: %w", err)
 	}
+	data := signedEntry(unsigned, j.sign(signingKey, pvName, string(unsigned), string(classData)))
 	if len(data) > journalEntryMaxBytes {
 		return errJournalEntrySize
 	}
 	namespace := e.Claim.Namespace
 	j.mu.Lock()
+	// An entry kept for this PV name (unverified, or left to an admin) is
+	// replaced by this one, which the claim itself vouches for.
+	j.unkeep(pvName)
 	if shard, ok := j.shardOf[pvName]; ok && j.shards[shard].entries[pvName] == string(data) {
 		if s := j.shards[shard]; s.committed[pvName] == string(data) && s.committed[key] == string(classData) {
 			j.mu.Unlock()
@@ -429,7 +589,8 @@ func (j *journal) flush(ctx context.Context) {
 	var jobs []shardWrite
 	inUse := 0
 	for i, s := range j.shards {
-		desired := make(map[string]string, len(s.entries)+len(s.classes))
+		desired := make(map[string]string, len(s.entries)+len(s.classes)+len(s.kept))
+		maps.Copy(desired, s.kept)
 		maps.Copy(desired, s.entries)
 		maps.Copy(desired, s.classes)
 		job := shardWrite{index: i, object: s.object, desired: desired, waiters: s.waiters,
@@ -445,7 +606,8 @@ func (j *journal) flush(ctx context.Context) {
 	shardsInUse := max(inUse, j.shardsInUse)
 	if shardsInUse > max(j.shardsInUse, 1) && (len(jobs) == 0 || jobs[0].index != 0 || !jobs[0].write) {
 		s := j.shards[0]
-		desired := make(map[string]string, len(s.entries)+len(s.classes))
+		desired := make(map[string]string, len(s.entries)+len(s.classes)+len(s.kept))
+		maps.Copy(desired, s.kept)
 		maps.Copy(desired, s.entries)
 		maps.Copy(desired, s.classes)
 		first := shardWrite{index: 0, object: s.object, desired: desired, write: true}
@@ -569,7 +731,8 @@ func (j *journal) flushRemovals(ctx context.Context) error {
 		}
 		var removed []string
 		for k := range s.committed {
-			if _, ok := s.entries[k]; !ok && !isClassKey(k) {
+			_, kept := s.kept[k]
+			if _, ok := s.entries[k]; !ok && !kept && !isClassKey(k) {
 				removed = append(removed, k)
 			}
 		}
@@ -604,8 +767,14 @@ func (j *journal) flushRemovals(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// strippedClaim keeps what Provision may read: the claim's identity, its spec
-// and the labels and annotations the provisioner declares.
+// systemClaimAnnotations are set by Kubernetes (or name the class the old
+// way) and bounded by what the controller checks before it records: every
+// entry keeps them, so that a claim with no other metadata is recorded whole.
+var systemClaimAnnotations = []string{AnnStorageProvisioner, AnnBetaStorageProvisioner, AnnSelectedNode, corev1.BetaStorageClassAnnotation}
+
+// strippedClaim keeps what Provision may read: the claim's identity, its
+// spec, the system annotations and the labels and annotations the
+// provisioner declares.
 func strippedClaim(c *corev1.PersistentVolumeClaim, labels, annotations []string) *corev1.PersistentVolumeClaim {
 	if c == nil {
 		return nil
@@ -613,9 +782,20 @@ func strippedClaim(c *corev1.PersistentVolumeClaim, labels, annotations []string
 	return &corev1.PersistentVolumeClaim{
 		TypeMeta: metav1.TypeMeta{Kind: "PersistentVolumeClaim", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, UID: c.UID,
-			Labels: pick(c.Labels, labels), Annotations: pick(c.Annotations, annotations)},
+			Labels: pick(c.Labels, labels), Annotations: pick(c.Annotations, slices.Concat(annotations, systemClaimAnnotations))},
 		Spec: *c.Spec.DeepCopy(),
 	}
+}
+
+// metadataDropped reports whether stripped lacks a label or annotation of
+// the claim. kubectl's last-applied-configuration does not count: it is
+// kubectl's record of the claim, not something a provisioner reads.
+func metadataDropped(claim, stripped *corev1.PersistentVolumeClaim) bool {
+	annotations := len(claim.Annotations)
+	if _, ok := claim.Annotations[lastAppliedAnnotation]; ok {
+		annotations--
+	}
+	return len(stripped.Labels) < len(claim.Labels) || len(stripped.Annotations) < annotations
 }
 
 // pick returns the entries of m under keys; nil when there are none.

@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -101,18 +104,18 @@ func TestJournalHoldsTenThousandOperations(t *testing.T) {
 	for _, cm := range cms {
 		objects = append(objects, cm)
 	}
-	second := newFixture(t, newStore(t), nil, objects...)
+	second := newFixture(t, newStore(t), nil, append(objects, f.keySecret())...)
 	if err := second.c.resumeOperations(second.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := second.c.claimQueue.Len(); got != len(claims) {
 		t.Fatalf("restart resumed %d operations, want %d", got, len(claims))
 	}
-	if gets, all := second.writes("get", "configmaps"), len(second.client.Actions()); gets != len(cms) || all != gets {
+	if gets, all := second.writes("get", "configmaps"), second.callsBut("secrets"); gets != len(cms) || all != gets {
 		t.Fatalf("restart made %d calls (%d ConfigMap reads), want one read per ConfigMap in use (%d)", all, gets, len(cms))
 	}
 	second.c.journal.flush(second.ctx)
-	if n := len(second.client.Actions()); n != len(cms) {
+	if n := second.callsBut("secrets"); n != len(cms) {
 		t.Fatalf("restart wrote the journal unchanged (%d calls)", n)
 	}
 }
@@ -198,29 +201,53 @@ func TestJournalGracefulStopPatchesEveryConfigMap(t *testing.T) {
 	}
 }
 
-func TestJournalOfTheFormatBeforeShardsIsResumed(t *testing.T) {
-	// An upgrade: the old controller left one ConfigMap, every entry with
-	// its class inline and no annotation.
-	pvc := claim("c", "gold")
-	inline, _ := json.Marshal(journalEntry{Claim: strippedClaim(pvc, nil, nil), Class: strippedClass(class("gold"))})
+// An upgrade: the earlier version left one ConfigMap of unsigned entries,
+// each with its class inline. Nothing is done on their word: the entry of a
+// claim that still waits is replaced by the claim's own, one whose volume
+// was saved is dropped, and one of a deleted claim is left in place and
+// reported, its asset untouched.
+func TestUnsignedEntriesOfAnEarlierVersionAreNotActedOn(t *testing.T) {
+	waiting, gone, saved := claim("c", "gold"), claim("gone", "gold"), claim("saved", "gold")
+	inline := func(pvc *corev1.PersistentVolumeClaim) string {
+		b, _ := json.Marshal(journalEntry{Claim: strippedClaim(pvc, nil, nil), Class: strippedClass(class("gold"))})
+		return string(b)
+	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: JournalName(testProvisioner, ""), Namespace: OutOfClusterNamespace},
-		Data: map[string]string{"pvc-uid-c": string(inline)}}
+		Data: map[string]string{"pvc-uid-c": inline(waiting), "pvc-uid-gone": inline(gone), "pvc-uid-saved": inline(saved)}}
+	savedPV := releasedPV("pvc-uid-saved", corev1.PersistentVolumeReclaimDelete, func(pv *corev1.PersistentVolume) {
+		pv.Spec.ClaimRef = claimRef(saved)
+		pv.Status.Phase = corev1.VolumeBound
+	})
 	store := newStore(t)
-	f := newFixture(t, store, nil, class("gold"), pvc, cm)
+	if err := os.Mkdir(filepath.Join(store.root, "pvc-uid-gone"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, store, nil, class("gold"), waiting, savedPV, cm)
 	if err := f.c.resumeOperations(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if f.c.claimQueue.Len() != 1 || !f.c.journal.has("pvc-uid-c") {
-		t.Fatal("operation of the old journal not resumed")
+	if f.c.claimQueue.Len() != 0 || f.c.operations.get("pvc-uid-gone") != nil {
+		t.Fatal("an unsigned entry was resumed")
 	}
 	if n := f.writes("get", "configmaps"); n != 1 {
 		t.Fatalf("read %d ConfigMaps of a journal without shards, want 1", n)
 	}
+	f.requireEvent(EventProvisioningCleanupSkipped, `In-flight journal entry "pvc-uid-gone"`)
+	for _, e := range f.pendingEvents() {
+		if e.reason == EventProvisioningCleanupSkipped && e.ref.Name != "gone" {
+			t.Errorf("warning about entry of claim %s, whose operation is not in doubt", e.ref.Name)
+		}
+	}
+	// The waiting claim is provisioned as any other.
 	if err := f.c.syncClaim(f.ctx, "ns/c"); err != nil {
 		t.Fatal(err)
 	}
-	if f.pv("pvc-uid-c") == nil || len(store.assets(t)) != 1 {
-		t.Fatal("resumed operation not finished")
+	f.c.journal.flush(f.ctx)
+	if f.pv("pvc-uid-c") == nil || !slices.Equal(store.assets(t), []string{"pvc-uid-c", "pvc-uid-gone"}) || len(store.deletes) != 0 {
+		t.Fatalf("PV %v, assets %v, deletes %v", f.pv("pvc-uid-c") != nil, store.assets(t), store.deletes)
+	}
+	if keys := f.journalKeys(); !slices.Equal(keys, []string{"pvc-uid-gone"}) {
+		t.Fatalf("journal holds %v, want only the entry left for an admin", keys)
 	}
 }
 
@@ -228,26 +255,25 @@ func TestJournalEntriesOfShardsAreCheckedLikeAnyOther(t *testing.T) {
 	name := JournalName(testProvisioner, "")
 	ours, _ := json.Marshal(strippedClass(class("gold")))
 	theirs, _ := json.Marshal(strippedClass(class("gold", func(sc *storagev1.StorageClass) { sc.Provisioner = "other.example.com/driver" })))
-	entry := func(claimName, classKey string) string {
-		b, _ := json.Marshal(journalEntry{Claim: strippedClaim(claim(claimName, "gold"), nil, nil), ClassKey: classKey})
-		return string(b)
+	entry := func(claimName, classKey, classData string) string {
+		return signedTestEntry("pvc-uid-"+claimName, journalEntry{Claim: strippedClaim(claim(claimName, "gold"), nil, nil), ClassKey: classKey}, classData)
 	}
 	first := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: OutOfClusterNamespace,
 		Annotations: map[string]string{journalShardsAnnotation: "2"}},
-		Data: map[string]string{classKey(ours): string(ours), "pvc-uid-a": entry("a", classKey(ours))}}
+		Data: map[string]string{classKey(ours): string(ours), "pvc-uid-a": entry("a", classKey(ours), string(ours))}}
 	second := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-1", Namespace: OutOfClusterNamespace},
 		Data: map[string]string{
 			classKey(theirs): string(theirs),
-			"pvc-uid-a":      entry("a", classKey(theirs)), // a second entry of one volume
-			"pvc-uid-b":      entry("b", classKey(theirs)), // a class of another provisioner
-			"pvc-uid-c":      entry("c", classKey(ours)),   // a class only another ConfigMap has
-			"pvc-uid-d":      entry("d", "_class.missing"),
+			"pvc-uid-a":      entry("a", classKey(theirs), string(theirs)), // a second entry of one volume
+			"pvc-uid-b":      entry("b", classKey(theirs), string(theirs)), // a class of another provisioner
+			"pvc-uid-c":      entry("c", classKey(ours), string(ours)),     // a class only another ConfigMap has
+			"pvc-uid-d":      entry("d", "_class.missing", ""),
 		}}
 	// Beyond what the first ConfigMap says is in use: never read.
 	third := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-2", Namespace: OutOfClusterNamespace},
-		Data: map[string]string{classKey(ours): string(ours), "pvc-uid-e": entry("e", classKey(ours))}}
+		Data: map[string]string{classKey(ours): string(ours), "pvc-uid-e": entry("e", classKey(ours), string(ours))}}
 	store := newStore(t)
-	f := newFixture(t, store, nil, class("gold"), first, second, third)
+	f := newFixture(t, store, nil, class("gold"), first, second, third, journalKeySecret())
 	if err := f.c.resumeOperations(f.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -259,13 +285,21 @@ func TestJournalEntriesOfShardsAreCheckedLikeAnyOther(t *testing.T) {
 	if op := f.c.operations.get("pvc-uid-a"); op == nil || op.entry.Class.Provisioner != testProvisioner {
 		t.Fatalf("the controller's own entry: %+v", op)
 	}
-	// The next write of the second ConfigMap removes what was dropped.
+	// The next write of the second ConfigMap removes what was dropped, and
+	// leaves what cannot be verified (its class is not beside it) as it is.
 	f.c.journal.flush(f.ctx)
 	cm, _ := f.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(f.ctx, name+"-1", metav1.GetOptions{})
-	for k := range cm.Data {
+	var left []string
+	for k, v := range cm.Data {
 		if !isClassKey(k) {
-			t.Errorf("dropped entry %s still in the journal", k)
+			left = append(left, k)
+			if v != second.Data[k] {
+				t.Errorf("entry %s changed", k)
+			}
 		}
+	}
+	if slices.Sort(left); !slices.Equal(left, []string{"pvc-uid-c", "pvc-uid-d"}) {
+		t.Errorf("second ConfigMap holds %v, want only the unverifiable entries", left)
 	}
 }
 

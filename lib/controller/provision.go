@@ -253,6 +253,10 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}
+	if op.entry.ClaimIncomplete {
+		c.leaveOrphan(ctx, op)
+		return nil
+	}
 	class := op.entry.Class
 	name := ClaimClass(op.entry.Claim)
 	if class != nil {
@@ -282,6 +286,27 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 		return nil
 	}
 	return c.deleteUnsaved(ctx, op, c.completeVolume(pv, options))
+}
+
+// leaveOrphan ends, without calling the provisioner, the operation of a
+// deleted claim that the journal recorded without metadata Provision may have
+// read: a Provision repeated with that copy may return another asset than
+// the one made for the claim (a directory named from an annotation that is
+// now missing collapses to its parent), and deleting that would destroy
+// other volumes' data. The entry stays in the journal for an admin, and a
+// Warning event and the log say which volume's asset may be left.
+func (c *ProvisionController) leaveOrphan(ctx context.Context, op *operation) {
+	className := ClaimClass(op.entry.Claim)
+	if op.entry.Class != nil {
+		className = op.entry.Class.Name
+	}
+	klog.FromContext(ctx).Error(nil, "Claim was deleted while its provisioning was interrupted; not finishing it on a guess: the asset made for this volume may be left",
+		"uid", op.entry.Claim.UID, "storageClass", className, "configMap", klog.KRef(c.journal.namespace, c.journal.name))
+	c.events.event(claimReference(op.entry.Claim), className, corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
+		"Claim was deleted while provisioning volume %s was interrupted, and provisioner %s does not declare which claim labels and annotations it reads (ClaimMetadataKeys), so it cannot be asked for the same asset again: an asset made for volume %s may be left on the backend. Delete it there, then remove key %q from ConfigMap %s/%s",
+		op.pvName, c.name, op.pvName, op.pvName, c.journal.namespace, c.journal.name)
+	c.operations.end(op.pvName)
+	c.journal.keep(op.pvName)
 }
 
 // deleteUnsaved deletes the asset of a PV that was never saved because its

@@ -12,6 +12,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,8 +61,8 @@ func TestJournalKeepsOnlyDeclaredClaimMetadata(t *testing.T) {
 	if want := map[string]string{"team": "a"}; fmt.Sprint(e.Claim.Labels) != fmt.Sprint(want) {
 		t.Errorf("journal kept labels %v, want %v", e.Claim.Labels, want)
 	}
-	if want := map[string]string{"example.com/dir-name": "data"}; fmt.Sprint(e.Claim.Annotations) != fmt.Sprint(want) {
-		t.Errorf("journal kept annotations %v, want only the declared one", e.Claim.Annotations)
+	if want := map[string]string{"example.com/dir-name": "data", AnnStorageProvisioner: testProvisioner}; fmt.Sprint(e.Claim.Annotations) != fmt.Sprint(want) {
+		t.Errorf("journal kept annotations %v, want only the declared one and the system's", e.Claim.Annotations)
 	}
 	if e.Claim.UID != pvc.UID || e.Claim.Spec.StorageClassName == nil {
 		t.Errorf("journal lost the claim's identity or spec: %+v", e.Claim)
@@ -122,7 +125,13 @@ func TestOversizedClaimMetadataIsRefusedOnce(t *testing.T) {
 	}
 }
 
+// Anyone who can write ConfigMaps in the provisioner's namespace can add
+// journal keys of the right shape, naming a real claim's UID. Only entries
+// signed with the provisioner's key are acted on; the others are left in
+// place, logged, and reported on the claim they name.
 func TestForeignJournalEntriesAreNeverActedOn(t *testing.T) {
+	goldData, _ := json.Marshal(strippedClass(class("gold")))
+	gold := classKey(goldData)
 	entry := func(claimName, uid, provisioner string) string {
 		b, _ := json.Marshal(journalEntry{
 			Claim: &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claimName, Namespace: "ns", UID: "x"}},
@@ -130,40 +139,66 @@ func TestForeignJournalEntriesAreNeverActedOn(t *testing.T) {
 		})
 		return strings.Replace(string(b), `"uid":"x"`, `"uid":"`+uid+`"`, 1)
 	}
+	signed := func(claimName string) string {
+		return signedTestEntry("pvc-uid-"+claimName, journalEntry{Claim: strippedClaim(claim(claimName, "gold"), nil, nil), ClassKey: gold}, string(goldData))
+	}
+	// The right shape, a signature made with another key.
+	forged := strings.Replace(signed("f"), `"mac":"`, `"mac":"0`, 1)
+	forged = forged[:len(forged)-3] + `"}`
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: JournalName(testProvisioner, ""), Namespace: OutOfClusterNamespace},
 		Data: map[string]string{
+			gold:            string(goldData),
 			"../../etc":     entry("a", "uid-a", testProvisioner),            // not our naming
 			"retained-dir":  entry("b", "uid-b", testProvisioner),            // not our naming either
 			"pvc-uid-c":     entry("c", "uid-c", "other.example.com/driver"), // a class of another provisioner
-			"pvc-uid-d":     entry("d", "uid-d", testProvisioner),            // ours
+			"pvc-uid-d":     entry("d", "uid-d", testProvisioner),            // our shape, a retained volume's claim
 			"pvc-not-the-d": entry("d", "uid-d", testProvisioner),            // key does not match the claim
+			"pvc-uid-f":     forged,
+			"pvc-uid-e":     signed("e"), // ours
 		},
 	}
 	store := newStore(t)
-	f := newFixture(t, store, nil, class("gold"), cm)
+	// The retained volumes whose PVs are gone.
+	for _, dir := range []string{"pvc-uid-d", "pvc-uid-f"} {
+		if err := os.Mkdir(filepath.Join(store.root, dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFixture(t, store, nil, class("gold"), cm, journalKeySecret())
 	if err := f.c.resumeOperations(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"ns/a", "ns/b", "ns/c", "ns/d"} {
+	for _, key := range []string{"ns/a", "ns/b", "ns/c", "ns/d", "ns/e", "ns/f"} {
 		if err := f.c.syncClaim(f.ctx, key); err != nil {
 			t.Fatal(err)
 		}
 	}
 	store.mu.Lock()
-	defer store.mu.Unlock()
 	for _, o := range store.provisions {
-		if o.PVName != "pvc-uid-d" {
+		if o.PVName != "pvc-uid-e" {
 			t.Errorf("Provision called for planted journal key %q", o.PVName)
 		}
 	}
 	for _, name := range store.deletes {
-		if name != "pvc-uid-d" {
+		if name != "pvc-uid-e" {
 			t.Errorf("Delete called for planted journal key %q", name)
 		}
 	}
 	if len(store.provisions) != 1 {
 		t.Errorf("the controller's own entry was not finished: %d Provision calls", len(store.provisions))
+	}
+	store.mu.Unlock()
+	if assets := store.assets(t); !slices.Equal(assets, []string{"pvc-uid-d", "pvc-uid-f"}) {
+		t.Errorf("assets %v, want the retained volumes untouched", assets)
+	}
+	f.requireEvent(EventProvisioningCleanupSkipped, `"pvc-uid-d" in ConfigMap default/`)
+	f.requireEvent(EventProvisioningCleanupSkipped, `"pvc-uid-f" in ConfigMap default/`+JournalName(testProvisioner, "")+` names this claim but is not used: its signature does not verify`)
+	// Left in place for an admin; the controller's own entry is done.
+	f.c.journal.flush(f.ctx)
+	want := []string{"../../etc", "pvc-not-the-d", "pvc-uid-c", "pvc-uid-d", "pvc-uid-f", "retained-dir"}
+	if keys := f.journalKeys(); !slices.Equal(keys, want) {
+		t.Errorf("journal holds %v, want %v", keys, want)
 	}
 }
 

@@ -88,11 +88,21 @@ as lib/deploy/rbac/clusterrole.yaml (the chart tests compare them).
   verbs: ["create", "patch"]
 {{- end }}
 
-{{/* The in-flight journal in the provisioner's namespace (lib/deploy/rbac/role.yaml). */}}
+{{/*
+The in-flight journal in the provisioner's namespace, and the Secret holding
+the key that signs its entries (lib/deploy/rbac/role.yaml).
+*/}}
 {{- define "kubeprov.libJournalRule" -}}
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "create", "update", "patch"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  resourceNames: ["kubeprov-journal-key"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["create"]
 {{- end }}
 
 {{/* The leader election Lease (lib/deploy/rbac/role.yaml). */}}

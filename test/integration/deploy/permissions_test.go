@@ -52,6 +52,10 @@ var libPermissions = []permission{
 		why: "controller: events on claims in any namespace, aggregated ones patched"},
 	{group: "", resource: "configmaps", verbs: []string{"get", "create", "update", "patch"}, scope: own,
 		why: "controller: the in-flight journal (cli always sets WithJournal); patch: flushRemovals at a graceful stop"},
+	{group: "", resource: "secrets", verbs: []string{"get"}, scope: own, names: []string{"kubeprov-journal-key"},
+		why: "controller: journal.signingKey reads the key that signs journal entries"},
+	{group: "", resource: "secrets", verbs: []string{"create"}, scope: own,
+		why: "controller: journal.signingKey creates that key on first use (create cannot be limited by name)"},
 	{group: "coordination.k8s.io", resource: "leases", verbs: []string{"get", "create", "update"}, scope: own, when: "--leader-election",
 		why: "controller: leader election through a Lease"},
 }

@@ -27,21 +27,7 @@ import (
 // waitForMessage waits for an event about obj whose message contains want.
 func waitForMessage(t *testing.T, ctx context.Context, obj *corev1.PersistentVolumeClaim, eventType, want string) {
 	t.Helper()
-	var seen []string
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		events, err := framework.ListEvents(ctx, client, obj)
-		seen = seen[:0]
-		for _, ev := range events {
-			if ev.Type == eventType && strings.Contains(ev.Message, want) {
-				return true, nil
-			}
-			seen = append(seen, ev.Message)
-		}
-		return false, err
-	})
-	if err != nil {
-		t.Fatalf("no %s event on %s/%s containing %q; seen: %q", eventType, obj.Namespace, obj.Name, want, seen)
-	}
+	waitForMessageOr(t, ctx, obj, eventType, want, func() bool { return false })
 }
 
 // A claim that asks for a snapshot gets no empty volume from a provisioner
