@@ -68,8 +68,11 @@ func TestVolumeName(t *testing.T) {
 		want   string
 	}{
 		{"pvc", -1, "pvc-0b9e5c2e-6f4a-4d7e-9a57-2f1c8e0d3b11"},
+		// As upstream: the dashes are removed before the uid is cut.
 		{"vol", 8, "vol-0b9e5c2e"},
-		{"vol", 100, "vol-0b9e5c2e-6f4a-4d7e-9a57-2f1c8e0d3b11"},
+		{"vol", 12, "vol-0b9e5c2e6f4a"},
+		{"vol", 32, "vol-0b9e5c2e6f4a4d7e9a572f1c8e0d3b11"},
+		{"vol", 100, "vol-0b9e5c2e6f4a4d7e9a572f1c8e0d3b11"},
 	}
 	for _, tc := range tests {
 		o := NewOptions()
