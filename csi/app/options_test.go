@@ -98,6 +98,21 @@ func TestCommandRejectsBadEnvironment(t *testing.T) {
 	}
 }
 
+// TestLongFlagsWithOneDash: manifests written for upstream (Go's flag
+// package) may say -csi-address=...; it parses, and the command goes on to
+// validate.
+func TestLongFlagsWithOneDash(t *testing.T) {
+	cmd := NewCommand()
+	cmd.SetArgs([]string{"-csi-address=/nonexistent/socket", "-volume-name-prefix=trailing-"})
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), "--volume-name-prefix must not end with '-'") {
+		t.Fatalf("error %v, want the arguments parsed and the prefix rejected", err)
+	}
+}
+
 func TestCommandRejectsArguments(t *testing.T) {
 	cmd := NewCommand()
 	cmd.SetArgs([]string{"extra"})

@@ -92,6 +92,18 @@ func TestUpstreamDeploymentArguments(t *testing.T) {
 	e.pvGone(pv.Name)
 	e.noVolumeLeft()
 
+	// Upstream's Deployment probes liveness here (failureThreshold 1): a 404
+	// restarts the pod forever.
+	t.Run("liveness probe path", func(t *testing.T) {
+		resp, err := http.Get("http://" + e.prov.Endpoint + "/healthz/leader-election")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("/healthz/leader-election of the leader answered %s, want 200", resp.Status)
+		}
+	})
 	t.Run("JSON log with the ignored arguments", func(t *testing.T) {
 		checkJSONLog(t, e.prov.Log())
 	})
