@@ -32,7 +32,7 @@ const (
 	DefaultCapacityPollInterval  = time.Minute
 	DefaultCapacityOwnerrefLevel = 1
 	DefaultCapacityThreads       = 1
-	DefaultKubeAPICapacityQPS    = 5
+	DefaultKubeAPICapacityQPS    = 1
 	DefaultKubeAPICapacityBurst  = 5
 )
 

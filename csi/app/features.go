@@ -20,6 +20,11 @@ const (
 	// VolumeAttributesClass: the claim's VolumeAttributesClass parameters
 	// passed to CreateVolume. GA.
 	VolumeAttributesClass featuregate.Feature = "VolumeAttributesClass"
+	// ReleaseLeaderElectionOnExit: give the leader Lease up on SIGTERM or
+	// SIGINT, once the controllers have stopped, so that a standby takes
+	// over at once. Alpha and off upstream; here the Lease is released on
+	// every graceful stop, so the gate only keeps upstream's manifests valid.
+	ReleaseLeaderElectionOnExit featuregate.Feature = "ReleaseLeaderElectionOnExit"
 )
 
 var features = map[featuregate.Feature]featuregate.FeatureSpec{
@@ -27,6 +32,7 @@ var features = map[featuregate.Feature]featuregate.FeatureSpec{
 	HonorPVReclaimPolicy:           {Default: true, PreRelease: featuregate.GA, LockToDefault: true},
 	CrossNamespaceVolumeDataSource: {Default: false, PreRelease: featuregate.Alpha},
 	VolumeAttributesClass:          {Default: true, PreRelease: featuregate.GA},
+	ReleaseLeaderElectionOnExit:    {Default: false, PreRelease: featuregate.Alpha},
 }
 
 // newFeatureGate returns a gate that knows the sidecar's features; an

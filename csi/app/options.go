@@ -103,7 +103,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CSIAddress, "csi-address", o.CSIAddress, "Unix socket of the CSI driver's controller (path, or unix:// URL).")
 	fs.StringVar(&o.VolumeNamePrefix, "volume-name-prefix", o.VolumeNamePrefix, "Prefix of PV and volume names: <prefix>-<claim uid>.")
 	fs.IntVar(&o.VolumeNameUUIDLength, "volume-name-uuid-length", o.VolumeNameUUIDLength,
-		"Characters of the claim uid used in volume names; -1 uses all of it.")
+		"Characters of the claim uid used in volume names, its dashes removed first (as upstream); -1 uses the whole uid, dashes kept.")
 	fs.BoolVar(&o.ExtraCreateMetadata, "extra-create-metadata", o.ExtraCreateMetadata,
 		"Pass the claim's name and namespace and the PV's name to CreateVolume as parameters csi.storage.k8s.io/pvc/name, csi.storage.k8s.io/pvc/namespace, csi.storage.k8s.io/pv/name.")
 	fs.StringVar(&o.DefaultFSType, "default-fstype", o.DefaultFSType,
@@ -180,15 +180,19 @@ func (o *Options) Validate() error {
 const exampleUID = "00000000-0000-0000-0000-000000000000"
 
 // VolumeName is the name of the PV, and of the volume, for a claim:
-// <prefix>-<uid>, the uid cut to --volume-name-uuid-length. It depends only
-// on the claim's uid, so every retry asks the driver for the same volume.
+// <prefix>-<uid>, or with --volume-name-uuid-length the uid without its
+// dashes cut to that length, as upstream names them (so that a PV one
+// sidecar made is the volume the other would ask for). It depends only on
+// the claim's uid, so every retry asks the driver for the same volume.
 func (o *Options) VolumeName(claim *corev1.PersistentVolumeClaim) string {
 	return o.nameFor(string(claim.UID))
 }
 
 func (o *Options) nameFor(uid string) string {
-	if o.VolumeNameUUIDLength > 0 && o.VolumeNameUUIDLength < len(uid) {
-		uid = uid[:o.VolumeNameUUIDLength]
+	if o.VolumeNameUUIDLength > 0 {
+		uid = strings.ReplaceAll(uid, "-", "")
+		// Upstream fails on a length beyond the uid; the whole uid is as close.
+		uid = uid[:min(o.VolumeNameUUIDLength, len(uid))]
 	}
 	return o.VolumeNamePrefix + "-" + uid
 }

@@ -68,8 +68,11 @@ func TestVolumeName(t *testing.T) {
 		want   string
 	}{
 		{"pvc", -1, "pvc-0b9e5c2e-6f4a-4d7e-9a57-2f1c8e0d3b11"},
+		// As upstream: the dashes are removed before the uid is cut.
 		{"vol", 8, "vol-0b9e5c2e"},
-		{"vol", 100, "vol-0b9e5c2e-6f4a-4d7e-9a57-2f1c8e0d3b11"},
+		{"vol", 12, "vol-0b9e5c2e6f4a"},
+		{"vol", 32, "vol-0b9e5c2e6f4a4d7e9a572f1c8e0d3b11"},
+		{"vol", 100, "vol-0b9e5c2e6f4a4d7e9a572f1c8e0d3b11"},
 	}
 	for _, tc := range tests {
 		o := NewOptions()
@@ -92,6 +95,21 @@ func TestCommandRejectsBadEnvironment(t *testing.T) {
 	err := cmd.Execute()
 	if err == nil || !strings.Contains(err.Error(), "--volume-name-prefix must not end with '-'") {
 		t.Fatalf("error %v, want the prefix rejected", err)
+	}
+}
+
+// TestLongFlagsWithOneDash: manifests written for upstream (Go's flag
+// package) may say -csi-address=...; it parses, and the command goes on to
+// validate.
+func TestLongFlagsWithOneDash(t *testing.T) {
+	cmd := NewCommand()
+	cmd.SetArgs([]string{"-csi-address=/nonexistent/socket", "-volume-name-prefix=trailing-"})
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), "--volume-name-prefix must not end with '-'") {
+		t.Fatalf("error %v, want the arguments parsed and the prefix rejected", err)
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 )
 
 // upstreamFlags are the flags of kubernetes-csi/external-provisioner v6.3
-// (its --help) with their defaults, written as pflag prints them. Two
+// with their defaults (read from its cmd/csi-provisioner and csi-lib-utils'
+// standardflags), written as pflag prints them. Two
 // print differently upstream for the same default: --leader-election-labels
 // ("map[]": no labels) and --feature-gates (none given).
 var upstreamFlags = map[string]string{
@@ -38,7 +39,7 @@ var upstreamFlags = map[string]string{
 	"immediate-topology":                "true",
 	"kube-api-burst":                    "10",
 	"kube-api-capacity-burst":           "5",
-	"kube-api-capacity-qps":             "5",
+	"kube-api-capacity-qps":             "1",
 	"kube-api-qps":                      "5",
 	"kubeconfig":                        "",
 	"leader-election":                   "false",
@@ -173,7 +174,10 @@ func TestFeatureGates(t *testing.T) {
 		want    map[string]bool
 		wantErr string
 	}{
-		{arg: "", want: map[string]bool{"Topology": true, "HonorPVReclaimPolicy": true, "CrossNamespaceVolumeDataSource": false, "VolumeAttributesClass": true}},
+		{arg: "", want: map[string]bool{"Topology": true, "HonorPVReclaimPolicy": true, "CrossNamespaceVolumeDataSource": false, "VolumeAttributesClass": true,
+			"ReleaseLeaderElectionOnExit": false}},
+		// Upstream's alpha gate; the Lease is released on exit either way.
+		{arg: "ReleaseLeaderElectionOnExit=true", want: map[string]bool{"ReleaseLeaderElectionOnExit": true}},
 		{arg: "Topology=false,CrossNamespaceVolumeDataSource=true", want: map[string]bool{"Topology": false, "CrossNamespaceVolumeDataSource": true}},
 		{arg: "Bogus=true", wantErr: "unrecognized feature gate: Bogus"},
 		{arg: "HonorPVReclaimPolicy=false", wantErr: "HonorPVReclaimPolicy"},

@@ -38,6 +38,9 @@ const (
 	DefaultWorkerThreads = controller.DefaultThreadiness
 	DefaultTimeout       = controller.DefaultOperationTimeout
 	shutdownGrace        = 5 * time.Second
+	// LeaderElectionCheck names the liveness check of leader election,
+	// served alone at /healthz/leader-election as by the CSI sidecars.
+	LeaderElectionCheck = "leader-election"
 )
 
 // Common holds the flags every provisioner binary has.
@@ -116,7 +119,7 @@ func (o *Common) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "How often replicas try to acquire or renew the Lease.")
 	fs.Var(newLabelsValue(&o.LeaseLabels), "leader-election-labels",
 		"Labels on the leader Lease, as comma-separated key:value pairs (my-label:my-value,other:value).")
-	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", o.HTTPEndpoint, "Address (host:port) serving metrics, /healthz and /readyz; empty disables it.")
+	fs.StringVar(&o.HTTPEndpoint, "http-endpoint", o.HTTPEndpoint, "Address (host:port) serving metrics, /healthz (and /healthz/leader-election), /readyz, and with --enable-pprof /debug/pprof/; empty disables it.")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress,
 		"Deprecated: use --http-endpoint, which this sets under its old name. At most one of the two may be set.")
 	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "Serve Go's profiles under /debug/pprof/ on --http-endpoint.")
@@ -338,10 +341,12 @@ func (o *Common) Run(ctx context.Context, clients *Clients, provisionerName stri
 		for n, c := range ro.Ready {
 			ready[n] = httpendpoint.Cached(c, httpendpoint.DefaultProbeCacheTTL)
 		}
+		// The CSI sidecars' liveness probe path, /healthz/leader-election.
+		live := map[string]httpendpoint.Check{LeaderElectionCheck: ctrl.LeaderElectionHealthy}
 		srv := &http.Server{
 			Addr: addr,
 			Handler: httpendpoint.NewHandler(httpendpoint.Options{
-				Gatherer: registry, MetricsPath: o.MetricsPath, Ready: ready, Pprof: o.EnablePprof,
+				Gatherer: registry, MetricsPath: o.MetricsPath, Live: live, Ready: ready, Pprof: o.EnablePprof,
 			}),
 			ReadHeaderTimeout: 10 * time.Second,
 		}

@@ -4,6 +4,8 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"maps"
 	"strings"
 	"testing"
@@ -62,6 +64,68 @@ func TestEndpointFlags(t *testing.T) {
 			}
 		} else if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.wantErr)
+		}
+	}
+}
+
+// recordingOptions is a binary's options that records what Run was given.
+type recordingOptions struct {
+	Common
+	ran bool
+}
+
+func (o *recordingOptions) Run(context.Context) error { o.ran = true; return nil }
+
+// TestLongFlagsWithOneDash: manifests written for the CSI sidecars and the
+// classic provisioners (Go's flag package) spell long flags with one dash;
+// they mean the same here, while -v and a value after its flag stay as given.
+func TestLongFlagsWithOneDash(t *testing.T) {
+	o := &recordingOptions{Common: NewCommon("example.com/default")}
+	cmd := NewCommand("test-provisioner", "", o)
+	cmd.SetArgs([]string{"-provisioner=example.com/dir", "-kube-api-qps", "7", "-leader-election", "-v=3",
+		"-http-endpoint=127.0.0.1:0", "--metrics-path", "-not-a-flag-but-a-value"})
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	err := cmd.Execute()
+	// The value of --metrics-path was taken as given (not rewritten), and
+	// is then refused for not starting with /.
+	if err == nil || !strings.Contains(err.Error(), "--metrics-path must start with /") {
+		t.Fatalf("error %v, want only --metrics-path refused; output:\n%s", err, &out)
+	}
+	if o.Provisioner != "example.com/dir" || o.KubeAPIQPS != 7 || !o.LeaderElection || o.HTTPEndpoint != "127.0.0.1:0" ||
+		o.MetricsPath != "-not-a-flag-but-a-value" {
+		t.Errorf("options not as given: %+v", o.Common)
+	}
+	if v := cmd.Flags().Lookup("v"); v.Value.String() != "3" {
+		t.Errorf("-v=3 gave -v %s", v.Value)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-no-such-flag=1"}, "unknown shorthand flag: 'n' in -no-such-flag=1"},
+		{[]string{"extra"}, `unknown command "extra"`},
+	} {
+		cmd := NewCommand("test-provisioner", "", &recordingOptions{Common: NewCommon("example.com/default")})
+		cmd.SetArgs(tc.args)
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+
+	// --help and -version still answer without running.
+	for _, arg := range []string{"-help", "-version", "--version", "-h"} {
+		o := &recordingOptions{Common: NewCommon("example.com/default")}
+		cmd := NewCommand("test-provisioner", "", o)
+		out.Reset()
+		cmd.SetOut(&out)
+		cmd.SetArgs([]string{arg})
+		if err := cmd.Execute(); err != nil || o.ran || out.Len() == 0 {
+			t.Errorf("%s: error %v, ran %v, output %q", arg, err, o.ran, &out)
 		}
 	}
 }

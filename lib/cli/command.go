@@ -5,6 +5,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/signal"
 	"syscall"
@@ -43,7 +44,8 @@ type FeatureGated interface {
 // o (then overridable from the environment), the Kubernetes components'
 // logging flags (-v, --vmodule, --logging-format=text|json, ...),
 // --version, no positional arguments, and a context that ends on SIGINT or
-// SIGTERM.
+// SIGTERM. Long flags may also be spelled with one dash, as Go's flag package
+// allows (see LongFlagsWithOneDash).
 func NewCommand(use, short string, o Options) *cobra.Command {
 	// The logging configuration is process-wide: a second command in one
 	// process (a test) may apply the same one again, not another.
@@ -64,10 +66,15 @@ func NewCommand(use, short string, o Options) *cobra.Command {
 		Use:           use,
 		Short:         short,
 		Version:       version.String(),
-		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: false,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		// Parsed in RunE, after LongFlagsWithOneDash: cobra has no hook
+		// before its own parsing.
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if done, err := parseFlags(cmd, args); done || err != nil {
+				return err
+			}
 			if gateErr != nil {
 				return gateErr
 			}
@@ -90,8 +97,28 @@ func NewCommand(use, short string, o Options) *cobra.Command {
 			return o.Run(ctx)
 		},
 	}
-	cmd.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	o.AddFlags(cmd.Flags())
 	logsapi.AddFlags(logging, cmd.Flags())
 	return cmd
+}
+
+// parseFlags does what cobra does when it parses the flags itself: the flags,
+// then --help and --version, then no positional arguments. done means the
+// command has nothing more to do (help or version printed).
+func parseFlags(cmd *cobra.Command, args []string) (done bool, err error) {
+	fs := cmd.Flags()
+	if err := fs.Parse(LongFlagsWithOneDash(fs, args)); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return true, cmd.Help()
+		}
+		return true, cmd.FlagErrorFunc()(cmd, err)
+	}
+	if help, _ := fs.GetBool("help"); help {
+		return true, cmd.Help()
+	}
+	if version, _ := fs.GetBool("version"); version {
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", cmd.Name(), cmd.Version)
+		return true, err
+	}
+	return false, cobra.NoArgs(cmd, fs.Args())
 }

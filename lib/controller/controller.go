@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -65,7 +66,9 @@ type ProvisionController struct {
 	deleted    deletedVolumes
 
 	synced chan struct{} // closed once the informer caches have synced
-	access accessProblems
+	// leaderHealth watches the elector once leader election runs.
+	leaderHealth *leaderelection.HealthzAdaptor
+	access       accessProblems
 }
 
 // NewProvisionController returns a controller that serves claims whose
@@ -135,6 +138,7 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 		gatherer:       gatherer,
 		operations:     newOperations(m.inFlight.WithLabelValues("provision")),
 		synced:         make(chan struct{}),
+		leaderHealth:   leaderelection.NewLeaderHealthzAdaptor(cfg.leaderHealthTimeout),
 	}
 	if r, ok := provisioner.(ClaimMetadataReader); ok {
 		c.journal.metadataKeys = r.ClaimMetadataKeys
@@ -212,6 +216,17 @@ func (c *ProvisionController) NotReadyReason() error {
 	return c.access.reason()
 }
 
+// LeaderElectionHealthy is the liveness check of leader election, with the
+// meaning of client-go's HealthzAdaptor (the CSI sidecars serve it at
+// /healthz/leader-election): it fails only while this instance is the last
+// holder it saw of the Lease and has not renewed it for the lease duration
+// plus WithLeaderElectionHealthTimeout — it should have stopped by then, and
+// something keeps it from doing so. A standby, a candidate and a controller
+// without leader election are healthy.
+func (c *ProvisionController) LeaderElectionHealthy(r *http.Request) error {
+	return c.leaderHealth.Check(r)
+}
+
 // Run works until ctx ends, then lets running operations finish and returns.
 // With leader election it returns an error when leadership is lost, so that
 // the process can restart and stand by again.
@@ -254,6 +269,23 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 	}
 	var led atomic.Bool
 	done := make(chan error, 1)
+	// The elector gets a context of its own, ended only once the workers
+	// have stopped after ctx ended: ReleaseOnCancel then hands the Lease
+	// over when nothing of this instance still runs, never while its last
+	// operations do (upstream's ReleaseLeaderElectionOnExit).
+	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElecting()
+	workersStopped := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			if led.Load() {
+				<-workersStopped
+			}
+		case <-electCtx.Done(): // runWithLeaderElection returned
+		}
+		stopElecting()
+	}()
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   c.cfg.leaseDuration,
@@ -265,7 +297,13 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 			OnStartedLeading: func(leadCtx context.Context) {
 				led.Store(true)
 				logger.Info("Became leader")
-				done <- c.runActive(leadCtx)
+				// Work ends when ctx ends or leadership is lost.
+				workCtx, stopWork := context.WithCancel(leadCtx)
+				defer context.AfterFunc(ctx, stopWork)()
+				err := c.runActive(workCtx)
+				stopWork()
+				close(workersStopped)
+				done <- err
 			},
 			OnStoppedLeading: func() { logger.Info("Stopped leading") },
 		},
@@ -273,7 +311,8 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
-	elector.Run(ctx)
+	c.leaderHealth.SetLeaderElection(elector)
+	elector.Run(electCtx)
 	var runErr error
 	if led.Load() {
 		runErr = <-done

@@ -31,6 +31,10 @@ const (
 	DefaultLeaseDuration            = 15 * time.Second
 	DefaultRenewDeadline            = 10 * time.Second
 	DefaultRetryPeriod              = 2 * time.Second
+	// DefaultLeaderElectionHealthTimeout is how long past its lease duration
+	// a leader that has not renewed its Lease still answers healthy: the CSI
+	// sidecars' (csi-lib-utils) value.
+	DefaultLeaderElectionHealthTimeout = 20 * time.Second
 	// OutOfClusterNamespace is the namespace of the journal, and of the
 	// Lease, when the controller runs outside a cluster; in a pod it is the
 	// pod's own (InClusterNamespace).
@@ -92,6 +96,7 @@ type config struct {
 	leaseDuration            time.Duration
 	renewDeadline            time.Duration
 	retryPeriod              time.Duration
+	leaderHealthTimeout      time.Duration
 	leaseLabels              map[string]string
 	identity                 string
 	registerer               prometheus.Registerer
@@ -123,6 +128,7 @@ func defaultConfig() config {
 		leaseDuration:            DefaultLeaseDuration,
 		renewDeadline:            DefaultRenewDeadline,
 		retryPeriod:              DefaultRetryPeriod,
+		leaderHealthTimeout:      DefaultLeaderElectionHealthTimeout,
 		journalNamespace:         namespace,
 		// As in sig-storage-lib-external-provisioner: a second replica of a
 		// Deployment must not provision the same claims.
@@ -258,6 +264,19 @@ func WithoutLeaderElection() Option {
 func WithLeaderElectionTimings(leaseDuration, renewDeadline, retryPeriod time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		c.leaseDuration, c.renewDeadline, c.retryPeriod = leaseDuration, renewDeadline, retryPeriod
+		return nil
+	})
+}
+
+// WithLeaderElectionHealthTimeout sets how long past its lease duration a
+// leader that failed to renew its Lease still passes LeaderElectionHealthy.
+// Default DefaultLeaderElectionHealthTimeout.
+func WithLeaderElectionHealthTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("WithLeaderElectionHealthTimeout: %v is negative", d)
+		}
+		c.leaderHealthTimeout = d
 		return nil
 	})
 }

@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package httpendpoint serves a provisioner's /metrics, /healthz and /readyz
-// on a mux of its own (never http.DefaultServeMux).
+// (and each check alone under them) on a mux of its own (never
+// http.DefaultServeMux).
 package httpendpoint
 
 import (
@@ -65,7 +66,8 @@ type Options struct {
 }
 
 // NewHandler returns the mux. Each check endpoint answers 200 "ok" or 503
-// with one line per failed check naming it, and ?verbose lists every check.
+// with one line per failed check naming it, and ?verbose lists every check;
+// /healthz/<name> and /readyz/<name> answer for one check.
 func NewHandler(o Options) http.Handler {
 	mux := http.NewServeMux()
 	if o.Gatherer != nil {
@@ -84,9 +86,19 @@ func NewHandler(o Options) http.Handler {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	mux.Handle("/healthz", checksHandler(o.Live))
-	mux.Handle("/readyz", checksHandler(o.Ready))
+	handleChecks(mux, "/healthz", o.Live)
+	handleChecks(mux, "/readyz", o.Ready)
 	return mux
+}
+
+// handleChecks serves all checks at path and each one alone at path/<name>,
+// as the Kubernetes components do: a probe written for one check (the CSI
+// sidecars' /healthz/leader-election) asks only that one.
+func handleChecks(mux *http.ServeMux, path string, checks map[string]Check) {
+	mux.Handle(path, checksHandler(checks))
+	for name, check := range checks {
+		mux.Handle(path+"/"+name, checksHandler(map[string]Check{name: check}))
+	}
 }
 
 func checksHandler(checks map[string]Check) http.Handler {

@@ -64,3 +64,28 @@ func TestPprofOnlyWhenAsked(t *testing.T) {
 		}
 	}
 }
+
+// TestEachCheckAlone: a probe written for one check (the CSI sidecars'
+// /healthz/leader-election) asks that one only; the aggregate path asks all.
+func TestEachCheckAlone(t *testing.T) {
+	failing := func(*http.Request) error { return errors.New("driver socket missing") }
+	ok := func(*http.Request) error { return nil }
+	h := NewHandler(Options{
+		Live:  map[string]Check{"leader-election": ok},
+		Ready: map[string]Check{"controller": ok, "csi-driver": failing},
+	})
+	for path, want := range map[string]int{
+		"/healthz":                 http.StatusOK,
+		"/healthz/leader-election": http.StatusOK,
+		"/healthz/other":           http.StatusNotFound,
+		"/readyz":                  http.StatusServiceUnavailable,
+		"/readyz/controller":       http.StatusOK,
+		"/readyz/csi-driver":       http.StatusServiceUnavailable,
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != want {
+			t.Errorf("%s answered %d, want %d:\n%s", path, rec.Code, want, rec.Body)
+		}
+	}
+}

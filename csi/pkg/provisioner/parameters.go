@@ -19,6 +19,10 @@ const (
 	ReservedPrefix = "csi.storage.k8s.io/"
 	// ParamFSType is the filesystem of Filesystem volumes.
 	ParamFSType = ReservedPrefix + "fstype"
+	// LegacyParamFSType, in any case ("fsType"), is its deprecated spelling:
+	// as upstream, it is the fsType when the class does not set ParamFSType
+	// too, and reaches the driver like any key without the prefix.
+	LegacyParamFSType = "fstype"
 	// ParamSecretName and ParamSecretNamespace name the secret used for every
 	// operation that has no secret of its own.
 	ParamSecretName      = ReservedPrefix + "secret-name"
@@ -47,6 +51,10 @@ const (
 	SecretNodePublish
 	SecretControllerExpand
 	SecretNodeExpand
+	// SecretControllerModify is for ControllerModifyVolume (a claim's
+	// VolumeAttributesClass changed), which the external-resizer calls with
+	// the reference the PV's annotations record.
+	SecretControllerModify
 	numSecretKinds
 )
 
@@ -78,6 +86,8 @@ var secretParameters = [numSecretKinds]secretKeys{
 		name: ReservedPrefix + "controller-expand-secret-name", namespace: ReservedPrefix + "controller-expand-secret-namespace"},
 	SecretNodeExpand: {what: "node-expand secret",
 		name: ReservedPrefix + "node-expand-secret-name", namespace: ReservedPrefix + "node-expand-secret-namespace"},
+	SecretControllerModify: {what: "controller-modify secret",
+		name: ReservedPrefix + "controller-modify-secret-name", namespace: ReservedPrefix + "controller-modify-secret-namespace"},
 }
 
 // classParameters are a StorageClass's parameters, checked and split into
@@ -85,11 +95,12 @@ var secretParameters = [numSecretKinds]secretKeys{
 type classParameters struct {
 	// driver are the parameters passed to CreateVolume (before metadata is added).
 	driver map[string]string
-	// fsType is the class's csi.storage.k8s.io/fstype, possibly empty.
+	// fsType is the class's csi.storage.k8s.io/fstype, or its deprecated
+	// spelling; possibly empty.
 	fsType string
 	// secrets holds each kind's templates; nil when the kind has no secret.
 	secrets [numSecretKinds]*secretTemplates
-	// legacyKeys are the deprecated keys in use, sorted.
+	// legacyKeys are the deprecated keys in use (secrets, fsType), sorted.
 	legacyKeys []string
 }
 
@@ -117,19 +128,30 @@ func parseParameters(params map[string]string) (*classParameters, error) {
 	out := &classParameters{driver: map[string]string{}}
 	known := reservedKeys()
 	var problems []string
+	var fsTypeKeys []string
 	for _, k := range slices.Sorted(maps.Keys(params)) {
 		v := params[k]
+		if k == ParamFSType || strings.EqualFold(k, LegacyParamFSType) {
+			fsTypeKeys = append(fsTypeKeys, fmt.Sprintf("%q", k))
+			out.fsType = v
+		}
 		if !strings.HasPrefix(k, ReservedPrefix) {
 			out.driver[k] = v
+			if strings.EqualFold(k, LegacyParamFSType) {
+				out.legacyKeys = append(out.legacyKeys, k)
+			}
 			continue
 		}
 		if !known[k] {
 			problems = append(problems, fmt.Sprintf("parameter %q: unknown key with the reserved prefix %s (known keys: fstype, secret-name, secret-namespace, "+
-				"and <kind>-secret-name, <kind>-secret-namespace for the kinds provisioner, controller-publish, node-stage, node-publish, controller-expand, node-expand): "+
+				"and <kind>-secret-name, <kind>-secret-namespace for the kinds provisioner, controller-publish, node-stage, node-publish, controller-expand, node-expand, controller-modify): "+
 				"fix the spelling or remove it", k, ReservedPrefix))
 		}
 	}
-	out.fsType = params[ParamFSType]
+	if len(fsTypeKeys) > 1 {
+		problems = append(problems, fmt.Sprintf("parameters %s both set the fsType: keep only %q (%q is its deprecated spelling)",
+			strings.Join(fsTypeKeys, " and "), ParamFSType, LegacyParamFSType))
+	}
 
 	def, err := secretPair("default secret", params, ParamSecretName, ParamSecretNamespace)
 	if err != nil {

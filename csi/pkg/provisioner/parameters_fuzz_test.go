@@ -35,8 +35,15 @@ func FuzzParameters(f *testing.F) {
 		if !maps.Equal(parsed.driver, driver) {
 			t.Fatalf("driver parameters %q, want %q", parsed.driver, driver)
 		}
-		if parsed.fsType != params[ParamFSType] {
-			t.Fatalf("fsType %q, want %q", parsed.fsType, params[ParamFSType])
+		// At most one of the fsType keys is set, or parsing failed.
+		wantFSType := params[ParamFSType]
+		for k, v := range params {
+			if strings.EqualFold(k, LegacyParamFSType) {
+				wantFSType = v
+			}
+		}
+		if parsed.fsType != wantFSType {
+			t.Fatalf("fsType %q, want %q", parsed.fsType, wantFSType)
 		}
 		if !slices.IsSorted(parsed.legacyKeys) {
 			t.Fatalf("legacy keys %q are not sorted", parsed.legacyKeys)

@@ -18,6 +18,8 @@ const (
 	provNS   = ReservedPrefix + "provisioner-secret-namespace"
 	pubName  = ReservedPrefix + "controller-publish-secret-name"
 	pubNS    = ReservedPrefix + "controller-publish-secret-namespace"
+	modName  = ReservedPrefix + "controller-modify-secret-name"
+	modNS    = ReservedPrefix + "controller-modify-secret-namespace"
 )
 
 func testClaim() *corev1.PersistentVolumeClaim {
@@ -55,6 +57,7 @@ func TestSecretParameters(t *testing.T) {
 			want: map[SecretKind]*corev1.SecretReference{
 				SecretProvisioner: ref("ns", "s0"), SecretControllerPublish: ref("ns", "s1"), SecretNodeStage: ref("ns", "s2"),
 				SecretNodePublish: ref("ns", "s3"), SecretControllerExpand: ref("ns", "s4"), SecretNodeExpand: ref("ns", "s5"),
+				SecretControllerModify: ref("ns", "s6"),
 			},
 		},
 		{
@@ -68,6 +71,7 @@ func TestSecretParameters(t *testing.T) {
 			want: map[SecretKind]*corev1.SecretReference{
 				SecretProvisioner: ref("ns", "s0"), SecretControllerPublish: ref("ns", "s1"), SecretNodeStage: ref("ns", "s2"),
 				SecretNodePublish: ref("ns", "s3"), SecretControllerExpand: ref("ns", "s4"), SecretNodeExpand: ref("ns", "s5"),
+				SecretControllerModify: ref("ns", "s6"),
 			},
 			wantLegacy: []string{"csiControllerPublishSecretName", "csiControllerPublishSecretNamespace", "csiNodePublishSecretName",
 				"csiNodePublishSecretNamespace", "csiNodeStageSecretName", "csiNodeStageSecretNamespace", "csiProvisionerSecretName", "csiProvisionerSecretNamespace"},
@@ -78,6 +82,7 @@ func TestSecretParameters(t *testing.T) {
 			want: map[SecretKind]*corev1.SecretReference{
 				SecretProvisioner: ref("ns", "shared"), SecretControllerPublish: ref("ns", "shared"), SecretNodeStage: ref("ns", "shared"),
 				SecretNodePublish: ref("ns", "shared"), SecretControllerExpand: ref("ns", "shared"), SecretNodeExpand: ref("ns", "shared"),
+				SecretControllerModify: ref("ns", "shared"),
 			},
 		},
 		{
@@ -86,6 +91,7 @@ func TestSecretParameters(t *testing.T) {
 			want: map[SecretKind]*corev1.SecretReference{
 				SecretProvisioner: ref("other", "own"), SecretControllerPublish: ref("ns", "shared"), SecretNodeStage: ref("ns", "shared"),
 				SecretNodePublish: ref("ns", "shared"), SecretControllerExpand: ref("ns", "shared"), SecretNodeExpand: ref("ns", "shared"),
+				SecretControllerModify: ref("ns", "shared"),
 			},
 		},
 		{
@@ -94,6 +100,7 @@ func TestSecretParameters(t *testing.T) {
 			want: map[SecretKind]*corev1.SecretReference{
 				SecretProvisioner: ref("ns", "shared"), SecretControllerPublish: ref("ns", "shared"), SecretNodeStage: ref("ns", "old"),
 				SecretNodePublish: ref("ns", "shared"), SecretControllerExpand: ref("ns", "shared"), SecretNodeExpand: ref("ns", "shared"),
+				SecretControllerModify: ref("ns", "shared"),
 			},
 			wantLegacy: []string{"csiNodeStageSecretName", "csiNodeStageSecretNamespace"},
 		},
@@ -278,15 +285,14 @@ func allKinds(keysOf func(secretKeys) (string, string)) map[string]string {
 // everything else are the driver's, unchanged.
 func TestDriverParameters(t *testing.T) {
 	params := map[string]string{
-		"type": "fast", "fsType": "legacy-is-the-drivers",
-		ParamFSType: "xfs", provName: "s", provNS: "ns", ParamSecretName: "d", ParamSecretNamespace: "ns",
+		"type": "fast", ParamFSType: "xfs", modName: "m", modNS: "ns", provName: "s", provNS: "ns", ParamSecretName: "d", ParamSecretNamespace: "ns",
 		"csiNodeStageSecretName": "old", "csiNodeStageSecretNamespace": "ns",
 	}
 	parsed, err := parseParameters(params)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"type": "fast", "fsType": "legacy-is-the-drivers", "csiNodeStageSecretName": "old", "csiNodeStageSecretNamespace": "ns"}
+	want := map[string]string{"type": "fast", "csiNodeStageSecretName": "old", "csiNodeStageSecretNamespace": "ns"}
 	if !maps.Equal(parsed.driver, want) {
 		t.Errorf("driver parameters %v, want %v", parsed.driver, want)
 	}

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +42,11 @@ import (
 const (
 	AnnDeletionSecretName      = "volume.kubernetes.io/provisioner-deletion-secret-name"      //nolint:gosec // an annotation key, not a credential
 	AnnDeletionSecretNamespace = "volume.kubernetes.io/provisioner-deletion-secret-namespace" //nolint:gosec // an annotation key, not a credential
+	// AnnModifySecretName and AnnModifySecretNamespace record the
+	// controller-modify secret, for the external-resizer's
+	// ControllerModifyVolume (upstream's keys).
+	AnnModifySecretName      = "volume.kubernetes.io/controller-modify-secret-name"      //nolint:gosec // an annotation key, not a credential
+	AnnModifySecretNamespace = "volume.kubernetes.io/controller-modify-secret-namespace" //nolint:gosec // an annotation key, not a credential
 )
 
 // AttrProvisionerIdentity is the volume attribute naming the provisioner
@@ -382,6 +388,10 @@ func (p *Provisioner) newVolume(o controller.ProvisionOptions, vol *csi.Volume, 
 		ref = &corev1.SecretReference{}
 	}
 	spec.Annotations = map[string]string{AnnDeletionSecretName: ref.Name, AnnDeletionSecretNamespace: ref.Namespace}
+	// Only when there is one, as upstream.
+	if ref := refs[SecretControllerModify]; ref != nil {
+		spec.Annotations[AnnModifySecretName], spec.Annotations[AnnModifySecretNamespace] = ref.Name, ref.Namespace
+	}
 	pv := o.NewVolume(spec)
 	// The volume was created with the class's mutable parameters.
 	if !p.cfg.IgnoreVolumeAttributesClass {
@@ -523,13 +533,16 @@ func (p *Provisioner) warnLegacy(ctx context.Context, className string, keys []s
 		if _, seen := p.legacyWarned.LoadOrStore(k, true); seen {
 			continue
 		}
-		klog.FromContext(ctx).Info("StorageClass uses a deprecated secret parameter; it still works and is passed to the driver unchanged",
+		klog.FromContext(ctx).Info("StorageClass uses a deprecated parameter; it still works and is passed to the driver unchanged",
 			"storageClass", className, "parameter", k, "replacement", currentSpelling(k))
 	}
 }
 
 // currentSpelling is the csi.storage.k8s.io/ key that replaces a legacy one.
 func currentSpelling(legacy string) string {
+	if strings.EqualFold(legacy, LegacyParamFSType) {
+		return ParamFSType
+	}
 	for _, k := range secretParameters {
 		switch legacy {
 		case k.legacyName:

@@ -192,6 +192,28 @@ func TestCreateRequest(t *testing.T) {
 			wantCaps: []*csi.VolumeCapability{mount(snw, "ext4")},
 		},
 		{
+			// As upstream: the deprecated key, in any case, is the fsType
+			// and still reaches the driver (it has no reserved prefix).
+			name:       "deprecated fsType key wins over the default",
+			claim:      newClaim(),
+			params:     map[string]string{"fsType": "xfs", "type": "fast"},
+			cfg:        Config{DefaultFSType: "ext4"},
+			wantCaps:   []*csi.VolumeCapability{mount(snw, "xfs")},
+			wantParams: map[string]string{"fsType": "xfs", "type": "fast"},
+		},
+		{
+			name:    "deprecated and current fsType keys together",
+			claim:   newClaim(),
+			params:  map[string]string{"fstype": "xfs", ParamFSType: "ext4"},
+			wantErr: `parameters "` + ParamFSType + `" and "fstype" both set the fsType`,
+		},
+		{
+			name:     "controller-modify secret keys are reserved",
+			claim:    newClaim(),
+			params:   map[string]string{modName: "mod", modNS: "ns", "type": "fast"},
+			wantCaps: []*csi.VolumeCapability{mount(snw, "")}, wantParams: map[string]string{"type": "fast"},
+		},
+		{
 			name: "limit",
 			claim: newClaim(func(c *corev1.PersistentVolumeClaim) {
 				c.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}
@@ -233,15 +255,15 @@ func TestCreateRequest(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p, _ := newTestProvisioner(t, tc.cfg)
-			params, err := parseParameters(tc.params)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var mutate []func(*storagev1.StorageClass)
 			if tc.class != nil {
 				mutate = append(mutate, tc.class)
 			}
-			req, _, err := p.createRequest(options(tc.claim, tc.params, mutate...), params)
+			var req *csi.CreateVolumeRequest
+			params, err := parseParameters(tc.params)
+			if err == nil {
+				req, _, err = p.createRequest(options(tc.claim, tc.params, mutate...), params)
+			}
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
@@ -344,6 +366,42 @@ func TestProvisionVolume(t *testing.T) {
 				}
 			} else if pv.Spec.NodeAffinity != nil {
 				t.Errorf("unexpected node affinity %+v", pv.Spec.NodeAffinity)
+			}
+		})
+	}
+}
+
+// TestControllerModifySecret: the class's controller-modify secret (else its
+// default secret), reserved upstream for VolumeAttributesClass changes, is
+// recorded on the PV where the external-resizer reads it, as upstream does;
+// the driver never sees the keys.
+func TestControllerModifySecret(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		params map[string]string
+		want   map[string]string // the annotations; nil: none
+	}{
+		{name: "own keys", params: map[string]string{modName: "mod-${pvc.name}", modNS: "${pvc.namespace}"},
+			want: map[string]string{AnnModifySecretName: "mod-data", AnnModifySecretNamespace: "team-a"}},
+		{name: "default secret", params: map[string]string{ParamSecretName: "shared", ParamSecretNamespace: "kube-secrets"},
+			want: map[string]string{AnnModifySecretName: "shared", AnnModifySecretNamespace: "kube-secrets"}},
+		{name: "none", params: map[string]string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, fc := newTestProvisioner(t, Config{}, secret("kube-secrets", "shared"))
+			pv, _, err := p.Provision(testContext(t), options(newClaim(), tc.params))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{AnnModifySecretName, AnnModifySecretNamespace} {
+				if got, ok := pv.Annotations[k]; ok != (tc.want != nil) || got != tc.want[k] {
+					t.Errorf("annotation %s = %q (set %v), want %q", k, got, ok, tc.want[k])
+				}
+			}
+			for k := range fc.creates[0].Parameters {
+				if strings.HasPrefix(k, ReservedPrefix) {
+					t.Errorf("CreateVolume got the reserved parameter %q", k)
+				}
 			}
 		})
 	}
@@ -555,10 +613,10 @@ func TestSecretsNeverLogged(t *testing.T) {
 	if strings.Contains(logs, secretValue) {
 		t.Errorf("logs show the secret:\n%s", logs)
 	}
-	if !strings.Contains(logs, "deprecated secret parameter") {
+	if !strings.Contains(logs, "deprecated parameter") {
 		t.Errorf("no deprecation notice in the logs:\n%s", logs)
 	}
-	if n := strings.Count(logs, "deprecated secret parameter"); n != 2 {
+	if n := strings.Count(logs, "deprecated parameter"); n != 2 {
 		t.Errorf("%d deprecation notices, want one per key (2), once", n)
 	}
 }

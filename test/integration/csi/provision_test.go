@@ -6,6 +6,7 @@ package csi
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -128,14 +129,15 @@ func TestVolumeShape(t *testing.T) {
 // TestNamesAndMetadata: the volume name flags, --extra-create-metadata and
 // the forwarded claim labels and annotations.
 func TestNamesAndMetadata(t *testing.T) {
-	e := setup(t, anyDriver, csidriver.Options{}, "--volume-name-prefix=vol", "--volume-name-uuid-length=8", "--extra-create-metadata",
+	e := setup(t, anyDriver, csidriver.Options{}, "--volume-name-prefix=vol", "--volume-name-uuid-length=12", "--extra-create-metadata",
 		"--forward-pvc-labels=team,absent", "--forward-pvc-annotations=example.com/cost-center")
 	class := e.createClass(map[string]string{"type": "fast"})
 	claim, pv := e.bound(e.createClaim(class.Name, "1Gi", func(c *corev1.PersistentVolumeClaim) {
 		c.Labels = map[string]string{"team": "storage", "private": "not-forwarded"}
 		c.Annotations = map[string]string{"example.com/cost-center": "42", "example.com/secret-plan": "not forwarded"}
 	}))
-	if want := "vol-" + string(claim.UID)[:8]; pv.Name != want {
+	// As upstream: the uid's dashes go before it is cut.
+	if want := "vol-" + strings.ReplaceAll(string(claim.UID), "-", "")[:12]; pv.Name != want {
 		t.Errorf("PV name %s, want %s", pv.Name, want)
 	}
 	want := map[string]string{

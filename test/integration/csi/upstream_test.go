@@ -92,6 +92,18 @@ func TestUpstreamDeploymentArguments(t *testing.T) {
 	e.pvGone(pv.Name)
 	e.noVolumeLeft()
 
+	// Upstream's Deployment probes liveness here (failureThreshold 1): a 404
+	// restarts the pod forever.
+	t.Run("liveness probe path", func(t *testing.T) {
+		resp, err := http.Get("http://" + e.prov.Endpoint + "/healthz/leader-election")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("/healthz/leader-election of the leader answered %s, want 200", resp.Status)
+		}
+	})
 	t.Run("JSON log with the ignored arguments", func(t *testing.T) {
 		checkJSONLog(t, e.prov.Log())
 	})
@@ -123,6 +135,38 @@ func TestUpstreamDeploymentArguments(t *testing.T) {
 			t.Errorf("controller_persistentvolumeclaim_provision_total has no series of class %s", class.Name)
 		}
 	})
+}
+
+// TestUpstreamClassKeys: a class written for upstream provisions here:
+// the deprecated fstype key is the fsType, and the controller-modify secret
+// keys are reserved, recorded on the PV where the external-resizer reads them.
+func TestUpstreamClassKeys(t *testing.T) {
+	e := setup(t, anyDriver, csidriver.Options{})
+	class := e.createClass(map[string]string{
+		"fsType": "xfs", "type": "fast",
+		"csi.storage.k8s.io/controller-modify-secret-name":      "modify-${pvc.name}",
+		"csi.storage.k8s.io/controller-modify-secret-namespace": "${pvc.namespace}",
+	})
+	claim, pv := e.bound(e.createClaim(class.Name, "1Gi"))
+	if pv.Spec.CSI == nil || pv.Spec.CSI.FSType != "xfs" {
+		t.Errorf("PV %s: CSI source %+v, want fsType xfs from the class's fsType key", pv.Name, pv.Spec.CSI)
+	}
+	if got, want := pv.Annotations["volume.kubernetes.io/controller-modify-secret-name"], "modify-"+claim.Name; got != want {
+		t.Errorf("controller-modify secret name annotation %q, want %q", got, want)
+	}
+	if got := pv.Annotations["volume.kubernetes.io/controller-modify-secret-namespace"]; got != claim.Namespace {
+		t.Errorf("controller-modify secret namespace annotation %q, want %q", got, claim.Namespace)
+	}
+	req := e.driver.LastCreateRequest(pv.Name)
+	if want := map[string]string{"fsType": "xfs", "type": "fast"}; !maps.Equal(req.GetParameters(), want) {
+		t.Errorf("CreateVolume parameters %v, want %v (upstream passes the unprefixed fsType on)", req.GetParameters(), want)
+	}
+	if got := req.GetVolumeCapabilities()[0].GetMount().GetFsType(); got != "xfs" {
+		t.Errorf("CreateVolume fsType %q, want xfs", got)
+	}
+	e.deleteClaim(claim)
+	e.pvGone(pv.Name)
+	e.noVolumeLeft()
 }
 
 // checkJSONLog: from its first JSON line on, the log is JSON lines (the
