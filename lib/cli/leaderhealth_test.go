@@ -97,7 +97,8 @@ func startLeader(t *testing.T, healthTimeout time.Duration) *leaderRun {
 		r.cancel()
 		r.releaseProvisioner()
 		select {
-		case <-r.err:
+		case err := <-r.err:
+			t.Logf("Run returned: %v", err)
 		case <-time.After(10 * time.Second):
 			t.Error("Run did not return after the hung operation ended")
 		}

@@ -54,7 +54,7 @@ const (
 	// key that signs journal entries. The controller creates it with a random
 	// key on first use; provisioners in one namespace share it (each entry's
 	// signature names its journal).
-	JournalKeySecret = "kubeprov-journal-key"
+	JournalKeySecret = "kubeprov-journal-key" //nolint:gosec // G101: the Secret's name, not a credential
 	// journalSignatureDomain starts every signed message, so that no other
 	// record signed with a key of package recordkey passes for an entry.
 	journalSignatureDomain = "kubeprov.io/journal-entry/v1"

@@ -250,7 +250,7 @@ func onlyNamed(have, want corev1.ResourceList) corev1.ResourceList {
 // What the ServiceAccount admission adds to a pod that mounts a token.
 const (
 	tokenVolumePrefix = "kube-api-access-"
-	tokenMountPath    = "/var/run/secrets/kubernetes.io/serviceaccount"
+	tokenMountPath    = "/var/run/secrets/kubernetes.io/serviceaccount" //nolint:gosec // G101: a path, not a credential
 	// tokenExpirationSeconds is the admission's (a little over the hour
 	// after which a token is merely reported as stale).
 	tokenExpirationSeconds = 3607

@@ -231,7 +231,7 @@ func TestProvisionRejects(t *testing.T) {
 }
 
 // TestSingleNodeAccessModes: an instance that puts every volume on its own
-// node (deploy/single-node) honours every access mode, since every pod of
+// node (deploy/single-node) honors every access mode, since every pod of
 // the volume is pinned to that node; the original hostPath walkthrough's
 // claim asks for ReadWriteMany.
 func TestSingleNodeAccessModes(t *testing.T) {
@@ -256,7 +256,7 @@ func TestSingleNodeAccessModes(t *testing.T) {
 
 // TestMultiNodeRefusesSharedAccessModes: an instance that serves several
 // nodes refuses what pods on different nodes could not share, naming the
-// mode of the provisioner that cannot honour it, and creates nothing.
+// mode of the provisioner that cannot honor it, and creates nothing.
 func TestMultiNodeRefusesSharedAccessModes(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
