@@ -267,3 +267,25 @@ func TestStopWritesWhatIsLeftWithinItsBound(t *testing.T) {
 		t.Fatalf("events account for %d of %d claims", total, len(claims))
 	}
 }
+
+func TestNamespacesTakeTurnsAndWarningsLeadWithinOne(t *testing.T) {
+	f := newFixture(t, newStore(t), nil)
+	r := f.c.events
+	loud := burst(5, 1) // tenant-0
+	for _, c := range loud {
+		r.event(claimReference(c), "gold", corev1.EventTypeWarning, EventProvisioningFailed, "refused")
+	}
+	calm := claim("calm", "gold", func(c *corev1.PersistentVolumeClaim) { c.Namespace, c.UID = "calm", "uid-calm" })
+	provisioned(r, calm)
+	r.event(claimReference(calm), "gold", corev1.EventTypeWarning, EventProvisioningFailed, "refused")
+	var order []string
+	r.mu.Lock()
+	for e := r.pop(); e != nil; e = r.pop() {
+		order = append(order, e.ref.Namespace+":"+e.eventType)
+	}
+	r.mu.Unlock()
+	want := "tenant-0:Warning calm:Warning tenant-0:Warning calm:Normal tenant-0:Warning tenant-0:Warning tenant-0:Warning"
+	if got := strings.Join(order, " "); got != want {
+		t.Fatalf("events written in order\n%s\nwant\n%s", got, want)
+	}
+}

@@ -11,8 +11,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeprov/external-storage/lib/cli"
 	"github.com/kubeprov/external-storage/lib/controller"
 	"github.com/kubeprov/external-storage/test/framework"
 )
@@ -85,5 +89,64 @@ func TestBlockedNamespaceLeavesAWorkerForOthers(t *testing.T) {
 		if _, _, err := framework.WaitForPVCBound(ctx, client, slow, fmt.Sprintf("flood-%d", i)); err != nil {
 			t.Fatalf("the slow namespace's claims were not provisioned once the backend answered: %v", err)
 		}
+	}
+}
+
+// A namespace whose claims all fail, at the binaries' default event budget
+// (5/s), has a backlog of Warning events minutes long; another namespace's
+// claims still get their first event, a failure's Warning and a success's
+// ProvisioningSucceeded, within the bound.
+func TestEventFloodOfOneNamespaceDoesNotDelayAnother(t *testing.T) {
+	const flood = 300 // a minute of the budget
+	ctx := framework.TestContext(t, 4*time.Minute)
+	name := uniqueName("eventflood")
+	cfg := cp.RestConfig()
+	cfg.QPS, cfg.Burst = cli.DefaultKubeAPIQPS, cli.DefaultKubeAPIBurst
+	events, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := newStore(t)
+	store.BeforeProvision = func(_ context.Context, o controller.ProvisionOptions) (controller.ProvisioningState, error) {
+		if strings.HasPrefix(o.PVC.Namespace, "loud") || o.PVC.Name == "bad" {
+			return controller.ProvisioningFinished, fmt.Errorf("backend refuses claim %s", o.PVC.Name)
+		}
+		return "", nil
+	}
+	runController(t, name, store, controller.WithEventClient(events))
+	sc := cp.CreateTestStorageClass(t, framework.NewStorageClass(className(name), name, nil))
+	loud := cp.CreateTestNamespace(t, "loud")
+	for i := range flood {
+		createClaim(t, ctx, framework.NewPVC(loud, fmt.Sprintf("flood-%d", i), sc.Name, "1Gi"))
+	}
+	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		list, err := client.CoreV1().Events(loud).List(ctx, metav1.ListOptions{FieldSelector: "type=" + corev1.EventTypeWarning})
+		return err == nil && len(list.Items) > 0, err
+	}); err != nil {
+		t.Fatalf("the loud namespace's claims got no Warning: %v", err)
+	}
+
+	calm := cp.CreateTestNamespace(t, "calm")
+	bad := createClaim(t, ctx, framework.NewPVC(calm, "bad", sc.Name, "1Gi"))
+	good := createClaim(t, ctx, framework.NewPVC(calm, "good", sc.Name, "1Gi"))
+	// kube-controller-manager (at its default 20 QPS) names the provisioner
+	// on the flood's claims first: the provisioner's part starts after that.
+	for _, pvc := range []*corev1.PersistentVolumeClaim{bad, good} {
+		if _, err := framework.WaitForPVCAnnotation(ctx, client, calm, pvc.Name, framework.AnnStorageProvisioner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	boundCtx, cancel := context.WithTimeout(ctx, fairnessBound)
+	defer cancel()
+	start := time.Now()
+	for _, want := range []struct {
+		claim  *corev1.PersistentVolumeClaim
+		reason string
+	}{{bad, controller.EventProvisioningFailed}, {good, controller.EventProvisioningSucceeded}} {
+		if _, err := framework.WaitForEvent(boundCtx, client, want.claim, want.reason); err != nil {
+			t.Fatalf("claim %s of another namespace got no %s event within %v while %d claims of one namespace failed: %v",
+				want.claim.Name, want.reason, fairnessBound, flood, err)
+		}
+		t.Logf("claim %s: %s %v after its provisioner was named", want.claim.Name, want.reason, time.Since(start).Round(time.Millisecond))
 	}
 }
