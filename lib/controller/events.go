@@ -294,7 +294,11 @@ func (r *eventRecorder) pop() *pendingEvent {
 		return nil
 	}
 	e := (*list)[i]
-	*list = slices.Delete(*list, i, i+1)
+	if i == 0 {
+		*list = (*list)[1:] // the common case, without moving the rest
+	} else {
+		*list = slices.Delete(*list, i, i+1)
+	}
 	if len(r.lastServed) >= eventRecentCap {
 		clear(r.lastServed) // every namespace starts even again
 	}
@@ -315,9 +319,16 @@ func (r *eventRecorder) fairest() (list *[]*pendingEvent, index int) {
 	var oldest uint64
 	seen := map[string]bool{}
 	for _, l := range []*[]*pendingEvent{&r.warnings, &r.normal} {
+		previous, havePrevious := "", false
 		for i, e := range *l {
 			ns := e.ref.Namespace
-			if e.dropped || seen[ns] {
+			// A burst comes in runs of one namespace: comparing with the
+			// previous event spares most map lookups.
+			if e.dropped || (havePrevious && ns == previous) {
+				continue
+			}
+			previous, havePrevious = ns, true
+			if seen[ns] {
 				continue
 			}
 			seen[ns] = true
