@@ -225,9 +225,9 @@ func WithThreadiness(n int) Option {
 // the others wait: its further claims wait for one of its own workers,
 // without counting as failures. 0 (DefaultNamespaceWorkers) means all
 // workers but one, which protects every namespace from one slow namespace;
-// a smaller share protects from more (threadiness/n slow namespaces are
-// needed to hold every worker), at the cost of a single namespace's burst
-// on a slow backend. n >= WithThreadiness's turns the cap off.
+// a smaller share protects from more (it takes threadiness/n of them,
+// rounded up, to hold every worker), at the cost of a single namespace's
+// burst on a slow backend. n >= WithThreadiness's turns the cap off.
 func WithNamespaceWorkers(n int) Option {
 	return optionFunc(func(c *config) error { c.namespaceWorkers = n; return nil })
 }
