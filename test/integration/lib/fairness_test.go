@@ -14,9 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeprov/external-storage/lib/cli"
 	"github.com/kubeprov/external-storage/lib/controller"
 	"github.com/kubeprov/external-storage/test/framework"
 )
@@ -100,12 +98,7 @@ func TestEventFloodOfOneNamespaceDoesNotDelayAnother(t *testing.T) {
 	const flood = 300 // a minute of the budget
 	ctx := framework.TestContext(t, 4*time.Minute)
 	name := uniqueName("eventflood")
-	cfg := cp.RestConfig()
-	cfg.QPS, cfg.Burst = cli.DefaultKubeAPIQPS, cli.DefaultKubeAPIBurst
-	events, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	events := defaultBudgetEventClient(t)
 	store := newStore(t)
 	store.BeforeProvision = func(_ context.Context, o controller.ProvisionOptions) (controller.ProvisioningState, error) {
 		if strings.HasPrefix(o.PVC.Namespace, "loud") || o.PVC.Name == "bad" {
