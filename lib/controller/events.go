@@ -173,7 +173,8 @@ func (r *eventRecorder) event(ref corev1.ObjectReference, class, eventType, reas
 		e.due = now.Add(r.interval)
 		r.starting[ref.UID] = e
 		r.delayed = append(r.delayed, e)
-		return // written when due
+		// Written when due: wake a writer to set its timer, as all may be
+		// waiting without one.
 	default:
 		if reason == EventProvisioningSucceeded {
 			if prev := r.starting[ref.UID]; prev != nil {
