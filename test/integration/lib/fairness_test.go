@@ -23,7 +23,7 @@ import (
 // volume, or its first event, while one namespace floods the provisioner.
 const fairnessBound = 30 * time.Second
 
-// A namespace whose backend blocks in Provision (as a slow one that honors
+// A namespace whose backend blocks in Provision (as a slow one that honours
 // its context until --timeout) with more claims than there are workers does
 // not hold every worker: another namespace's claim is Bound while the first
 // namespace's calls are still blocked.
@@ -40,11 +40,7 @@ func TestBlockedNamespaceLeavesAWorkerForOthers(t *testing.T) {
 		}
 		n := blocked.Add(1)
 		defer blocked.Add(-1)
-		// Record the most calls ever blocked at once (a lock-free max).
-		for m := mostBlocked.Load(); n > m; m = mostBlocked.Load() {
-			if mostBlocked.CompareAndSwap(m, n) {
-				break
-			}
+		for m := mostBlocked.Load(); n > m && !mostBlocked.CompareAndSwap(m, n); m = mostBlocked.Load() {
 		}
 		select {
 		case <-release:
