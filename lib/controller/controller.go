@@ -337,12 +337,11 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 		return err
 	}
 	wg.Go(func() { c.journal.run(ctx) })
-	claimShare := newNamespaceShare(namespaceWorkerLimit(c.cfg))
 	for range c.cfg.threadiness {
-		wg.Go(func() { c.work(ctx, c.claimQueue, c.syncClaim, claimShare) })
-		wg.Go(func() { c.work(ctx, c.volumeQueue, c.syncVolume, nil) })
+		wg.Go(func() { c.work(ctx, c.claimQueue, c.syncClaim) })
+		wg.Go(func() { c.work(ctx, c.volumeQueue, c.syncVolume) })
 	}
-	wg.Go(func() { c.work(ctx, c.saveQueue, c.syncSave, nil) })
+	wg.Go(func() { c.work(ctx, c.saveQueue, c.syncSave) })
 	logger.Info("Workers started", "threadiness", c.cfg.threadiness)
 	var tasks sync.WaitGroup
 	for _, task := range c.cfg.activeTasks {
@@ -492,28 +491,15 @@ func retryUntil(ctx context.Context, start, maxInterval time.Duration, f func() 
 	}
 }
 
-// work is the classic worker loop: get, sync, forget or requeue with
-// backoff. With a share, a key whose namespace holds its share of the
-// workers waits for one of them instead.
-func (c *ProvisionController) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error, share *namespaceShare) {
+// work is the classic worker loop: get, sync, forget or requeue with backoff.
+func (c *ProvisionController) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
 	for {
 		key, quit := q.Get()
 		if quit {
 			return
 		}
-		if share != nil && !share.take(key) {
-			q.Done(key)
-			continue
-		}
 		func() {
 			defer q.Done(key)
-			if share != nil {
-				defer func() {
-					if next := share.release(key); next != "" {
-						q.Add(next)
-					}
-				}()
-			}
 			defer func() {
 				// A panic must not take every other claim down with the
 				// process; the provisioner's calls recover their own (see

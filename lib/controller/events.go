@@ -6,7 +6,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -48,10 +47,8 @@ const (
 // eventRecorder writes the controller's events, each on its object, as the
 // event client's budget (its rate limiter) allows:
 //
-//   - Namespaces take turns (round robin), so that one namespace's flood
-//     never holds back another's events; within a namespace, warnings are
-//     written first, one per object and message; a repeated warning
-//     updates the count of the earlier one.
+//   - Warnings are written first, one per object and message; a repeated
+//     warning updates the count of the earlier one.
 //   - "Provisioning" waits for the flush interval (WithEventFlushInterval):
 //     a claim provisioned within it gets only its "ProvisioningSucceeded",
 //     one still waiting gets both, as from the CSI external-provisioner.
@@ -80,11 +77,7 @@ type eventRecorder struct {
 	pendingWarnings map[eventKey]*pendingEvent
 	recent          map[eventKey]*corev1.Event
 	stopBy          time.Time // when stopping: the end of the final flush
-	// served counts the events popped; lastServed is its value when each
-	// namespace's last one was, for round robin between namespaces.
-	served     uint64
-	lastServed map[string]uint64
-	kick       chan struct{}
+	kick            chan struct{}
 }
 
 type pendingEvent struct {
@@ -117,7 +110,6 @@ func newEventRecorder(client kubernetes.Interface, component, instance string, i
 		starting:        map[types.UID]*pendingEvent{},
 		pendingWarnings: map[eventKey]*pendingEvent{},
 		recent:          map[eventKey]*corev1.Event{},
-		lastServed:      map[string]uint64{},
 		kick:            make(chan struct{}, 1),
 	}
 }
@@ -173,8 +165,7 @@ func (r *eventRecorder) event(ref corev1.ObjectReference, class, eventType, reas
 		e.due = now.Add(r.interval)
 		r.starting[ref.UID] = e
 		r.delayed = append(r.delayed, e)
-		// Written when due: wake a writer to set its timer, as all may be
-		// waiting without one.
+		return // written when due
 	default:
 		if reason == EventProvisioningSucceeded {
 			if prev := r.starting[ref.UID]; prev != nil {
@@ -281,67 +272,25 @@ func (r *eventRecorder) promote(now time.Time, all bool) {
 	r.delayed = r.delayed[n:]
 }
 
-// pop takes the next event to write: of the namespaces with events
-// waiting, the one served longest ago, and of its events the first warning,
-// else the first Normal one. Round robin between namespaces: one namespace's
-// flood delays another's next event by at most one write per namespace
-// waiting. r.mu is held.
+// pop takes the next event to write: warnings first; r.mu is held.
 func (r *eventRecorder) pop() *pendingEvent {
-	for len(r.normal) > 0 && r.normal[0].dropped {
-		r.normal = r.normal[1:]
-	}
-	list, i := r.fairest()
-	if list == nil {
-		return nil
-	}
-	e := (*list)[i]
-	if i == 0 {
-		*list = (*list)[1:] // the common case, without moving the rest
-	} else {
-		*list = slices.Delete(*list, i, i+1)
-	}
-	if len(r.lastServed) >= eventRecentCap {
-		clear(r.lastServed) // every namespace starts even again
-	}
-	r.served++
-	r.lastServed[e.ref.Namespace] = r.served
-	if e.eventType == corev1.EventTypeWarning {
+	if len(r.warnings) > 0 {
+		e := r.warnings[0]
+		r.warnings = r.warnings[1:]
 		delete(r.pendingWarnings, eventKey{uid: e.ref.UID, reason: e.reason, message: e.message})
+		return e
 	}
-	if e.reason == EventProvisioning && r.starting[e.ref.UID] == e {
-		delete(r.starting, e.ref.UID)
-	}
-	return e
-}
-
-// fairest finds the first event, warnings before Normal ones, of the
-// namespace served longest ago; r.mu is held.
-func (r *eventRecorder) fairest() (list *[]*pendingEvent, index int) {
-	var oldest uint64
-	seen := map[string]bool{}
-	for _, l := range []*[]*pendingEvent{&r.warnings, &r.normal} {
-		previous, havePrevious := "", false
-		for i, e := range *l {
-			ns := e.ref.Namespace
-			// A burst comes in runs of one namespace: comparing with the
-			// previous event spares most map lookups.
-			if e.dropped || (havePrevious && ns == previous) {
-				continue
-			}
-			previous, havePrevious = ns, true
-			if seen[ns] {
-				continue
-			}
-			seen[ns] = true
-			if served := r.lastServed[ns]; list == nil || served < oldest {
-				list, index, oldest = l, i, served
-				if served == 0 {
-					return list, index // never served: none comes before it
-				}
-			}
+	for len(r.normal) > 0 {
+		e := r.normal[0]
+		r.normal = r.normal[1:]
+		if e.reason == EventProvisioning && r.starting[e.ref.UID] == e {
+			delete(r.starting, e.ref.UID)
+		}
+		if !e.dropped {
+			return e
 		}
 	}
-	return list, index
+	return nil
 }
 
 // backlogCap is how many Normal events the budget writes within horizon.

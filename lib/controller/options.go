@@ -44,9 +44,6 @@ const (
 	// DefaultEventFlushInterval is how long Normal events are gathered before
 	// they are written; during a burst the gathered ones are aggregated.
 	DefaultEventFlushInterval = 1 * time.Second
-	// DefaultNamespaceWorkers lets the claims of one namespace hold all
-	// claim workers but one (at least one).
-	DefaultNamespaceWorkers = 0
 )
 
 // VolumeFinalizer is put on PVs when WithFinalizer(true) is set, so that
@@ -90,7 +87,6 @@ type config struct {
 	extraNames               []string
 	resyncPeriod             time.Duration
 	threadiness              int
-	namespaceWorkers         int
 	retryStart, retryMax     time.Duration
 	failedProvisionThreshold int
 	failedDeleteThreshold    int
@@ -124,7 +120,6 @@ func defaultConfig() config {
 	return config{
 		resyncPeriod:             DefaultResyncPeriod,
 		threadiness:              DefaultThreadiness,
-		namespaceWorkers:         DefaultNamespaceWorkers,
 		retryStart:               DefaultRetryIntervalStart,
 		retryMax:                 DefaultRetryIntervalMax,
 		failedProvisionThreshold: DefaultFailedProvisionThreshold,
@@ -153,9 +148,6 @@ func (c *config) validate() error {
 	var errs []error
 	if c.threadiness < 1 {
 		errs = append(errs, fmt.Errorf("WithThreadiness: must be at least 1, got %d", c.threadiness))
-	}
-	if c.namespaceWorkers < 0 {
-		errs = append(errs, fmt.Errorf("WithNamespaceWorkers: must be 0 (all workers but one) or more, got %d", c.namespaceWorkers))
 	}
 	if c.retryStart <= 0 || c.retryMax < c.retryStart {
 		errs = append(errs, fmt.Errorf("WithRetryInterval: need 0 < start <= max, got start %v, max %v", c.retryStart, c.retryMax))
@@ -223,19 +215,6 @@ func WithResyncPeriod(d time.Duration) Option {
 // once (each). Default DefaultThreadiness.
 func WithThreadiness(n int) Option {
 	return optionFunc(func(c *config) error { c.threadiness = n; return nil })
-}
-
-// WithNamespaceWorkers caps how many claim workers the claims of one
-// namespace hold at once, so that a namespace whose Provision calls block
-// (a slow backend, up to the operation timeout) cannot make the claims of
-// the others wait: its further claims wait for one of its own workers,
-// without counting as failures. 0 (DefaultNamespaceWorkers) means all
-// workers but one, which protects every namespace from one slow namespace;
-// a smaller share protects from more (it takes threadiness/n of them,
-// rounded up, to hold every worker), at the cost of a single namespace's
-// burst on a slow backend. n >= WithThreadiness's turns the cap off.
-func WithNamespaceWorkers(n int) Option {
-	return optionFunc(func(c *config) error { c.namespaceWorkers = n; return nil })
 }
 
 // WithRetryInterval sets the per-item exponential backoff of failed
