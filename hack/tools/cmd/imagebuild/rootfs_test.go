@@ -73,10 +73,20 @@ func readTar(t *testing.T, path string) (map[string]*tar.Header, map[string]stri
 	}
 }
 
-func TestRootfs(t *testing.T) {
+// needDpkgDeb skips a test that builds packages where dpkg-deb is missing,
+// except under CI, where a missing tool fails the test instead of hiding it.
+func needDpkgDeb(t *testing.T) {
+	t.Helper()
 	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("dpkg-deb (Debian's dpkg) is missing: %v", err)
+		}
 		t.Skip("needs dpkg-deb (Debian's dpkg)")
 	}
+}
+
+func TestRootfs(t *testing.T) {
+	needDpkgDeb(t)
 	first := makeDeb(t, "first", map[string]string{
 		"usr/bin/tool":                   "old",
 		"usr/share/doc/first/copyright":  "license",
@@ -164,9 +174,7 @@ func TestRootfs(t *testing.T) {
 // layer with both failed to extract ("var/run: Cannot unlink: Is a
 // directory").
 func TestRootfsPackageDirectoryUnderBaseLink(t *testing.T) {
-	if _, err := exec.LookPath("dpkg-deb"); err != nil {
-		t.Skip("needs dpkg-deb (Debian's dpkg)")
-	}
+	needDpkgDeb(t)
 	deb := makeDeb(t, "rundir", map[string]string{"var/run/rundir/pidfile": "1", "run/other": "2"})
 	out := filepath.Join(t.TempDir(), "rootfs.tar.gz")
 	if err := buildRootfs(rootfsOptions{Debs: []string{deb}, Out: out}); err != nil {
