@@ -20,7 +20,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -395,7 +394,7 @@ func (h *HelperDirs) run(ctx context.Context, op HelperOp) (*HelperResult, error
 	switch {
 	case apierrors.IsNotFound(err):
 		pod, err = h.start(ctx, runner, want, op)
-	case err == nil && !SameHelperIntent(pod, want):
+	case err == nil && !podrun.SameIntent(pod, want):
 		err = fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, podrun.ErrForeignPod)
 	}
 	if errors.Is(err, podrun.ErrForeignPod) {
@@ -460,7 +459,7 @@ func (h *HelperDirs) start(ctx context.Context, runner podrun.Runner, want *core
 		return nil, fmt.Errorf("%w: namespace %s already has %d helper pods (--helper-pods-per-namespace %d); this %s waits until they end",
 			ErrNamespaceBusy, op.ClaimNamespace, n, h.cfg.PodsPerNamespace, op.Request.Action)
 	}
-	pod, err := runner.Start(ctx, want, SameHelperIntent)
+	pod, err := runner.Start(ctx, want, podrun.SameIntent)
 	if err != nil && !errors.Is(err, podrun.ErrForeignPod) {
 		return nil, fmt.Errorf("creating helper pod %s/%s on node %s: %w", want.Namespace, want.Name, op.Node, err)
 	}
@@ -489,15 +488,6 @@ func (h *HelperDirs) unfinished(ctx context.Context, runner podrun.Runner, pod *
 		return fmt.Errorf("%s did not start within --helper-timeout %s: %s", desc, h.cfg.Timeout, podrun.WhyNotStarted(pod))
 	}
 	return fmt.Errorf("%w: %s did not finish within --helper-timeout %s", ErrOutcomeUnknown, desc, h.cfg.Timeout)
-}
-
-// SameHelperIntent reports whether an existing pod is the one want
-// describes (podrun.SameIntent), on the node and owners too.
-func SameHelperIntent(existing, want *corev1.Pod) bool {
-	return podrun.SameIntent(existing, want) &&
-		existing.Spec.NodeName == want.Spec.NodeName &&
-		maps.Equal(existing.Spec.NodeSelector, want.Spec.NodeSelector) &&
-		equality.Semantic.DeepEqual(existing.OwnerReferences, want.OwnerReferences)
 }
 
 // HelperPodName is the deterministic name of a helper pod, at most 63

@@ -218,7 +218,7 @@ func TestPodAdoptedAfterReadBack(t *testing.T) {
 		same func(existing, want *corev1.Pod) bool
 	}{
 		{"driver", driver, podrun.SameIntent},
-		{"hostpath helper", helper, hostpath.SameHelperIntent},
+		{"hostpath helper", helper, podrun.SameIntent},
 	} {
 		created, err := c.CoreV1().Pods(ns).Create(ctx, tc.want.DeepCopy(), metav1.CreateOptions{})
 		if err != nil {
