@@ -80,7 +80,7 @@ func NewHandler(o Options) http.Handler {
 		if path == "" {
 			path = DefaultMetricsPath
 		}
-		var metrics http.Handler = promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})
+		metrics := promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})
 		if o.Registerer != nil {
 			metrics = promhttp.InstrumentMetricHandler(o.Registerer, metrics)
 		}
