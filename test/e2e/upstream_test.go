@@ -97,34 +97,29 @@ func upstreamDeployment(provisionerImage, driverImage string) *appsv1.Deployment
 	const socketDir = "/var/lib/csi/sockets/pluginproxy/"
 	const socket = socketDir + "mock.socket"
 	labels := map[string]string{"app": "csi-provisioner"}
+	provisioner := corev1.Container{
+		Name:            "csi-provisioner",
+		Image:           provisionerImage,
+		Args:            []string{"--csi-address=$(ADDRESS)", "--leader-election", "--http-endpoint=:8080"},
+		Env:             []corev1.EnvVar{{Name: "ADDRESS", Value: socket}},
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		VolumeMounts:    []corev1.VolumeMount{{Name: "socket-dir", MountPath: socketDir}},
+		Ports:           []corev1.ContainerPort{{ContainerPort: 8080, Name: "http-endpoint", Protocol: corev1.ProtocolTCP}},
+		LivenessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/healthz/leader-election", Port: intstr.FromString("http-endpoint"),
+			}},
+			FailureThreshold: 1, InitialDelaySeconds: 10, TimeoutSeconds: 10, PeriodSeconds: 20,
+		},
+	}
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Name: "csi-provisioner", Namespace: upstreamNamespace},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](3),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: upstreamServiceAccount,
-					Containers: []corev1.Container{{
-						Name:            "csi-provisioner",
-						Image:           provisionerImage,
-						Args:            []string{"--csi-address=$(ADDRESS)", "--leader-election", "--http-endpoint=:8080"},
-						Env:             []corev1.EnvVar{{Name: "ADDRESS", Value: socket}},
-						ImagePullPolicy: corev1.PullIfNotPresent,
-						VolumeMounts:    []corev1.VolumeMount{{Name: "socket-dir", MountPath: socketDir}},
-						Ports:           []corev1.ContainerPort{{ContainerPort: 8080, Name: "http-endpoint", Protocol: corev1.ProtocolTCP}},
-						LivenessProbe: &corev1.Probe{
-							ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-								Path: "/healthz/leader-election", Port: intstr.FromString("http-endpoint"),
-							}},
-							FailureThreshold: 1, InitialDelaySeconds: 10, TimeoutSeconds: 10, PeriodSeconds: 20,
-						},
-					}, inRepoDriver("mock-driver", driverImage, socket, upstreamDeploymentDriver)},
-					Volumes: []corev1.Volume{{Name: "socket-dir", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
-				},
-			},
+			Template: upstreamPod(labels, provisioner, inRepoDriver("mock-driver", driverImage, socket, upstreamDeploymentDriver),
+				corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}),
 		},
 	}
 }
@@ -151,38 +146,49 @@ func upstreamDaemonSet(provisionerImage, driverImage string) *appsv1.DaemonSet {
 	fromField := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 	}
+	provisioner := corev1.Container{
+		Name:  "csi-provisioner",
+		Image: provisionerImage,
+		Args: []string{
+			"-v=5", "--csi-address=" + socket, "--feature-gates=Topology=true",
+			"--enable-capacity", "--capacity-ownerref-level=0", "--node-deployment=true",
+			"--strict-topology=true", "--immediate-topology=false", "--worker-threads=5",
+		},
+		Env: []corev1.EnvVar{
+			fromField("NODE_NAME", "spec.nodeName"),
+			fromField("NAMESPACE", "metadata.namespace"),
+			fromField("POD_NAME", "metadata.name"),
+		},
+		SecurityContext: privilegedRoot(),
+		VolumeMounts:    []corev1.VolumeMount{{Name: "socket-dir", MountPath: socketDir}},
+	}
 	driver := inRepoDriver("hostpath", driverImage, socket, upstreamDaemonSetDriver)
-	driver.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true), RunAsUser: ptr.To[int64](0)}
+	driver.SecurityContext = privilegedRoot()
 	return &appsv1.DaemonSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
 		ObjectMeta: metav1.ObjectMeta{Name: "csi-hostpathplugin", Namespace: upstreamNamespace, Labels: labels},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: upstreamServiceAccount,
-					Containers: []corev1.Container{{
-						Name:  "csi-provisioner",
-						Image: provisionerImage,
-						Args: []string{
-							"-v=5", "--csi-address=" + socket, "--feature-gates=Topology=true",
-							"--enable-capacity", "--capacity-ownerref-level=0", "--node-deployment=true",
-							"--strict-topology=true", "--immediate-topology=false", "--worker-threads=5",
-						},
-						Env: []corev1.EnvVar{
-							fromField("NODE_NAME", "spec.nodeName"),
-							fromField("NAMESPACE", "metadata.namespace"),
-							fromField("POD_NAME", "metadata.name"),
-						},
-						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true), RunAsUser: ptr.To[int64](0)},
-						VolumeMounts:    []corev1.VolumeMount{{Name: "socket-dir", MountPath: socketDir}},
-					}, driver},
-					Volumes: []corev1.Volume{{Name: "socket-dir", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-						Path: "/var/lib/kubelet/plugins/csi-hostpath", Type: ptr.To(corev1.HostPathDirectoryOrCreate),
-					}}}},
-				},
-			},
+			Template: upstreamPod(labels, provisioner, driver, corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+				Path: "/var/lib/kubelet/plugins/csi-hostpath", Type: ptr.To(corev1.HostPathDirectoryOrCreate),
+			}}),
+		},
+	}
+}
+
+func privilegedRoot() *corev1.SecurityContext {
+	return &corev1.SecurityContext{Privileged: ptr.To(true), RunAsUser: ptr.To[int64](0)}
+}
+
+// upstreamPod is a pod of upstream's ServiceAccount running csi-provisioner
+// and the driver, with the socket directory in socketDir.
+func upstreamPod(labels map[string]string, provisioner, driver corev1.Container, socketDir corev1.VolumeSource) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: upstreamServiceAccount,
+			Containers:         []corev1.Container{provisioner, driver},
+			Volumes:            []corev1.Volume{{Name: "socket-dir", VolumeSource: socketDir}},
 		},
 	}
 }
