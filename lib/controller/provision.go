@@ -24,6 +24,8 @@ import (
 func (c *ProvisionController) syncClaim(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
+		// Only this package queues keys: say so rather than retry forever.
+		klog.FromContext(ctx).Error(err, "Dropping a malformed claim key", "key", key)
 		return nil
 	}
 	claim, err := c.claims.PersistentVolumeClaims(namespace).Get(name)
