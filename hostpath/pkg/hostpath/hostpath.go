@@ -20,7 +20,8 @@
 // Beyond the minimum it speaks rancher/local-path-provisioner's language: a
 // config.json with a nodePathMap (several paths per node, the one with the
 // most free space wins) or a sharedFileSystemPath (RWX, no node affinity),
-// volumeType hostPath or local, pathPattern, and helper pods that make the
+// or either per StorageClass (storageClassConfigs), volumeType hostPath or
+// local, pathPattern in either spelling, and helper pods that make the
 // directories on other nodes (helper.go).
 //
 // It sets no size limit: the capacity on the PV is the claim's request, and a
@@ -112,8 +113,9 @@ type Config struct {
 	// Dir is the absolute path under which volume directories are created on
 	// every node: the simple case, when ConfigFile is empty.
 	Dir string
-	// ConfigFile is a config.json (nodePathMap or sharedFileSystemPath), read
-	// again every ReloadInterval. It replaces Dir.
+	// ConfigFile is a config.json (nodePathMap, sharedFileSystemPath or
+	// storageClassConfigs), read again every ReloadInterval. It replaces
+	// Dir.
 	ConfigFile string
 	// ReloadInterval is how often ConfigFile is read again; zero means
 	// DefaultReloadInterval.
