@@ -426,8 +426,8 @@ func refuseScriptPatterns(class *storagev1.StorageClass) error {
 		_, ann := class.Annotations[key]
 		if param || ann {
 			return fmt.Errorf("StorageClass %s: %s is not supported: local-path hands it to its setup script, and hostpath-provisioner runs none: "+
-				"new directories are root's with mode --dir-mode (%s by default, writable by every user); give pods an fsGroup, or an init container that sets the owner, and remove %s",
-				class.Name, key, fmt.Sprintf("%#o", uint32(DefaultDirMode)), key)
+				"new directories are root's with mode --dir-mode (%#o by default, writable by every user); give pods an fsGroup, or an init container that sets the owner, and remove %s",
+				class.Name, key, uint32(DefaultDirMode), key)
 		}
 	}
 	return nil
@@ -474,7 +474,7 @@ func allowUnsafePathPattern(class *storagev1.StorageClass) (bool, error) {
 	}
 	allow, err := strconv.ParseBool(v)
 	if err != nil {
-		return false, fmt.Errorf("StorageClass %s %s %s %q is not a boolean: write \"true\" or \"false\"", class.Name, where, KeyAllowUnsafePathPattern, v)
+		return false, fmt.Errorf("%s %s %q is not a boolean: write \"true\" or \"false\"", where, KeyAllowUnsafePathPattern, v)
 	}
 	return allow, nil
 }

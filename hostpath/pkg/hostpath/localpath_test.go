@@ -231,7 +231,7 @@ func TestLocalPathScriptPatternsRefused(t *testing.T) {
 }
 
 // TestNodeAffinityKeyParameter: local-path's per-class node label is
-// honoured when it is the provisioner's; another is refused, naming the
+// honored when it is the provisioner's; another is refused, naming the
 // flag that sets it.
 func TestNodeAffinityKeyParameter(t *testing.T) {
 	p, dir := newProvisioner(t)
