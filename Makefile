@@ -14,7 +14,8 @@ GO_TEST_FLAGS ?= -race
 INTEGRATION_TIMEOUT ?= 40m
 
 .DEFAULT_GOAL := help
-CHARTS := $(notdir $(wildcard charts/*))
+# charts/common is the library the others depend on: packaged inside each.
+CHARTS := $(filter-out common,$(notdir $(wildcard charts/*)))
 
 .PHONY: help chart build test test-phases prepare test-unit test-integration test-csi-process test-fresh test-faults test-e2e deps deps-node controlplane node cluster lint tidy verify demo bench image push clean
 

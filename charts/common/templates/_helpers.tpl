@@ -2,9 +2,25 @@
 Copyright 2026 The external-storage Authors.
 SPDX-License-Identifier: Apache-2.0
 
-Helpers shared, word for word, by every chart under charts/ (the chart tests
-check that the copies are equal).
+The helpers every chart under charts/ includes (this library chart is their
+file://../common dependency). Values a chart's schema does not accept are
+absent, so each helper reads optional keys with "with" or "default".
 */}}
+
+{{/* Where the release's namespaced objects go: namespaceOverride (local-path's), else the release namespace. */}}
+{{- define "kubeprov.namespace" -}}
+{{- .Values.namespaceOverride | default .Release.Namespace }}
+{{- end }}
+
+{{/* Labels the user adds to every object and pod: labels (nfs-subdir's name) and commonLabels (local-path's). */}}
+{{- define "kubeprov.extraLabels" -}}
+{{- with .Values.labels }}
+{{ toYaml . }}
+{{- end }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
 
 {{- define "kubeprov.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
@@ -34,6 +50,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- include "kubeprov.extraLabels" . }}
+{{- end }}
+
+{{/* A pod template's labels: the selector's and the user's. */}}
+{{- define "kubeprov.podLabels" -}}
+{{ include "kubeprov.selectorLabels" . }}
+{{- include "kubeprov.extraLabels" . }}
 {{- end }}
 
 {{- define "kubeprov.serviceAccountName" -}}
@@ -44,8 +67,29 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end }}
 {{- end }}
 
+{{/*
+An image reference: privateRegistry.registryUrl (local-path's) before the
+repository, image.digest (nfs-ganesha's) instead of the tag. Call with
+(dict "ctx" . "image" $imageValues).
+*/}}
+{{- define "kubeprov.imageRef" -}}
+{{- $registry := "" }}
+{{- with .ctx.Values.privateRegistry }}
+{{- $registry = .registryUrl }}
+{{- end }}
+{{- $repository := .image.repository }}
+{{- if $registry }}
+{{- $repository = printf "%s/%s" $registry $repository }}
+{{- end }}
+{{- if .image.digest }}
+{{- printf "%s@%s" $repository .image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repository (.image.tag | default .ctx.Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
 {{- define "kubeprov.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- include "kubeprov.imageRef" (dict "ctx" . "image" .Values.image) }}
 {{- end }}
 
 {{/*
@@ -54,7 +98,7 @@ empty unless leaderElection.enabled and leaderElection.namespace names
 another namespace. The Lease rule then moves to a Role there.
 */}}
 {{- define "kubeprov.leaseNamespace" -}}
-{{- if and .Values.leaderElection.enabled .Values.leaderElection.namespace (ne .Values.leaderElection.namespace .Release.Namespace) }}
+{{- if and .Values.leaderElection.enabled .Values.leaderElection.namespace (ne .Values.leaderElection.namespace (include "kubeprov.namespace" .)) }}
 {{- .Values.leaderElection.namespace }}
 {{- end }}
 {{- end }}
@@ -148,13 +192,13 @@ roleRef:
 subjects:
   - kind: ServiceAccount
     name: {{ $sa }}
-    namespace: {{ $ctx.Release.Namespace }}
+    namespace: {{ include "kubeprov.namespace" $ctx }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
   name: {{ $fullname }}
-  namespace: {{ $ctx.Release.Namespace }}
+  namespace: {{ include "kubeprov.namespace" $ctx }}
   labels:
     {{- include "kubeprov.labels" $ctx | nindent 4 }}
 rules:
@@ -170,7 +214,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
   name: {{ $fullname }}
-  namespace: {{ $ctx.Release.Namespace }}
+  namespace: {{ include "kubeprov.namespace" $ctx }}
   labels:
     {{- include "kubeprov.labels" $ctx | nindent 4 }}
 roleRef:
@@ -180,7 +224,7 @@ roleRef:
 subjects:
   - kind: ServiceAccount
     name: {{ $sa }}
-    namespace: {{ $ctx.Release.Namespace }}
+    namespace: {{ include "kubeprov.namespace" $ctx }}
 {{- if $leaseNamespace }}
 ---
 # leaderElection.namespace: the Lease lives there.
@@ -208,7 +252,7 @@ roleRef:
 subjects:
   - kind: ServiceAccount
     name: {{ $sa }}
-    namespace: {{ $ctx.Release.Namespace }}
+    namespace: {{ include "kubeprov.namespace" $ctx }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -219,7 +263,7 @@ apiVersion: v1
 kind: ServiceAccount
 metadata:
   name: {{ include "kubeprov.serviceAccountName" . }}
-  namespace: {{ .Release.Namespace }}
+  namespace: {{ include "kubeprov.namespace" . }}
   labels:
     {{- include "kubeprov.labels" . | nindent 4 }}
   {{- with .Values.serviceAccount.annotations }}
@@ -311,9 +355,47 @@ readinessProbe:
     port: http
 {{- end }}
 
+{{/*
+extraArgs: a list of arguments, or (nfs-ganesha's form) a map of flag
+names to values, each given as --name=value.
+*/}}
 {{- define "kubeprov.extraArgs" -}}
+{{- if kindIs "map" .Values.extraArgs }}
+{{- range $name, $value := .Values.extraArgs }}
+- {{ printf "--%s=%v" $name $value | quote }}
+{{- end }}
+{{- else }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+podDisruptionBudget.enabled: a PodDisruptionBudget over the release's pods
+with the other podDisruptionBudget keys as its spec (maxUnavailable,
+minAvailable, unhealthyPodEvictionPolicy), maxUnavailable 1 when neither
+bound is given.
+*/}}
+{{- define "kubeprov.podDisruptionBudget" -}}
+{{- $pdb := .Values.podDisruptionBudget | default dict }}
+{{- if $pdb.enabled }}
+{{- $spec := omit $pdb "enabled" }}
+{{- if not (or (hasKey $spec "maxUnavailable") (hasKey $spec "minAvailable")) }}
+{{- $_ := set $spec "maxUnavailable" 1 }}
+{{- end }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "kubeprov.fullname" . }}
+  namespace: {{ include "kubeprov.namespace" . }}
+  labels:
+    {{- include "kubeprov.labels" . | nindent 4 }}
+spec:
+  selector:
+    matchLabels:
+      {{- include "kubeprov.selectorLabels" . | nindent 6 }}
+  {{- toYaml $spec | nindent 2 }}
 {{- end }}
 {{- end }}
 
@@ -322,7 +404,7 @@ NOTES.txt: what helm uninstall leaves, the objects the provisioner writes at
 run time. Call with (dict "ctx" . "leader" $electsALeader).
 */}}
 {{- define "kubeprov.uninstallNotes" -}}
-{{- $ns := .ctx.Release.Namespace }}
+{{- $ns := include "kubeprov.namespace" .ctx }}
 {{- $selector := "app.kubernetes.io/managed-by=kubeprov-external-storage" -}}
 helm uninstall removes what the chart installed, not what the provisioner
 writes at run time: its in-flight journal, ConfigMaps in {{ $ns }} labelled
