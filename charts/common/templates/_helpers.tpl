@@ -59,8 +59,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- include "kubeprov.extraLabels" . }}
 {{- end }}
 
+{{/*
+The pods' ServiceAccount. rbac.serviceAccountName (nfs-server-provisioner's
+key) names an existing one when rbac.create is false.
+*/}}
 {{- define "kubeprov.serviceAccountName" -}}
-{{- if .Values.serviceAccount.create }}
+{{- $existing := (.Values.rbac).serviceAccountName }}
+{{- if and $existing .Values.rbac.create }}
+{{- fail "rbac.serviceAccountName names an existing ServiceAccount only with rbac.create false; to name the chart's own, use serviceAccount.name" }}
+{{- end }}
+{{- if $existing }}
+{{- $existing }}
+{{- else if .Values.serviceAccount.create }}
 {{- default (include "kubeprov.fullname" .) .Values.serviceAccount.name }}
 {{- else }}
 {{- required "serviceAccount.name: name the existing ServiceAccount to run as when serviceAccount.create is false" .Values.serviceAccount.name }}
@@ -86,6 +96,17 @@ repository, image.digest (nfs-ganesha's) instead of the tag. Call with
 {{- else }}
 {{- printf "%s:%s" $repository (.image.tag | default .ctx.Chart.AppVersion) }}
 {{- end }}
+{{- end }}
+
+{{/*
+The provisioner name: storageClass.provisionerName (the key of
+nfs-subdir-external-provisioner, local-path-provisioner and
+nfs-server-provisioner) when set, else provisionerName, else .default.
+Call with (dict "ctx" . "default" $theBinarysDefault).
+*/}}
+{{- define "kubeprov.provisionerName" -}}
+{{- $ctx := .ctx | default . }}
+{{- ($ctx.Values.storageClass).provisionerName | default $ctx.Values.provisionerName | default .default }}
 {{- end }}
 
 {{- define "kubeprov.image" -}}
@@ -258,7 +279,7 @@ subjects:
 {{- end }}
 
 {{- define "kubeprov.serviceAccount" -}}
-{{- if .Values.serviceAccount.create }}
+{{- if and .Values.serviceAccount.create (not (.Values.rbac).serviceAccountName) }}
 apiVersion: v1
 kind: ServiceAccount
 metadata:
@@ -273,10 +294,15 @@ metadata:
 {{- end }}
 {{- end }}
 
-{{/* The StorageClass from storageClass.*; provisioner is its provisioner name. */}}
+{{/*
+The StorageClass from storageClass.*: provisioner is its provisioner name;
+optional: volumeBindingMode, parameters and mountOptions computed by the
+chart (instead of storageClass.*'s), and sc, another storageClass-shaped
+dict with its name (local-path's storageClassConfigs).
+*/}}
 {{- define "kubeprov.storageClass" -}}
 {{- $ctx := .ctx }}
-{{- $sc := $ctx.Values.storageClass }}
+{{- $sc := .sc | default $ctx.Values.storageClass }}
 {{- if $sc.create }}
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
@@ -284,10 +310,13 @@ metadata:
   name: {{ required "storageClass.name is required when storageClass.create is true" $sc.name }}
   labels:
     {{- include "kubeprov.labels" $ctx | nindent 4 }}
-  {{- if or $sc.defaultClass $sc.annotations }}
+  {{- if or $sc.defaultClass $sc.annotations $sc.defaultVolumeType }}
   annotations:
     {{- if $sc.defaultClass }}
     storageclass.kubernetes.io/is-default-class: "true"
+    {{- end }}
+    {{- with $sc.defaultVolumeType }}
+    defaultVolumeType: {{ . | quote }}
     {{- end }}
     {{- with $sc.annotations }}
     {{- toYaml . | nindent 4 }}
@@ -299,13 +328,13 @@ volumeBindingMode: {{ .volumeBindingMode | default $sc.volumeBindingMode }}
 {{- with $sc.allowVolumeExpansion }}
 allowVolumeExpansion: {{ . }}
 {{- end }}
-{{- with $sc.parameters }}
+{{- with (hasKey . "parameters" | ternary .parameters $sc.parameters) }}
 parameters:
   {{- range $k, $v := . }}
   {{ $k }}: {{ $v | toString | quote }}
   {{- end }}
 {{- end }}
-{{- with $sc.mountOptions }}
+{{- with .mountOptions | default $sc.mountOptions }}
 mountOptions:
   {{- toYaml . | nindent 2 }}
 {{- end }}

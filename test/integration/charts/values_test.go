@@ -5,7 +5,6 @@ package charts
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
