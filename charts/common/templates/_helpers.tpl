@@ -106,7 +106,7 @@ Call with (dict "ctx" . "default" $theBinarysDefault).
 */}}
 {{- define "kubeprov.provisionerName" -}}
 {{- $ctx := .ctx | default . }}
-{{- ($ctx.Values.storageClass).provisionerName | default $ctx.Values.provisionerName | default .default }}
+{{- ($ctx.Values.storageClass).provisionerName | default $ctx.Values.provisionerName | default .default | default "" }}
 {{- end }}
 
 {{- define "kubeprov.image" -}}
@@ -347,7 +347,11 @@ allowedTopologies:
 
 {{/* Scheduling and pod-level settings every workload shares. */}}
 {{- define "kubeprov.podScheduling" -}}
-{{- with .Values.imagePullSecrets }}
+{{- $pullSecrets := .Values.imagePullSecrets | default list }}
+{{- with (.Values.defaultSettings).registrySecret }}
+{{- $pullSecrets = append $pullSecrets (dict "name" .) }}
+{{- end }}
+{{- with $pullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -388,6 +392,15 @@ readinessProbe:
 extraArgs: a list of arguments, or (nfs-ganesha's form) a map of flag
 names to values, each given as --name=value.
 */}}
+{{/* A map as key=value,... (the form of a map flag). */}}
+{{- define "kubeprov.commaPairs" -}}
+{{- $pairs := list }}
+{{- range $k, $v := . }}
+{{- $pairs = append $pairs (printf "%s=%v" $k $v) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
 {{- define "kubeprov.extraArgs" -}}
 {{- if kindIs "map" .Values.extraArgs }}
 {{- range $name, $value := .Values.extraArgs }}
