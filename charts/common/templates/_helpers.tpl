@@ -61,12 +61,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 
 {{/*
 The pods' ServiceAccount. rbac.serviceAccountName (nfs-server-provisioner's
-key) names an existing one when rbac.create is false.
+key) names an existing one when rbac.create is false (with rbac.create
+true only its default, "default", is accepted).
 */}}
 {{- define "kubeprov.serviceAccountName" -}}
 {{- $existing := (.Values.rbac).serviceAccountName }}
-{{- if and $existing .Values.rbac.create }}
+{{- if .Values.rbac.create }}
+{{- /* There, with rbac.create, it is ignored: its default, "default", is too. */}}
+{{- if and $existing (ne $existing "default") }}
 {{- fail "rbac.serviceAccountName names an existing ServiceAccount only with rbac.create false; to name the chart's own, use serviceAccount.name" }}
+{{- end }}
+{{- $existing = "" }}
 {{- end }}
 {{- if $existing }}
 {{- $existing }}
@@ -279,7 +284,7 @@ subjects:
 {{- end }}
 
 {{- define "kubeprov.serviceAccount" -}}
-{{- if and .Values.serviceAccount.create (not (.Values.rbac).serviceAccountName) }}
+{{- if and .Values.serviceAccount.create (or .Values.rbac.create (not (.Values.rbac).serviceAccountName)) }}
 apiVersion: v1
 kind: ServiceAccount
 metadata:
