@@ -128,7 +128,7 @@ func TestUpstreamValuesRefused(t *testing.T) {
 	}
 }
 
-// TestUnknownValuesFail: every chart has a values schema, so a misspelt or
+// TestUnknownValuesFail: every chart has a values schema, so a misspelled or
 // unknown key, at the top or nested, fails helm install naming it instead
 // of being dropped.
 func TestUnknownValuesFail(t *testing.T) {
@@ -139,7 +139,7 @@ func TestUnknownValuesFail(t *testing.T) {
 				t.Fatalf("charts/%s has no values.schema.json", p.chart)
 			}
 			for key, values := range map[string]map[string]any{
-				"storageClas":              {"storageClas": map[string]any{"create": true}},
+				"storageClas":               {"storageClas": map[string]any{"create": true}},
 				"storageClass.reclaimPlicy": {"storageClass": map[string]any{"reclaimPlicy": "Retain"}},
 				"image.tga":                 {"image": map[string]any{"tga": "v1"}},
 			} {
@@ -370,8 +370,9 @@ var upstreamCharts = []upstreamChart{
 				t.Errorf("cluster-wide %v: no watch on nodes", perms[clusterScope])
 			}
 		}},
-		{key: "storageClass.userPattern", check: func(t *testing.T, objs []*unstructured.Unstructured) {}}, // empty, as its default: refused when set (TestUpstreamValuesRefused)
-		{key: "storageClass.groupPattern", check: func(t *testing.T, objs []*unstructured.Unstructured) {}},
+		// Empty, as their defaults (set, they are refused: TestUpstreamValuesRefused).
+		{key: "storageClass.userPattern", check: checkNoOwnerPatterns},
+		{key: "storageClass.groupPattern", check: checkNoOwnerPatterns},
 		{key: "storageClass.permPattern", check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			if !slices.Contains(containerOf(t, objs).Args, "--dir-mode=0770") {
 				t.Errorf("args %v lack --dir-mode=0770", containerOf(t, objs).Args)
@@ -881,6 +882,16 @@ func checkExtraLabels(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 	if got, _, _ := unstructured.NestedString(onlyWorkload(t, objs).Object, "spec", "template", "metadata", "labels", "example.com/team"); got != "storage" {
 		t.Error("the pods lack label example.com/team=storage")
+	}
+}
+
+// checkNoOwnerPatterns: empty owner patterns reach no class parameter.
+func checkNoOwnerPatterns(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for k := range storageClass(t, objs).Parameters {
+		if strings.HasSuffix(k, "Pattern") && k != "pathPattern" {
+			t.Errorf("class parameter %s rendered", k)
+		}
 	}
 }
 
