@@ -517,8 +517,7 @@ var upstreamCharts = []upstreamChart{
 			}
 		}},
 		{key: "service", check: func(t *testing.T, objs []*unstructured.Unstructured) {
-			var svc corev1.Service
-			fromUnstructured(t, ofKind(objs, "Service")[0], &svc)
+			svc := theOne[corev1.Service](t, objs, "Service")
 			if svc.Spec.Type != corev1.ServiceTypeNodePort || !slices.Equal(svc.Spec.ExternalIPs, []string{"192.0.2.10"}) {
 				t.Errorf("Service type %s, externalIPs %v", svc.Spec.Type, svc.Spec.ExternalIPs)
 			}
@@ -809,28 +808,29 @@ func envOf(t *testing.T, objs []*unstructured.Unstructured) map[string]string {
 	return env
 }
 
+// theOne is the one object of kind among objs, decoded.
+func theOne[T any](t *testing.T, objs []*unstructured.Unstructured, kind string) T {
+	t.Helper()
+	found := ofKind(objs, kind)
+	if len(found) != 1 {
+		t.Fatalf("%d objects of kind %s, want 1", len(found), kind)
+	}
+	var out T
+	fromUnstructured(t, found[0], &out)
+	return out
+}
+
 // storageClass is the one StorageClass of objs.
 func storageClass(t *testing.T, objs []*unstructured.Unstructured) storagev1.StorageClass {
 	t.Helper()
-	scs := ofKind(objs, "StorageClass")
-	if len(scs) != 1 {
-		t.Fatalf("%d StorageClasses, want 1", len(scs))
-	}
-	var sc storagev1.StorageClass
-	fromUnstructured(t, scs[0], &sc)
-	return sc
+	return theOne[storagev1.StorageClass](t, objs, "StorageClass")
 }
 
 // exportPV is the PV through which the nfs-subdir provisioner mounts the
 // export when nfs.mountOptions is set.
 func exportPV(t *testing.T, objs []*unstructured.Unstructured) corev1.PersistentVolume {
 	t.Helper()
-	pvs := ofKind(objs, "PersistentVolume")
-	if len(pvs) != 1 {
-		t.Fatalf("%d PersistentVolumes, want the export's", len(pvs))
-	}
-	var pv corev1.PersistentVolume
-	fromUnstructured(t, pvs[0], &pv)
+	pv := theOne[corev1.PersistentVolume](t, objs, "PersistentVolume")
 	if pv.Spec.NFS == nil {
 		t.Fatalf("PV %s is not an nfs volume", pv.Name)
 	}
@@ -840,12 +840,7 @@ func exportPV(t *testing.T, objs []*unstructured.Unstructured) corev1.Persistent
 // configMapData is the data of the one ConfigMap of objs.
 func configMapData(t *testing.T, objs []*unstructured.Unstructured) map[string]string {
 	t.Helper()
-	cms := ofKind(objs, "ConfigMap")
-	if len(cms) != 1 {
-		t.Fatalf("%d ConfigMaps, want 1", len(cms))
-	}
-	data, _, _ := unstructured.NestedStringMap(cms[0].Object, "data")
-	return data
+	return theOne[corev1.ConfigMap](t, objs, "ConfigMap").Data
 }
 
 // configJSON is config.json of the one ConfigMap of objs.
