@@ -18,7 +18,8 @@ FUZZ_TARGETS := lib/controller:FuzzSettledDecoding
 FUZZ_TIME ?= 20s
 
 .DEFAULT_GOAL := help
-CHARTS := $(notdir $(wildcard charts/*))
+# charts/common is the library the others depend on: packaged inside each.
+CHARTS := $(filter-out common,$(notdir $(wildcard charts/*)))
 
 .PHONY: help chart build test test-phases prepare test-unit test-fuzz test-integration test-csi-process test-fresh test-faults test-e2e deps deps-node controlplane node cluster lint tidy verify demo bench image push clean
 
