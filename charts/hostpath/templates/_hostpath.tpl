@@ -7,11 +7,10 @@ This chart's own helpers (the shared ones are charts/common's).
 
 {{/* Whether config.json is written and read (--config): "true" or "". */}}
 {{- define "hostpath.configured" -}}
-{{- $cm := .Values.configmap }}
-{{- if or .Values.nodePathMap .Values.sharedFileSystemPath .Values.storageClassConfigs $cm.setup $cm.teardown (include "hostpath.helperPodTemplated" .) }}true{{ end }}
+{{- if or .Values.nodePathMap .Values.sharedFileSystemPath .Values.storageClassConfigs }}true{{ end }}
 {{- end }}
 
-{{/* Whether helperPod.yaml is written: "true" or "". */}}
+{{/* Whether local-path's helper pod template is asked for: "true" or "" (refused). */}}
 {{- define "hostpath.helperPodTemplated" -}}
 {{- $hp := .Values.configmap.helperPod }}
 {{- if or $hp.name $hp.annotations $hp.priorityClassName .Values.helperPod.resources }}true{{ end }}
