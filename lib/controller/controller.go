@@ -561,7 +561,7 @@ func (c *ProvisionController) claimDeleted(obj any) {
 
 func (c *ProvisionController) volumeChanged(obj any) {
 	pv, ok := obj.(*corev1.PersistentVolume)
-	if !ok || !c.provisionedByUs(pv) {
+	if !ok || !c.volumeIsOurs(pv) {
 		return
 	}
 	// A PV that ends its operation may already be released: a claim deleted
@@ -582,10 +582,6 @@ func (c *ProvisionController) volumeDeleted(obj any) {
 	}
 	c.deleted.remove(pv.UID)
 	c.failures.reset(volumeFailures(pv))
-}
-
-func (c *ProvisionController) provisionedByUs(pv *corev1.PersistentVolume) bool {
-	return c.names.Has(pv.Annotations[AnnProvisionedBy])
 }
 
 // operationSaved ends the operation of a PV that has appeared, whoever saved it.
