@@ -29,9 +29,9 @@ func TestUnprovisionedVolumeDeletion(t *testing.T) {
 		return func(pv *corev1.PersistentVolume) { pv.Status.Phase = p }
 	}
 	for _, tc := range []struct {
-		name            string
-		policy          corev1.PersistentVolumeReclaimPolicy
-		mutate          []func(*corev1.PersistentVolume)
+		name           string
+		policy         corev1.PersistentVolumeReclaimPolicy
+		mutate         []func(*corev1.PersistentVolume)
 		deletedWith    bool // with the option
 		deletedWithout bool // by default
 	}{
