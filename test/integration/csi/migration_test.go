@@ -196,7 +196,16 @@ func (e *env) driverVolume(name string) string {
 	defer func() { _ = conn.Close() }()
 	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 	defer cancel()
-	rsp, err := csispec.NewControllerClient(conn).CreateVolume(ctx, &csispec.CreateVolumeRequest{
+	vol, err := createGiBVolume(ctx, csispec.NewControllerClient(conn), name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return vol.GetVolumeId()
+}
+
+// createGiBVolume asks the driver for a 1 GiB single-node volume of the name.
+func createGiBVolume(ctx context.Context, driver csispec.ControllerClient, name string) (*csispec.Volume, error) {
+	rsp, err := driver.CreateVolume(ctx, &csispec.CreateVolumeRequest{
 		Name:          name,
 		CapacityRange: &csispec.CapacityRange{RequiredBytes: 1 << 30},
 		VolumeCapabilities: []*csispec.VolumeCapability{{
@@ -204,10 +213,7 @@ func (e *env) driverVolume(name string) string {
 			AccessMode: &csispec.VolumeCapability_AccessMode{Mode: csispec.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
 		}},
 	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return rsp.GetVolume().GetVolumeId()
+	return rsp.GetVolume(), err
 }
 
 // inTreeVolume creates the PV an in-tree plugin made for the claim before
