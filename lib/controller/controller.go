@@ -570,7 +570,7 @@ func (c *ProvisionController) volumeChanged(obj any) {
 		unexpectedObject("volume changed", obj)
 		return
 	}
-	if !c.provisionedByUs(pv) {
+	if !c.volumeIsOurs(pv) {
 		return
 	}
 	// A PV that ends its operation may already be released: a claim deleted
@@ -592,10 +592,6 @@ func (c *ProvisionController) volumeDeleted(obj any) {
 	}
 	c.deleted.remove(pv.UID)
 	c.failures.reset(volumeFailures(pv))
-}
-
-func (c *ProvisionController) provisionedByUs(pv *corev1.PersistentVolume) bool {
-	return c.names.Has(pv.Annotations[AnnProvisionedBy])
 }
 
 // operationSaved ends the operation of a PV that has appeared, whoever saved it.

@@ -345,7 +345,13 @@ func (c *ProvisionController) completeVolume(pv *corev1.PersistentVolume, option
 	if pv.Annotations == nil {
 		pv.Annotations = map[string]string{}
 	}
+	// The class's provisioner, one of the controller's names, as
+	// kube-controller-manager expects: for an in-tree plugin's name it
+	// marks the PV migrated to the CSI driver that serves it.
 	pv.Annotations[AnnProvisionedBy] = c.name
+	if options.StorageClass != nil && c.names.Has(options.StorageClass.Provisioner) {
+		pv.Annotations[AnnProvisionedBy] = options.StorageClass.Provisioner
+	}
 	if c.cfg.addFinalizer && !slices.Contains(pv.Finalizers, c.cfg.finalizer) {
 		pv.Finalizers = append(pv.Finalizers, c.cfg.finalizer)
 	}
