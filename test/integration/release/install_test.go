@@ -131,7 +131,7 @@ func TestInstallLikeAUser(t *testing.T) {
 			binary := filepath.Base(binaries[0])
 			started := time.Now()
 			for _, args := range [][]string{
-				{"mod", "edit", "-dropreplace=" + libPath},
+				{"mod", "edit", "-dropreplace=" + libPath, "-droprequire=" + libPath},
 				{"get", libPath + "@" + libVersion},
 				{"build", "-o", filepath.Join(dir, binary), "./cmd/" + binary},
 				{"vet", "./..."},
@@ -161,7 +161,8 @@ func TestReleaseNeedsChangelog(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.write("hostpath/CHANGELOG.md", "# Changelog of hostpath-provisioner\n\n## v0.0.1\n\n- An older release.\n")
-	r.git("commit", "--quiet", "-am", "hostpath's changelog without the next version")
+	r.git("add", "-A")
+	r.git("commit", "--quiet", "-m", "hostpath's changelog without the next version")
 	out, err := r.run(".", skipTests, "hack/release.sh", "lib", "hostpath")
 	if want := "hostpath/CHANGELOG.md has no section for " + version; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("release.sh with no changelog section: err=%v, output %q; want a refusal saying %q", err, out, want)
@@ -171,7 +172,8 @@ func TestReleaseNeedsChangelog(t *testing.T) {
 	}
 
 	r.write("hostpath/CHANGELOG.md", "# Changelog of hostpath-provisioner\n\n## "+version+"\n\nNothing listed.\n")
-	r.git("commit", "--quiet", "-am", "hostpath's changelog with an empty section")
+	r.git("add", "-A")
+	r.git("commit", "--quiet", "-m", "hostpath's changelog with an empty section")
 	if _, err := r.run(".", skipTests, "hack/release.sh", "lib", "hostpath"); err == nil || !strings.Contains(err.Error(), "section lists no change") {
 		t.Errorf("release.sh with an empty changelog section: err=%v; want a refusal", err)
 	}
