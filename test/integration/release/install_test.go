@@ -213,3 +213,49 @@ func goEnv(t *testing.T, name string) string {
 	}
 	return strings.TrimSpace(out)
 }
+
+// TestReleaseRefusesUnreleasedLibChange: with lib/vX.Y.Z tagged, a lib
+// change hostpath uses refuses hostpath's release (it does not build against
+// the release) and leaves no tag or commit; a lib change hostpath does not
+// need does not stop it, and hostpath then requires the tagged lib.
+func TestReleaseRefusesUnreleasedLibChange(t *testing.T) {
+	needTools(t, "git", "make")
+	r := cloneWorkingTree(t, "lib", "hostpath")
+	releaseEnv := append(isolatedGoEnv(t), skipTests...)
+	libVersion, err := Version(r.dir, "lib")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostpathTag := "hostpath/" + func() string {
+		v, err := Version(r.dir, "hostpath")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}()
+	r.must(".", releaseEnv, "hack/release.sh", "lib")
+
+	const header = "// Copyright 2026 The external-storage Authors.\n// SPDX-License-Identifier: Apache-2.0\n\n"
+	r.write("lib/version/unreleased.go", header+"package version\n\n// Unreleased is lib API added after the release.\nfunc Unreleased() string { return Version }\n")
+	const user = "hostpath/cmd/hostpath-provisioner/unreleased_test_only.go"
+	r.write(user, header+"package main\n\nimport \"github.com/kubeprov/external-storage/lib/version\"\n\nvar _ = version.Unreleased\n")
+	r.git("add", "-A")
+	r.git("commit", "--quiet", "-m", "hostpath uses unreleased lib API")
+	before := r.git("rev-parse", "HEAD")
+	out, err := r.run(".", releaseEnv, "hack/release.sh", "hostpath")
+	if want := "hostpath needs an unreleased lib: it does not build or vet alone against lib " + libVersion; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("release.sh hostpath using unreleased lib API: err=%v, output %q; want a refusal saying %q", err, out, want)
+	}
+	if head, tags := r.git("rev-parse", "HEAD"), r.git("tag", "--list", "hostpath/*"); head != before || tags != "" || r.git("status", "--porcelain") != "" {
+		t.Errorf("a refused release left HEAD %s (want %s), tags %q, changes %q", head, before, tags, r.git("status", "--porcelain"))
+	}
+
+	// lib keeps the addition, hostpath no longer uses it: released against
+	// the tagged lib.
+	r.git("rm", "--quiet", user)
+	r.git("commit", "--quiet", "-m", "hostpath no longer uses unreleased lib API")
+	r.must(".", releaseEnv, "hack/release.sh", "hostpath")
+	if goMod := r.git("show", hostpathTag+":hostpath/go.mod"); !strings.Contains(goMod, libPath+" "+libVersion+"\n") || strings.Contains(goMod, "replace") {
+		t.Errorf("hostpath/go.mod at %s should require %s %s with no replace:\n%s", hostpathTag, libPath, libVersion, goMod)
+	}
+}
