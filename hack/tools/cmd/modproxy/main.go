@@ -205,7 +205,7 @@ func escape(modPath string) string {
 // writeFile writes through a temporary file, so that a concurrent go
 // command never reads half a file.
 func writeFile(name string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(name), 0o750); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(name), ".tmp-*")
@@ -227,7 +227,7 @@ func git(ctx context.Context, repo string, args ...string) (string, error) {
 }
 
 func gitBytes(ctx context.Context, repo string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "git", slices.Concat([]string{"-C", repo}, args)...)
+	cmd := exec.CommandContext(ctx, "git", slices.Concat([]string{"-C", repo}, args)...) //nolint:gosec // running git on the repository given is what this tool does
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
