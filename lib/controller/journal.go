@@ -524,12 +524,16 @@ func (j *journal) record(ctx context.Context, pvName string, e journalEntry) err
 	return j.waitForWrite(ctx, shard)
 }
 
-// recordAsset adds the backend's ID of its asset to the entry of pvName. The
-// change is written with the journal's next write (a record, a removal, or
-// after journalForgetDelay): until then a restart finds the entry as it was,
-// which is what it found before there were IDs.
+// recordAsset adds the backend's ID of its asset to the entry of pvName and
+// has it written at once, without waiting for the write: IDs that arrive
+// together share it, and until it is done a restart finds the entry as it
+// was, which is what it found before there were IDs.
 func (j *journal) recordAsset(pvName, id string) error {
-	return j.rewrite(pvName, func(e *journalEntry) { e.AssetID = id })
+	if err := j.rewrite(pvName, func(e *journalEntry) { e.AssetID = id }); err != nil {
+		return err
+	}
+	j.poke()
+	return nil
 }
 
 // adopt records the current Lease term in the entry of pvName: an operation

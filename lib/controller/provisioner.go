@@ -82,7 +82,7 @@ type ProvisionOptions struct {
 	// RecordedAssetDeleter (nil for others): call it with the ID the backend
 	// gave the asset as soon as the backend has answered, before anything
 	// else can fail. The ID is kept in the operation's in-flight journal
-	// entry (written with the journal's next write, within seconds), so that
+	// entry (written at once; Provision does not wait for it), so that
 	// after a restart the operation of a claim that is gone is finished by
 	// deleting that asset, never by creating it again. IDs longer than
 	// MaxRecordedAssetIDLength are not kept.
