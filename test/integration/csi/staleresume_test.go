@@ -257,4 +257,3 @@ func (e *env) upstreamSync(ctx context.Context, driver csispec.ControllerClient)
 		_ = cp.Client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{})
 	}
 }
-
