@@ -37,7 +37,7 @@ func (s *idStore) Provision(ctx context.Context, o ProvisionOptions) (*corev1.Pe
 	return pv, state, err
 }
 
-func (s *idStore) DeleteRecordedAsset(_ context.Context, o ProvisionOptions, id string) error {
+func (s *idStore) DeleteRecordedAsset(_ context.Context, _ ProvisionOptions, id string) error {
 	s.mu.Lock()
 	s.idDeletes = append(s.idDeletes, id)
 	f := s.deleteByID
