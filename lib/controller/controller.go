@@ -412,7 +412,7 @@ func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 				"reason", op.leaseChange)
 		} else {
 			logger.Info("Resuming in-flight operation")
-			if e.Lease != nil {
+			if term := c.journal.term.Load(); term != nil && (e.Lease == nil || *e.Lease != *term) {
 				if err := c.journal.adopt(pvName); err != nil {
 					logger.Error(err, "Could not record the current Lease term in the journal entry")
 				}

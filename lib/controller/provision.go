@@ -119,6 +119,9 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		return c.recordFailed(ctx, claim, className, err)
 	}
 	op := c.operations.track(pvName, claimKey(claim), entry, false)
+	// Recorded again under this term: whatever another holder did before,
+	// what follows is this instance's own operation.
+	op.leaseChange = ""
 	c.events.event(ref, className, corev1.EventTypeNormal, EventProvisioning,
 		"External provisioner is provisioning volume for claim %q", claimKey(claim))
 	logger.V(2).Info("Provisioning")
@@ -348,7 +351,10 @@ func (c *ProvisionController) deleteRecordedAsset(ctx context.Context, op *opera
 	}
 	logger.Info("Claim is gone; deleting the asset by its recorded ID instead of provisioning again", "assetID", op.entry.AssetID, "reason", why)
 	options := ProvisionOptions{StorageClass: class, PVName: op.pvName, PVC: op.entry.Claim, SelectedNodeName: op.entry.SelectedNode}
-	if err := c.callDeleteRecorded(ctx, deleter, options, op.entry.AssetID); err != nil && !IsIgnored(err) {
+	err := c.guardedDelete(ctx, op.pvName, func(ctx context.Context) error {
+		return deleter.DeleteRecordedAsset(ctx, options, op.entry.AssetID)
+	})
+	if err != nil && !IsIgnored(err) {
 		c.events.event(claimReference(op.entry.Claim), class.Name, corev1.EventTypeWarning, EventProvisioningCleanup,
 			"Claim was deleted during provisioning and deleting asset %s of volume %s failed (will retry): %v", op.entry.AssetID, op.pvName, err)
 		return err
@@ -356,19 +362,6 @@ func (c *ProvisionController) deleteRecordedAsset(ctx context.Context, op *opera
 	logger.Info("Deleted the asset of a claim deleted during provisioning", "assetID", op.entry.AssetID)
 	c.endOperation(op.pvName)
 	return nil
-}
-
-func (c *ProvisionController) callDeleteRecorded(ctx context.Context, deleter RecordedAssetDeleter, options ProvisionOptions, id string) (err error) {
-	opCtx, cancel := c.operationContext(ctx)
-	defer cancel()
-	c.metrics.inFlight.WithLabelValues("delete").Inc()
-	defer c.metrics.inFlight.WithLabelValues("delete").Dec()
-	defer func() {
-		if r := recover(); r != nil {
-			err = c.panicked(ctx, "delete", options.PVName, r)
-		}
-	}()
-	return deleter.DeleteRecordedAsset(opCtx, options, id)
 }
 
 // leaveStale ends, without calling the provisioner, the operation of a

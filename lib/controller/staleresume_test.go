@@ -181,3 +181,37 @@ func TestResumedOperationIsAdoptedByTheNewHolder(t *testing.T) {
 		t.Fatalf("journal holds %v and the backend %v: the adopted operation was not finished", keys, assets)
 	}
 }
+
+// An operation written under another holder's watch whose claim still
+// exists is the claim's to finish: it is provisioned as usual, and from
+// then on it is this instance's operation, finished as before if the claim
+// goes while it is still in progress.
+func TestResumedOperationOfAnExistingClaimIsProvisioned(t *testing.T) {
+	store := newStore(t)
+	store.provisionF = func(int, ProvisionOptions) (ProvisioningState, error) {
+		return ProvisioningInBackground, errors.New("still creating")
+	}
+	first := newFixture(t, store, nil, class("gold"), claim("c", "gold"))
+	first.c.journal.term.Store(&leaseTerm{Holder: "ours-1", Transitions: 3})
+	_ = first.c.syncClaim(first.ctx, "ns/c")
+	first.c.journal.flush(first.ctx)
+
+	second := first.restartedUnder(&leaseTerm{Holder: "ours-2", Transitions: 5}, store, nil, class("gold"), claim("c", "gold"))
+	if err := second.c.syncClaim(second.ctx, "ns/c"); err == nil {
+		t.Fatal("setup: the resumed operation did not stay in progress")
+	}
+	// The claim is deleted while Provision still answers "in background".
+	if err := second.c.claimInformer.GetIndexer().Delete(claim("c", "gold")); err != nil {
+		t.Fatal(err)
+	}
+	store.provisionF = nil
+	before := store.provisionCount()
+	if err := second.c.syncClaim(second.ctx, "ns/c"); err != nil {
+		t.Fatal(err)
+	}
+	second.c.journal.flush(second.ctx)
+	if store.provisionCount() != before+1 || len(store.assets(t)) != 0 || len(second.journalKeys()) != 0 {
+		t.Fatalf("Provision calls %d (want %d), assets %v, journal %v: want the operation finished and its asset deleted",
+			store.provisionCount(), before+1, store.assets(t), second.journalKeys())
+	}
+}
