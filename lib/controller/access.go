@@ -104,9 +104,12 @@ func (c *ProvisionController) probeJournal(ctx context.Context) (denied bool) {
 
 // observedLock reports the outcome of every Lease call to the controller's
 // access problems: the leader elector only logs them.
+// held, if set, gets every record written successfully: the terms this
+// instance holds.
 type observedLock struct {
 	resourcelock.Interface
 	observe func(error)
+	held    func(resourcelock.LeaderElectionRecord)
 }
 
 func (l observedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
@@ -122,11 +125,17 @@ func (l observedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionReco
 func (l observedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	err := l.Interface.Create(ctx, ler)
 	l.observe(err)
+	if err == nil && l.held != nil {
+		l.held(ler)
+	}
 	return err
 }
 
 func (l observedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	err := l.Interface.Update(ctx, ler)
 	l.observe(err)
+	if err == nil && l.held != nil {
+		l.held(ler)
+	}
 	return err
 }

@@ -268,6 +268,12 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 			Labels:     c.cfg.leaseLabels,
 		},
 		observe: func(err error) { c.access.observe(ctx, leaseName, err) },
+		held: func(r resourcelock.LeaderElectionRecord) {
+			// A release writes no holder: the term that ends is not recorded.
+			if r.HolderIdentity == c.cfg.identity {
+				c.journal.term.Store(&leaseTerm{Holder: r.HolderIdentity, Transitions: r.LeaderTransitions})
+			}
+		},
 	}
 	var led atomic.Bool
 	done := make(chan error, 1)
@@ -387,6 +393,7 @@ func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 	for pvName, u := range unverified {
 		c.leaveUnverified(ctx, pvName, u)
 	}
+	adopted := false
 	for pvName, e := range entries {
 		if reason := c.foreignEntry(pvName, e); reason != "" {
 			// Signed with our key, yet not what this controller would write
@@ -400,11 +407,51 @@ func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 			continue
 		}
 		key := e.Claim.Namespace + "/" + e.Claim.Name
-		c.operations.track(pvName, key, e, true)
-		klog.FromContext(ctx).V(2).Info("Resuming in-flight operation", "pv", pvName, "claim", key)
+		op := c.operations.track(pvName, key, e, true)
+		logger := klog.FromContext(ctx).WithValues("pv", pvName, "claim", key, "assetID", e.AssetID)
+		if op.leaseChange = c.leaseChangedSince(e); op.leaseChange != "" {
+			logger.Info("Resuming in-flight operation written under another Lease holder's watch: if its claim is gone it is not provisioned again",
+				"reason", op.leaseChange)
+		} else {
+			logger.Info("Resuming in-flight operation")
+			if term := c.journal.term.Load(); term != nil && (e.Lease == nil || *e.Lease != *term) {
+				if err := c.journal.adopt(pvName); err != nil {
+					logger.Error(err, "Could not record the current Lease term in the journal entry")
+				}
+				adopted = true
+			}
+		}
 		c.claimQueue.Add(key)
 	}
+	if adopted {
+		c.journal.poke()
+	}
 	return nil
+}
+
+// leaseChangedSince says how the leader Lease shows that another identity
+// held it since entry e was written, "" when it does not: no other holder,
+// or no term on either side (an entry of an earlier version, a controller
+// without leader election). Every change of holder adds one to the Lease's
+// leaderTransitions; a restart under the same identity adds none.
+func (c *ProvisionController) leaseChangedSince(e journalEntry) string {
+	now := c.journal.term.Load()
+	if e.Lease == nil || now == nil {
+		return ""
+	}
+	want := e.Lease.Transitions
+	if e.Lease.Holder != now.Holder {
+		want++
+	}
+	switch {
+	case now.Transitions == want:
+		return ""
+	case now.Transitions < want:
+		return fmt.Sprintf("the leader Lease was recreated since %s wrote the entry at leader transition %d (now %d), so who held it meanwhile is unknown",
+			e.Lease.Holder, e.Lease.Transitions, now.Transitions)
+	}
+	return fmt.Sprintf("another identity held the leader Lease since %s wrote the entry at leader transition %d (now %d): another provisioner may have served the claim and deleted its volume",
+		e.Lease.Holder, e.Lease.Transitions, now.Transitions)
 }
 
 // leaveUnverified handles a journal entry this controller cannot prove it

@@ -241,6 +241,13 @@ func (f *fixture) keySecret() *corev1.Secret {
 // has read its journal as at a start.
 func (f *fixture) restarted(p Provisioner, change func(*corev1.ConfigMap), objects ...runtime.Object) *fixture {
 	f.t.Helper()
+	return f.restartedUnder(nil, p, change, objects...)
+}
+
+// restartedUnder is restarted for a controller that holds the leader Lease
+// term term (nil: no leader election) when it reads its journal.
+func (f *fixture) restartedUnder(term *leaseTerm, p Provisioner, change func(*corev1.ConfigMap), objects ...runtime.Object) *fixture {
+	f.t.Helper()
 	journal, err := f.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(f.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
 	if err != nil {
 		f.t.Fatal(err)
@@ -249,6 +256,7 @@ func (f *fixture) restarted(p Provisioner, change func(*corev1.ConfigMap), objec
 		change(journal)
 	}
 	second := newFixture(f.t, p, nil, append(objects, journal, f.keySecret())...)
+	second.c.journal.term.Store(term)
 	if err := second.c.resumeOperations(second.ctx); err != nil {
 		f.t.Fatal(err)
 	}

@@ -116,17 +116,23 @@ func (c *ProvisionController) deleteVolume(ctx context.Context, pv *corev1.Persi
 	return nil
 }
 
-func (c *ProvisionController) callDelete(ctx context.Context, pv *corev1.PersistentVolume) (err error) {
+func (c *ProvisionController) callDelete(ctx context.Context, pv *corev1.PersistentVolume) error {
+	return c.guardedDelete(ctx, pv.Name, func(ctx context.Context) error { return c.provisioner.Delete(ctx, pv) })
+}
+
+// guardedDelete runs one deletion call of the provisioner for pvName within
+// the operation timeout, counted in flight, a panic turned into an error.
+func (c *ProvisionController) guardedDelete(ctx context.Context, pvName string, call func(context.Context) error) (err error) {
 	opCtx, cancel := c.operationContext(ctx)
 	defer cancel()
 	c.metrics.inFlight.WithLabelValues("delete").Inc()
 	defer c.metrics.inFlight.WithLabelValues("delete").Dec()
 	defer func() {
 		if r := recover(); r != nil {
-			err = c.panicked(ctx, "delete", pv.Name, r)
+			err = c.panicked(ctx, "delete", pvName, r)
 		}
 	}()
-	return c.provisioner.Delete(opCtx, pv)
+	return call(opCtx)
 }
 
 func (c *ProvisionController) removeFinalizer(ctx context.Context, pv *corev1.PersistentVolume) error {

@@ -11,9 +11,9 @@
 // A provisioner implements two methods (Provisioner, in provisioner.go) and,
 // when it needs them, optional ones found by type assertion (Qualifier,
 // RetryingQualifier, DeletionGuard, BlockProvisioner, DataSourceProvisioner,
-// ClaimMetadataReader, SelectedNodeReader). ProvisionOptions.NewVolume builds
-// a correct PV from the claim and class so that only the volume source is the
-// provisioner's job.
+// ClaimMetadataReader, SelectedNodeReader, RecordedAssetDeleter).
+// ProvisionOptions.NewVolume builds a correct PV from the claim and class so
+// that only the volume source is the provisioner's job.
 //
 // What the controller guarantees:
 //
@@ -26,7 +26,11 @@
 //     key (Secret JournalKeySecret) are acted on, and an operation whose
 //     recorded claim lacks metadata Provision may read (no
 //     ClaimMetadataReader) is left, its entry kept and a Warning event
-//     (EventProvisioningCleanupSkipped) naming the volume.
+//     (EventProvisioningCleanupSkipped) naming the volume. Nothing is
+//     created again that someone else may have finished with: an asset ID
+//     recorded in the entry (RecordedAssetDeleter) is deleted by that ID,
+//     and an operation without one is left in the same way when the leader
+//     Lease shows that another identity held it since the entry was written.
 //   - Honest retries: per-item exponential backoff between WithRetryInterval
 //     bounds, a failure threshold that really stops (with a Warning event)
 //     and is re-armed only by a change of the object, never by a resync.

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,8 +35,9 @@ const (
 	// journalShards is how many ConfigMaps the journal may use: the first is
 	// named by WithJournal (JournalName), the others "<name>-1" to "<name>-31".
 	// With the class stored once per ConfigMap a typical entry takes about
-	// 300 bytes, so the journal holds some 80,000 operations, the claims of
-	// one namespace a quarter of that.
+	// 300 bytes (450 with a Lease term and an asset ID), so the journal
+	// holds some 80,000 operations (57,000), the claims of one namespace a
+	// quarter of that.
 	journalShards = 32
 	// journalEntryMaxBytes bounds one entry: a claim's spec plus the metadata
 	// the provisioner declares it reads.
@@ -88,6 +90,22 @@ type journalEntry struct {
 	// (ClaimMetadataReader) and the claim had some. A Provision repeated with
 	// this copy may not find the asset the first one made.
 	ClaimIncomplete bool `json:"claimIncomplete,omitempty"`
+	// AssetID is the backend's ID of the asset, once the provisioner has
+	// reported it (ProvisionOptions.RecordAssetID): the operation of a claim
+	// that is gone is then finished by deleting it, not by a second Provision.
+	AssetID string `json:"assetID,omitempty"`
+	// Lease is the leader Lease term the entry was written under; nil
+	// without leader election and in entries of earlier versions.
+	Lease *leaseTerm `json:"lease,omitempty"`
+}
+
+// leaseTerm is one holding of the leader Lease: the holder's identity and
+// the Lease's leaderTransitions while it held it. Every change of holder
+// adds one to leaderTransitions, so a count that moved by more than that
+// says another identity held the Lease in between.
+type leaseTerm struct {
+	Holder      string `json:"holder"`
+	Transitions int    `json:"transitions"`
 }
 
 // unverifiedEntry is a journal key whose value this controller cannot prove
@@ -115,6 +133,9 @@ type journal struct {
 	metadataKeys func(*storagev1.StorageClass) (labels, annotations []string)
 	// shardMaxBytes and namespaceMaxBytes are the bounds (constants but in tests).
 	shardMaxBytes, namespaceMaxBytes int
+	// term is the Lease term this controller holds (nil without leader
+	// election), recorded in every entry it writes.
+	term atomic.Pointer[leaseTerm]
 
 	keyMu sync.Mutex
 	key   []byte // signs entries (JournalKeySecret); loaded on first use
@@ -442,7 +463,7 @@ func (j *journal) record(ctx context.Context, pvName string, e journalEntry) err
 	key := classKey(classData)
 	stripped := strippedClaim(e.Claim, labels, annotations)
 	unsigned, err := json.Marshal(journalEntry{Claim: stripped, ClassKey: key, SelectedNode: e.SelectedNode,
-		ClaimIncomplete: !declared && metadataDropped(e.Claim, stripped)})
+		ClaimIncomplete: !declared && metadataDropped(e.Claim, stripped), Lease: j.term.Load()})
 	if err != nil {
 		return fmt.Errorf("encoding in-flight journal entry: %w", err)
 	}
@@ -502,6 +523,60 @@ func (j *journal) record(ctx context.Context, pvName string, e journalEntry) err
 	}
 	j.add(shard, pvName, namespace, string(data), key, string(classData))
 	return j.waitForWrite(ctx, shard)
+}
+
+// recordAsset adds the backend's ID of its asset to the entry of pvName and
+// has it written at once, without waiting for the write: IDs that arrive
+// together share it, and until it is done a restart finds the entry as it
+// was, which is what it found before there were IDs.
+func (j *journal) recordAsset(pvName, id string) error {
+	if err := j.rewrite(pvName, func(e *journalEntry) { e.AssetID = id }); err != nil {
+		return err
+	}
+	j.poke()
+	return nil
+}
+
+// adopt records the current Lease term in the entry of pvName: an operation
+// resumed under this term is this term's, so a later restart does not take
+// the earlier holder for another identity.
+func (j *journal) adopt(pvName string) error {
+	term := j.term.Load()
+	return j.rewrite(pvName, func(e *journalEntry) { e.Lease = term })
+}
+
+// rewrite changes the entry of pvName, if it is still recorded, and signs it
+// again; the change is written with the journal's next write.
+func (j *journal) rewrite(pvName string, change func(*journalEntry)) error {
+	j.keyMu.Lock()
+	key := j.key
+	j.keyMu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	shard, ok := j.shardOf[pvName]
+	if !ok || key == nil {
+		return nil // the operation is over
+	}
+	s := j.shards[shard]
+	old := s.entries[pvName]
+	unsigned, _, _ := splitSignedEntry(old)
+	var e journalEntry
+	if err := json.Unmarshal([]byte(unsigned), &e); err != nil {
+		return fmt.Errorf("reading in-flight journal entry %s: %w", pvName, err)
+	}
+	change(&e)
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encoding in-flight journal entry: %w", err)
+	}
+	data := signedEntry(b, j.sign(key, pvName, string(b), s.classes[s.classOf[pvName]]))
+	if len(data) > journalEntryMaxBytes {
+		return errJournalEntrySize
+	}
+	s.entries[pvName] = data
+	s.size += len(data) - len(old)
+	j.nsSize[j.namespaceOf[pvName]] += len(data) - len(old)
+	return nil
 }
 
 // waitForWrite waits for the next write of a shard; j.mu is held, and

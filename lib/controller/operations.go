@@ -23,6 +23,10 @@ type operation struct {
 	// inBackground: the asset may still appear, so the operation lasts until
 	// Provision says what became of it, even after its claim is gone.
 	inBackground atomic.Bool
+	// leaseChange, for an operation resumed from the journal, says how the
+	// leader Lease shows that another identity held it since the entry was
+	// written ("" when nothing shows that).
+	leaseChange string
 }
 
 // operations are the in-flight provisionings, by PV name and by claim key

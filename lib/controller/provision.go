@@ -121,11 +121,15 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		return c.recordFailed(ctx, claim, className, err)
 	}
 	op := c.operations.track(pvName, claimKey(claim), entry, false)
+	// Recorded again under this term: whatever another holder did before,
+	// what follows is this instance's own operation.
+	op.leaseChange = ""
 	c.events.event(ref, className, corev1.EventTypeNormal, EventProvisioning,
 		"External provisioner is provisioning volume for claim %q", claimKey(claim))
 	logger.V(2).Info("Provisioning")
 
-	options := ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNodeName: selectedNode, SelectedNode: node}
+	options := ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNodeName: selectedNode, SelectedNode: node,
+		RecordAssetID: c.assetRecorder(ctx, pvName)}
 	pv, state, err := c.callProvision(ctx, options)
 	if err == nil {
 		return c.saveVolume(ctx, op, options, pv)
@@ -243,8 +247,12 @@ func (c *ProvisionController) callProvision(ctx context.Context, options Provisi
 	return pv, state, err
 }
 
-// finishOrphan finishes the operation of a claim that is gone: Provision is
+// finishOrphan finishes the operation of a claim that is gone. With the ID
+// of its asset recorded it deletes that asset; without, Provision is
 // idempotent, so calling it again yields the asset, which is then deleted.
+// It never provisions again when the Lease shows that another identity held
+// it since the operation was recorded: that provisioner may have served the
+// claim and deleted its asset, and a second Provision would make it again.
 func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) error {
 	logger := klog.FromContext(ctx).WithValues("claim", op.claimKey, "pv", op.pvName)
 	ctx = klog.NewContext(ctx, logger)
@@ -255,10 +263,6 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}
-	if op.entry.ClaimIncomplete {
-		c.leaveOrphan(ctx, op)
-		return nil
-	}
 	class := op.entry.Class
 	name := ClaimClass(op.entry.Claim)
 	if class != nil {
@@ -267,14 +271,35 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 	if current, err := c.classes.Get(name); err == nil {
 		class = current
 	}
-	if class == nil {
+	deleter, byID := c.provisioner.(RecordedAssetDeleter)
+	byID = byID && op.entry.AssetID != "" && class != nil
+	switch {
+	case op.entry.ClaimIncomplete:
+		c.leaveOrphan(ctx, op)
+		return nil
+	case byID && op.leaseChange != "" && retains(op.entry.Class, class):
+		c.leaveStale(ctx, op, fmt.Sprintf("%s, and StorageClass %s keeps volumes (reclaimPolicy Retain): the asset may be one that provisioner saved as a PV and an admin kept after deleting it", op.leaseChange, name))
+		return nil
+	case byID:
+		return c.deleteRecordedAsset(ctx, op, deleter, class)
+	case op.leaseChange != "":
+		c.leaveStale(ctx, op, op.leaseChange+"; no asset ID was recorded, so it cannot be deleted without provisioning it again")
+		return nil
+	case class == nil:
 		return fmt.Errorf("cannot finish provisioning %s for deleted claim %s: StorageClass %q is gone and was not recorded", op.pvName, op.claimKey, name)
 	}
-	options := ProvisionOptions{StorageClass: class, PVName: op.pvName, PVC: op.entry.Claim, SelectedNodeName: op.entry.SelectedNode}
+	options := ProvisionOptions{StorageClass: class, PVName: op.pvName, PVC: op.entry.Claim, SelectedNodeName: op.entry.SelectedNode,
+		RecordAssetID: c.assetRecorder(ctx, op.pvName)}
 	if node, err := c.selectedNode(ctx, op.entry.SelectedNode); err == nil {
 		options.SelectedNode = node
 	}
-	logger.V(2).Info("Claim is gone; finishing its provisioning to delete the asset")
+	why := "no asset ID was recorded"
+	if op.entry.Lease == nil {
+		why += " and the entry records no Lease term (an earlier version, or no leader election)"
+	} else {
+		why += " and no other identity held the Lease since"
+	}
+	logger.Info("Claim is gone; provisioning its volume again to find the asset and delete it", "reason", why)
 	pv, state, err := c.callProvision(ctx, options)
 	if err != nil {
 		if IsIgnored(err) {
@@ -288,6 +313,75 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 		return nil
 	}
 	return c.deleteUnsaved(ctx, op, c.completeVolume(pv, options))
+}
+
+// retains reports whether either class keeps the volumes of released claims.
+func retains(classes ...*storagev1.StorageClass) bool {
+	for _, class := range classes {
+		if class != nil && class.ReclaimPolicy != nil && *class.ReclaimPolicy == corev1.PersistentVolumeReclaimRetain {
+			return true
+		}
+	}
+	return false
+}
+
+// assetRecorder is ProvisionOptions.RecordAssetID for the operation of
+// pvName; nil for provisioners that cannot delete by a recorded ID.
+func (c *ProvisionController) assetRecorder(ctx context.Context, pvName string) func(string) {
+	if _, ok := c.provisioner.(RecordedAssetDeleter); !ok {
+		return nil
+	}
+	return func(id string) {
+		logger := klog.FromContext(ctx)
+		if id == "" || len(id) > MaxRecordedAssetIDLength {
+			logger.Info("Not recording an asset ID: empty or too long", "pv", pvName, "length", len(id))
+			return
+		}
+		if err := c.journal.recordAsset(pvName, id); err != nil {
+			logger.Error(err, "Could not record the asset ID in the in-flight journal; a restart would provision again to find the asset", "pv", pvName)
+		}
+	}
+}
+
+// deleteRecordedAsset finishes the operation of a claim that is gone by
+// deleting its asset by the recorded ID: nothing is created again.
+func (c *ProvisionController) deleteRecordedAsset(ctx context.Context, op *operation, deleter RecordedAssetDeleter, class *storagev1.StorageClass) error {
+	logger := klog.FromContext(ctx)
+	why := "its asset ID was recorded"
+	if op.leaseChange != "" {
+		why += "; " + op.leaseChange
+	}
+	logger.Info("Claim is gone; deleting the asset by its recorded ID instead of provisioning again", "assetID", op.entry.AssetID, "reason", why)
+	options := ProvisionOptions{StorageClass: class, PVName: op.pvName, PVC: op.entry.Claim, SelectedNodeName: op.entry.SelectedNode}
+	err := c.guardedDelete(ctx, op.pvName, func(ctx context.Context) error {
+		return deleter.DeleteRecordedAsset(ctx, options, op.entry.AssetID)
+	})
+	if err != nil && !IsIgnored(err) {
+		c.events.event(claimReference(op.entry.Claim), class.Name, corev1.EventTypeWarning, EventProvisioningCleanup,
+			"Claim was deleted during provisioning and deleting asset %s of volume %s failed (will retry): %v", op.entry.AssetID, op.pvName, err)
+		return err
+	}
+	logger.Info("Deleted the asset of a claim deleted during provisioning", "assetID", op.entry.AssetID)
+	c.endOperation(op.pvName)
+	return nil
+}
+
+// leaveStale ends, without calling the provisioner, the operation of a
+// claim that is gone when finishing it could act on storage that another
+// provisioner has finished with. The entry stays in the journal for an
+// admin, and a Warning event and the log say why and what may be left.
+func (c *ProvisionController) leaveStale(ctx context.Context, op *operation, reason string) {
+	className := ClaimClass(op.entry.Claim)
+	if op.entry.Class != nil {
+		className = op.entry.Class.Name
+	}
+	klog.FromContext(ctx).Error(nil, "Claim is gone and its interrupted provisioning is not finished: no asset is created or deleted on a guess",
+		"uid", op.entry.Claim.UID, "assetID", op.entry.AssetID, "reason", reason, "configMap", klog.KRef(c.journal.namespace, c.journal.name))
+	c.events.event(claimReference(op.entry.Claim), className, corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
+		"Claim was deleted while provisioning volume %s was interrupted, and its provisioning is not finished: %s. If the backend still holds an asset for volume %s that no PersistentVolume uses, delete it there; then remove key %q from ConfigMap %s/%s",
+		op.pvName, reason, op.pvName, op.pvName, c.journal.namespace, c.journal.name)
+	c.operations.end(op.pvName)
+	c.journal.keep(op.pvName)
 }
 
 // leaveOrphan ends, without calling the provisioner, the operation of a

@@ -16,8 +16,8 @@ import (
 // Provisioner creates and deletes the storage asset behind a PersistentVolume.
 // It is the whole contract between a provisioner and the ProvisionController;
 // extra capabilities are optional interfaces (Qualifier, RetryingQualifier,
-// DeletionGuard, BlockProvisioner, DataSourceProvisioner, ClaimMetadataReader)
-// found by type assertion.
+// DeletionGuard, BlockProvisioner, DataSourceProvisioner, ClaimMetadataReader,
+// RecordedAssetDeleter) found by type assertion.
 type Provisioner interface {
 	// Provision creates the asset for options.PVC and returns the PV that
 	// represents it. The PV should be built with options.NewVolume so that claim
@@ -78,7 +78,19 @@ type ProvisionOptions struct {
 	// Immediate classes, and when finishing the operation of a deleted claim
 	// whose node is gone too): do not modify.
 	SelectedNode *corev1.Node
+	// RecordAssetID is set for provisioners that implement
+	// RecordedAssetDeleter (nil for others): call it with the ID the backend
+	// gave the asset as soon as the backend has answered, before anything
+	// else can fail. The ID is kept in the operation's in-flight journal
+	// entry (written at once; Provision does not wait for it), so that
+	// after a restart the operation of a claim that is gone is finished by
+	// deleting that asset, never by creating it again. IDs longer than
+	// MaxRecordedAssetIDLength are not kept.
+	RecordAssetID func(id string)
 }
+
+// MaxRecordedAssetIDLength bounds an ID given to ProvisionOptions.RecordAssetID.
+const MaxRecordedAssetIDLength = 1024
 
 // Qualifier is implemented by provisioners that can cheaply tell, before any
 // work, that a claim is not theirs to provision (for example: node-local
@@ -133,6 +145,21 @@ type ClaimMetadataReader interface {
 	// ClaimMetadataKeys returns the label and annotation keys Provision reads
 	// for claims of class.
 	ClaimMetadataKeys(class *storagev1.StorageClass) (labels, annotations []string)
+}
+
+// RecordedAssetDeleter is implemented by provisioners that can delete an
+// asset by the ID the backend gave it (a CSI volume ID), recorded with
+// ProvisionOptions.RecordAssetID. After a restart, the operation of a claim
+// that was deleted before its PV was saved is finished with
+// DeleteRecordedAsset instead of a second Provision and a Delete: if another
+// provisioner took over meanwhile, served the claim and deleted its asset,
+// a second Provision would create that asset again (a phantom volume, and a
+// leak if the Delete then fails).
+type RecordedAssetDeleter interface {
+	// DeleteRecordedAsset deletes the asset known as assetID that Provision
+	// made for options (the claim and class as the journal recorded them).
+	// An asset that is already gone is success.
+	DeleteRecordedAsset(ctx context.Context, options ProvisionOptions, assetID string) error
 }
 
 // SelectedNodeReader is implemented by provisioners whose Provision reads the

@@ -455,13 +455,18 @@ run time. Call with (dict "ctx" . "leader" $electsALeader).
 {{- $selector := "app.kubernetes.io/managed-by=kubeprov-external-storage" -}}
 helm uninstall removes what the chart installed, not what the provisioner
 writes at run time: its in-flight journal, ConfigMaps in {{ $ns }} labelled
-{{ $selector }}
+{{ $selector }},
+the Secret kubeprov-journal-key that signs the journal's entries
 {{- if .leader }}, and its leader election Lease in {{ .ctx.Values.leaderElection.namespace | default $ns }}{{ end }}.
 A journal whose data has keys other than "_class.*" lists operations still in
 flight, which the provisioner finishes when installed again (the storage of
-a claim deleted meanwhile would otherwise stay). Once it has none and the
-release is gone for good, remove them:
+a claim deleted meanwhile would otherwise stay; an operation that another
+provisioner may have finished meanwhile is never provisioned again). Once it
+has none, or another provisioner serves those claims, and the release is
+gone for good, remove them (the Secret only if no other kubeprov provisioner
+runs in {{ $ns }}: it signs their journals too):
   kubectl delete configmap -n {{ $ns }} -l {{ $selector }}
+  kubectl delete secret -n {{ $ns }} kubeprov-journal-key
 {{- if .leader }}
   kubectl get lease -n {{ .ctx.Values.leaderElection.namespace | default $ns }}   # then: kubectl delete lease -n ... <the provisioner's>
 {{- end }}

@@ -118,8 +118,9 @@ type Provisioner struct {
 }
 
 var (
-	_ controller.Provisioner      = (*Provisioner)(nil)
-	_ controller.BlockProvisioner = (*Provisioner)(nil)
+	_ controller.Provisioner          = (*Provisioner)(nil)
+	_ controller.BlockProvisioner     = (*Provisioner)(nil)
+	_ controller.RecordedAssetDeleter = (*Provisioner)(nil)
 )
 
 // New returns a Provisioner. With the topology capability it registers
@@ -247,6 +248,11 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	if vol.GetVolumeId() == "" {
 		// Nothing to delete it by: the driver is broken, say so.
 		return nil, controller.ProvisioningFinished, fmt.Errorf("CSI driver %s: CreateVolume %s returned no volume id", p.cfg.DriverName, req.Name)
+	}
+	if o.RecordAssetID != nil {
+		// A restart then deletes this volume by its ID if the claim is gone,
+		// instead of creating it again.
+		o.RecordAssetID(vol.GetVolumeId())
 	}
 	if required := req.GetCapacityRange().GetRequiredBytes(); vol.GetCapacityBytes() != 0 && vol.GetCapacityBytes() < required {
 		return p.undoCreate(ctx, vol, req, fmt.Errorf("CSI driver %s: CreateVolume %s returned %d bytes, less than the %d requested",
@@ -487,6 +493,32 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 			pv.Name, AnnDeletionSecretName, AnnDeletionSecretNamespace)
 	}
 	return p.deleteVolume(ctx, pv.Spec.CSI.VolumeHandle, secrets)
+}
+
+// DeleteRecordedAsset deletes, by the ID recorded when CreateVolume
+// answered, the volume made for a claim that was deleted before its PV was
+// saved: DeleteVolume with the provisioner secret the class names for that
+// claim, as the PV would have recorded it. No PV ever named the volume, so
+// no VolumeAttachment can attach it.
+func (p *Provisioner) DeleteRecordedAsset(ctx context.Context, o controller.ProvisionOptions, volumeID string) error {
+	if o.StorageClass == nil || o.PVC == nil {
+		return errors.New("no StorageClass or claim to delete the volume of")
+	}
+	params, err := parseParameters(o.StorageClass.Parameters)
+	if err != nil {
+		return err
+	}
+	refs, err := params.resolveSecrets(templateValues{pvName: o.PVName, claim: o.PVC})
+	if err != nil {
+		return err
+	}
+	var secrets map[string]string
+	if ref := refs[SecretProvisioner]; ref != nil {
+		if secrets, err = p.readSecret(ctx, ref, params.secrets[SecretProvisioner]); err != nil {
+			return err
+		}
+	}
+	return p.deleteVolume(ctx, volumeID, secrets)
 }
 
 // checkDetached refuses to delete a volume that a VolumeAttachment still

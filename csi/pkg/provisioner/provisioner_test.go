@@ -6,6 +6,7 @@ package provisioner
 import (
 	"context"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -627,4 +628,37 @@ func TestSecretsNeverLogged(t *testing.T) {
 func testContext(t *testing.T) context.Context {
 	_, ctx := ktesting.NewTestContext(t)
 	return ctx
+}
+
+// TestVolumeIDRecordedAndDeletedByIt: the volume ID is recorded as soon as
+// CreateVolume answers, and DeleteRecordedAsset deletes that ID with the
+// provisioner secret the class names for the recorded claim (a template
+// resolved from it), without CreateVolume.
+func TestVolumeIDRecordedAndDeletedByIt(t *testing.T) {
+	p, fc := newTestProvisioner(t, Config{}, secret("team-a", "data-secret"))
+	fc.volume = &csi.Volume{VolumeId: "vol-7", CapacityBytes: 1 << 30}
+	params := map[string]string{
+		"csi.storage.k8s.io/provisioner-secret-name":      "${pvc.name}-secret",
+		"csi.storage.k8s.io/provisioner-secret-namespace": "${pvc.namespace}",
+	}
+	o := options(newClaim(), params)
+	var recorded []string
+	o.RecordAssetID = func(id string) { recorded = append(recorded, id) }
+	if _, _, err := p.Provision(testContext(t), o); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(recorded, []string{"vol-7"}) {
+		t.Fatalf("recorded %v, want the volume ID vol-7", recorded)
+	}
+	creates := len(fc.creates)
+	if err := p.DeleteRecordedAsset(testContext(t), options(newClaim(), params), "vol-7"); err != nil {
+		t.Fatal(err)
+	}
+	if len(fc.creates) != creates || len(fc.deletes) != 1 || fc.deletes[0].VolumeId != "vol-7" || fc.deletes[0].Secrets["password"] != secretValue {
+		t.Fatalf("CreateVolume calls %d (want %d), DeleteVolume %v: want one of vol-7 with the class's secret", len(fc.creates), creates, fc.deletes)
+	}
+	fc.deleteErr = status.Error(codes.NotFound, "no such volume")
+	if err := p.DeleteRecordedAsset(testContext(t), options(newClaim(), params), "vol-7"); err != nil {
+		t.Errorf("a volume already gone: %v, want success", err)
+	}
 }

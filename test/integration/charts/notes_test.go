@@ -17,7 +17,8 @@ import (
 // helm install prints, in each mode: it tells how to remove what helm
 // uninstall leaves behind, the provisioner's in-flight journal ConfigMaps
 // (by the label the library writes on them, which test/e2e finds after
-// uninstalling every chart) and, exactly when the release elects a leader,
+// uninstalling every chart), the Secret that signs them and, exactly when
+// the release elects a leader,
 // its Lease; charts/nfs also the StatefulSet's export claim.
 func TestNotesTellWhatUninstallLeaves(t *testing.T) {
 	for _, p := range pairings {
@@ -30,6 +31,10 @@ func TestNotesTellWhatUninstallLeaves(t *testing.T) {
 			journals := "kubectl delete configmap -n " + testNamespace + " -l " + controller.LabelManagedBy + "=kubeprov-external-storage"
 			if !strings.Contains(notes, journals) {
 				t.Errorf("NOTES.txt does not say %q:\n%s", journals, notes)
+			}
+			journalKey := "kubectl delete secret -n " + testNamespace + " " + controller.JournalKeySecret
+			if !strings.Contains(notes, journalKey) {
+				t.Errorf("NOTES.txt does not say %q:\n%s", journalKey, notes)
 			}
 			objs := mustRender(t, ch, "r", testNamespace, p.values)
 			_, c := pod(t, objs)

@@ -161,10 +161,20 @@ func TestUpstreamTakeover(t *testing.T) {
 // PV as the upstream sidecar does.
 func (e *env) upstreamVolume(driver csispec.ControllerClient, claim *corev1.PersistentVolumeClaim, secretName, secretNS string) *corev1.PersistentVolume {
 	e.t.Helper()
-	name := pvName(claim)
-	vol, err := createGiBVolume(e.ctx, driver, name)
+	pv, err := e.createUpstreamVolume(e.ctx, driver, claim, secretName, secretNS)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	return pv
+}
+
+// createUpstreamVolume is upstreamVolume returning its error, for a
+// goroutine.
+func (e *env) createUpstreamVolume(ctx context.Context, driver csispec.ControllerClient, claim *corev1.PersistentVolumeClaim, secretName, secretNS string) (*corev1.PersistentVolume, error) {
+	name := pvName(claim)
+	vol, err := createGiBVolume(ctx, driver, name)
+	if err != nil {
+		return nil, err
 	}
 	attributes := map[string]string{attrProvisionerID: upstreamProvisionerID + e.name}
 	for k, v := range vol.GetVolumeContext() {
@@ -194,11 +204,7 @@ func (e *env) upstreamVolume(driver csispec.ControllerClient, claim *corev1.Pers
 			}},
 		},
 	}
-	pv, err = cp.Client.CoreV1().PersistentVolumes().Create(e.ctx, pv, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return pv
+	return cp.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 }
 
 // holdUpstreamLease creates the Lease the upstream sidecar holds and renews
