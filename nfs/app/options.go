@@ -82,6 +82,10 @@ type Options struct {
 	Shares []string
 	// StrictParameters keeps the stricter pathPattern and onDelete rules.
 	StrictParameters bool
+	// NFSDefaultMode, NFSDefaultUID and NFSDefaultGID are the mode and owner
+	// of new directories (NFS_DEFAULT_MODE, ... as in
+	// nfs-subdir-external-provisioner); "" leaves them as they are.
+	NFSDefaultMode, NFSDefaultUID, NFSDefaultGID string
 
 	fs *pflag.FlagSet
 }
@@ -128,6 +132,18 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Subdir mode: a further export that classes select with the parameter share: name=NAME,server=SERVER,path=PATH,root=MOUNT-POINT. Repeat the flag, or separate shares with ; (one SHARE variable).")
 	fs.BoolVar(&o.StrictParameters, "strict-parameters", o.StrictParameters,
 		"Subdir mode: refuse claims whose pathPattern reads a label or annotation they lack, or that expands to an empty or . component, and classes whose onDelete and archiveOnDelete contradict each other (by default, as in nfs-subdir-external-provisioner, a missing value is empty and onDelete wins).")
+	o.addOwnershipFlags(fs)
+}
+
+// addOwnershipFlags adds the flags (and so the variables) of
+// nfs-subdir-external-provisioner's directory defaults.
+func (o *Options) addOwnershipFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.NFSDefaultMode, "nfs-default-mode", o.NFSDefaultMode,
+		"Subdir mode: octal mode of new volume directories (default 777, or 2770 with the class's gid); a claim's annotation "+subdir.AnnDirectoryMode+" wins.")
+	fs.StringVar(&o.NFSDefaultUID, "nfs-default-uid", o.NFSDefaultUID,
+		"Subdir mode: numeric owner of new volume directories (default: the provisioner's, root); a claim's annotation "+subdir.AnnDirectoryUID+" wins.")
+	fs.StringVar(&o.NFSDefaultGID, "nfs-default-gid", o.NFSDefaultGID,
+		"Subdir mode: numeric group of new volume directories (default: the provisioner's, root); the class's gid and a claim's annotation "+subdir.AnnDirectoryGID+" win.")
 }
 
 // Complete reads the former subdir provisioner's variables for what our own
@@ -217,13 +233,48 @@ func parseShare(v string) (subdir.Share, error) {
 	return s, nil
 }
 
+// ownership parses --nfs-default-mode, -uid and -gid, naming the one at
+// fault; "" leaves a field unset.
+func (o *Options) ownership() (subdir.Ownership, error) {
+	var owner subdir.Ownership
+	var errs []error
+	bad := func(flag string, err error) {
+		errs = append(errs, fmt.Errorf("--%s (%s): %w", flag, cli.EnvName(flag), err))
+	}
+	if o.NFSDefaultMode != "" {
+		if m, err := subdir.ParseMode(o.NFSDefaultMode); err != nil {
+			bad("nfs-default-mode", err)
+		} else {
+			owner.Mode = &m
+		}
+	}
+	for _, f := range []struct {
+		flag, v string
+		dst     **int
+	}{{"nfs-default-uid", o.NFSDefaultUID, &owner.UID}, {"nfs-default-gid", o.NFSDefaultGID, &owner.GID}} {
+		if f.v == "" {
+			continue
+		}
+		if n, err := subdir.ParseID(f.v); err != nil {
+			bad(f.flag, err)
+		} else {
+			*f.dst = &n
+		}
+	}
+	return owner, errors.Join(errs...)
+}
+
 // SubdirConfig is the subdir provisioner's configuration from the options.
 func (o *Options) SubdirConfig() (subdir.Config, error) {
 	shares, err := ParseShares(o.Shares)
 	if err != nil {
 		return subdir.Config{}, err
 	}
-	cfg := subdir.Config{Shares: shares, Strict: o.StrictParameters}
+	owner, err := o.ownership()
+	if err != nil {
+		return subdir.Config{}, err
+	}
+	cfg := subdir.Config{Shares: shares, Strict: o.StrictParameters, Ownership: owner}
 	if o.NFSServer != "" || o.NFSPath != "" || len(shares) == 0 {
 		cfg.Root, cfg.Server, cfg.Path = o.NFSRoot, o.NFSServer, o.NFSPath
 	}
@@ -247,12 +298,18 @@ func (o *Options) Validate() error {
 		if !safeClients.MatchString(o.ExportSubnet) {
 			errs = append(errs, fmt.Errorf("--export-subnet %q must be * or subnets, addresses and host names separated by commas", o.ExportSubnet))
 		}
+		if o.NFSDefaultMode != "" || o.NFSDefaultUID != "" || o.NFSDefaultGID != "" {
+			errs = append(errs, errors.New("--nfs-default-mode, -uid and -gid (NFS_DEFAULT_MODE/UID/GID) apply to --mode=subdir only; in server mode set the class parameter gid"))
+		}
 	case ModeSubdir:
 		if o.RunServer {
 			errs = append(errs, errors.New("--run-server applies to --mode=server only; subdir mode uses an existing NFS server"))
 		}
 		shares, err := ParseShares(o.Shares)
 		errs = append(errs, err)
+		if _, err := o.ownership(); err != nil {
+			errs = append(errs, err)
+		}
 		if o.NFSServer != "" || o.NFSPath != "" || len(shares) == 0 && err == nil {
 			// The default share.
 			if !filepath.IsAbs(o.NFSRoot) {

@@ -23,7 +23,8 @@ import (
 func parse(t *testing.T, args []string, env map[string]string) (*Options, error) {
 	t.Helper()
 	for _, k := range []string{"PROVISIONER", "PROVISIONER_NAME", "NFS_SERVER", "NFS_PATH", "MODE",
-		"LEADER_ELECTION", "ENABLE_LEADER_ELECTION", "SHARE", "STRICT_PARAMETERS", "NFS_ROOT"} {
+		"LEADER_ELECTION", "ENABLE_LEADER_ELECTION", "SHARE", "STRICT_PARAMETERS", "NFS_ROOT",
+		"NFS_DEFAULT_MODE", "NFS_DEFAULT_UID", "NFS_DEFAULT_GID", "RUN_SERVER", "LEADER_ELECT", "DEVICE_BASED_FSIDS"} {
 		// t.Setenv restores the variable after the test; unset it unless given.
 		t.Setenv(k, env[k])
 		if _, given := env[k]; !given {
@@ -211,5 +212,34 @@ func TestServerAddress(t *testing.T) {
 		if got != c.want {
 			t.Errorf("serverAddress(%+v) = %q (%v), want %q", c.o, got, err, c.want)
 		}
+	}
+}
+
+// TestUpstreamOwnershipEnvironment: nfs-subdir-external-provisioner's
+// NFS_DEFAULT_MODE, NFS_DEFAULT_UID and NFS_DEFAULT_GID become the
+// directories' defaults; a bad value stops the start naming the variable,
+// and server mode refuses them (its directories follow the class's gid).
+func TestUpstreamOwnershipEnvironment(t *testing.T) {
+	env := map[string]string{"NFS_SERVER": "nfs.example", "NFS_PATH": "/share",
+		"NFS_DEFAULT_MODE": "0750", "NFS_DEFAULT_UID": "1000", "NFS_DEFAULT_GID": "2000"}
+	o, err := parse(t, []string{"--mode=subdir"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.SubdirConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own := cfg.Ownership; own.Mode == nil || *own.Mode != 0o750 || own.UID == nil || *own.UID != 1000 || own.GID == nil || *own.GID != 2000 {
+		t.Errorf("ownership %+v, want 0750 1000:2000", own)
+	}
+	for k, bad := range map[string]string{"NFS_DEFAULT_MODE": "0999", "NFS_DEFAULT_UID": "nobody", "NFS_DEFAULT_GID": "-1"} {
+		e := map[string]string{"NFS_SERVER": "nfs.example", "NFS_PATH": "/share", k: bad}
+		if _, err := parse(t, []string{"--mode=subdir"}, e); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: %v; want an error naming %s", k, bad, err, k)
+		}
+	}
+	if _, err := parse(t, nil, map[string]string{"NFS_DEFAULT_MODE": "0750"}); err == nil || !strings.Contains(err.Error(), "gid") {
+		t.Errorf("server mode with NFS_DEFAULT_MODE: %v; want an error pointing to the class's gid", err)
 	}
 }
