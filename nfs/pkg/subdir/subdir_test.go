@@ -6,8 +6,8 @@ package subdir
 import (
 	"context"
 	"errors"
-	"os"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
