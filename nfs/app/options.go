@@ -59,6 +59,8 @@ type Options struct {
 	Mode string
 
 	// Server mode.
+	// RunServer is true by default, as in the classic nfs-provisioner, whose
+	// manifests do not pass it.
 	RunServer      bool
 	ExportRoot     string
 	GaneshaConfig  string
@@ -72,6 +74,9 @@ type Options struct {
 	PodIP          string
 	NodeName       string
 	EnableXFSQuota bool
+	// DeviceBasedFsids is the classic --device-based-fsids: Ganesha's
+	// fsid_device, only when given (Ganesha's default, false, otherwise).
+	DeviceBasedFsids bool
 
 	// Subdir mode.
 	NFSRoot   string
@@ -100,6 +105,7 @@ func NewOptions() *Options {
 		GaneshaLog:    DefaultGaneshaLog,
 		GracePeriod:   DefaultGracePeriod,
 		ExportSubnet:  ganesha.DefaultClients,
+		RunServer:     true,
 		MaxExports:    server.DefaultMaxExports,
 		NFSRoot:       DefaultNFSRoot,
 	}
@@ -111,7 +117,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Common.AddFlags(fs)
 	fs.StringVar(&o.Mode, "mode", o.Mode, "server: run exports of an NFS-Ganesha beside this process; subdir: carve directories out of an existing NFS export.")
 
-	fs.BoolVar(&o.RunServer, "run-server", o.RunServer, "Server mode: start and supervise rpcbind, the system D-Bus and ganesha.nfsd (reusing rpcbind and D-Bus if they already run).")
+	fs.BoolVar(&o.RunServer, "run-server", o.RunServer, "Server mode: start and supervise rpcbind, the system D-Bus and ganesha.nfsd (reusing rpcbind and D-Bus if they already run); false uses a Ganesha that runs already.")
 	fs.StringVar(&o.ExportRoot, "export-root", o.ExportRoot, "Server mode: directory holding one directory per volume, and the identity file.")
 	fs.StringVar(&o.GaneshaConfig, "ganesha-config", o.GaneshaConfig, "Server mode: NFS-Ganesha configuration file; written with defaults if missing, EXPORT blocks are added and removed.")
 	fs.StringVar(&o.GaneshaLog, "ganesha-log", o.GaneshaLog, "Server mode with --run-server: ganesha.nfsd's log file.")
@@ -123,6 +129,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "Server mode: Service in front of this server (in POD_NAMESPACE) whose ClusterIP clients mount from.")
 	fs.StringVar(&o.PodIP, "pod-ip", o.PodIP, "Server mode: this pod's IP (from the downward API), used as server address without --service-name.")
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Server mode: this node's name, used as server address without --service-name and --pod-ip (host network).")
+	fs.BoolVar(&o.DeviceBasedFsids, "device-based-fsids", o.DeviceBasedFsids,
+		"Server mode: Ganesha's fsid_device (file handles from the export volume's device numbers, which change when it is attached elsewhere), written into a new configuration file; with an existing one it must agree with the file. Unset: Ganesha's default, false.")
 	fs.BoolVar(&o.EnableXFSQuota, "enable-xfs-quota", o.EnableXFSQuota, "Server mode: limit each volume to its request with XFS project quota (the export root must be XFS mounted with prjquota).")
 
 	fs.StringVar(&o.NFSRoot, "nfs-root", o.NFSRoot, "Subdir mode: where the existing export is mounted in this pod.")
@@ -133,6 +141,19 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.StrictParameters, "strict-parameters", o.StrictParameters,
 		"Subdir mode: refuse claims whose pathPattern reads a label or annotation they lack, or that expands to an empty or . component, and classes whose onDelete and archiveOnDelete contradict each other (by default, as in nfs-subdir-external-provisioner, a missing value is empty and onDelete wins).")
 	o.addOwnershipFlags(fs)
+	fs.SetNormalizeFunc(classicNames(fs.GetNormalizeFunc()))
+}
+
+// classicNames makes the classic nfs-provisioner's --leader-elect another
+// spelling of --leader-election (so -leader-elect, --leader-elect=false and
+// LEADER_ELECTION all set the one flag), after next.
+func classicNames(next func(*pflag.FlagSet, string) pflag.NormalizedName) func(*pflag.FlagSet, string) pflag.NormalizedName {
+	return func(fs *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "leader-elect" {
+			name = "leader-election"
+		}
+		return next(fs, name)
+	}
 }
 
 // addOwnershipFlags adds the flags (and so the variables) of
@@ -281,6 +302,12 @@ func (o *Options) SubdirConfig() (subdir.Config, error) {
 	return cfg, nil
 }
 
+// given reports whether a flag was set on the command line or from the
+// environment.
+func (o *Options) given(flag string) bool {
+	return o.fs != nil && o.fs.Changed(flag)
+}
+
 // Validate checks the options, naming the flag at fault.
 func (o *Options) Validate() error {
 	errs := []error{o.Common.Validate()}
@@ -302,8 +329,11 @@ func (o *Options) Validate() error {
 			errs = append(errs, errors.New("--nfs-default-mode, -uid and -gid (NFS_DEFAULT_MODE/UID/GID) apply to --mode=subdir only; in server mode set the class parameter gid"))
 		}
 	case ModeSubdir:
-		if o.RunServer {
+		if o.RunServer && o.given("run-server") {
 			errs = append(errs, errors.New("--run-server applies to --mode=server only; subdir mode uses an existing NFS server"))
+		}
+		if o.given("device-based-fsids") {
+			errs = append(errs, errors.New("--device-based-fsids applies to --mode=server only; in subdir mode file handles are the existing NFS server's business"))
 		}
 		shares, err := ParseShares(o.Shares)
 		errs = append(errs, err)

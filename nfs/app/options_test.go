@@ -243,3 +243,42 @@ func TestUpstreamOwnershipEnvironment(t *testing.T) {
 		t.Errorf("server mode with NFS_DEFAULT_MODE: %v; want an error pointing to the class's gid", err)
 	}
 }
+
+// TestClassicProvisionerFlags: the classic nfs-provisioner's manifests
+// (deploy/kubernetes: "-provisioner=example.com/nfs", "-grace-period=0")
+// and its other flags, spelled with one dash as Go's flag package allows,
+// mean what they meant there: -run-server is on unless turned off,
+// -leader-elect is --leader-election, -device-based-fsids is kept for
+// Ganesha. Subdir mode refuses the server-only ones.
+func TestClassicProvisionerFlags(t *testing.T) {
+	classic := func(args ...string) (*Options, error) {
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		NewOptions().AddFlags(fs)
+		return parse(t, cli.LongFlagsWithOneDash(fs, args), nil)
+	}
+	o, err := classic("-provisioner=example.com/nfs", "-grace-period=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Provisioner != "example.com/nfs" || o.GracePeriod != 0 || !o.RunServer || o.LeaderElection {
+		t.Errorf("classic manifest: provisioner %q grace %d run-server %t leader-election %t; want example.com/nfs 0 true false",
+			o.Provisioner, o.GracePeriod, o.RunServer, o.LeaderElection)
+	}
+	if o, err = classic("-run-server=false", "-leader-elect=true", "-device-based-fsids=false"); err != nil {
+		t.Fatal(err)
+	}
+	if o.RunServer || !o.LeaderElection || o.DeviceBasedFsids || !o.given("device-based-fsids") {
+		t.Errorf("run-server %t leader-election %t device-based-fsids %t (given %t); want false true false true",
+			o.RunServer, o.LeaderElection, o.DeviceBasedFsids, o.given("device-based-fsids"))
+	}
+	if o, err = classic("-leader-elect"); err != nil || !o.LeaderElection {
+		t.Errorf("-leader-elect alone: %v, leader-election %t", err, o != nil && o.LeaderElection)
+	}
+	// Subdir mode: the default -run-server is no error; given, it is.
+	if _, err := classic("--mode=subdir", "--nfs-server=x", "--nfs-path=/p"); err != nil {
+		t.Errorf("subdir mode with the default --run-server: %v", err)
+	}
+	if _, err := classic("--mode=subdir", "--nfs-server=x", "--nfs-path=/p", "-device-based-fsids=true"); err == nil || !strings.Contains(err.Error(), "--device-based-fsids") {
+		t.Errorf("subdir mode with -device-based-fsids: %v", err)
+	}
+}

@@ -83,8 +83,8 @@ func NewLayout(dir string) Layout {
 }
 
 // Args are nfs-provisioner's flags for server mode as provisioner, on
-// loopback, with this layout and no NFSv4 grace period (--run-server is the
-// caller's choice).
+// loopback, with this layout and no NFSv4 grace period (--run-server, true
+// by default, is the caller's choice).
 func (l Layout) Args(provisioner string) []string {
 	return []string{
 		"--mode=server",
