@@ -5,6 +5,9 @@ package nfs
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/nfs/pkg/ganesha"
 	nfsbackend "github.com/kubeprov/external-storage/test/backend/nfs"
 	"github.com/kubeprov/external-storage/test/framework"
 )
@@ -118,4 +122,61 @@ func TestSubdirDirectoryOwnership(t *testing.T) {
 	}
 	deleteClaim(t, ctx, ns, "defaults", pv.Name)
 	deleteClaim(t, ctx, ns, "annotated", annotated.Name)
+}
+
+// TestServerRunsStatd: with --run-server, rpc.statd runs as in the classic
+// nfs-provisioner (port 662, registered with rpcbind as NSM, program
+// 100024) and records a client as Ganesha's NFSv3 lock manager asks it to
+// (SM_MON); after a restart the client gets its reboot notification, which
+// makes it reclaim its locks: sm-notify moves the NSM state number on and
+// sends SM_NOTIFY (here the client is this machine, so the new rpc.statd
+// receives it and logs it).
+func TestServerRunsStatd(t *testing.T) {
+	requireNFS(t)
+	ctx := framework.TestContext(t, 3*time.Minute)
+	srv := startServer(t, nil)
+	out, err := runTool(ctx, "rpcinfo", "-T", "tcp", loopback, "100024", "1")
+	if err != nil || !strings.Contains(out, "ready and waiting") {
+		t.Fatalf("rpc.statd (NSM, program 100024) does not answer through rpcbind: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(ganesha.StatdStateDir, "sm")); err != nil {
+		t.Errorf("rpc.statd's monitor list: %v", err)
+	}
+	t.Cleanup(func() {
+		// What SM_MON recorded, unless the notification removed it already.
+		for _, d := range []string{"sm", "sm.bak"} {
+			_ = os.Remove(filepath.Join(ganesha.StatdStateDir, d, "localhost"))
+		}
+	})
+	if res, err := smMon(fmt.Sprintf("127.0.0.1:%d", ganesha.StatdPort), "127.0.0.1"); err != nil || res != 0 {
+		t.Fatalf("SM_MON of a client: result %d, %v", res, err)
+	}
+	before := nsmState(t)
+	srv.restart(t)
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return nsmState(t) != before, nil
+	})
+	if err != nil {
+		t.Errorf("NSM state number still %d after a restart: no reboot notification was sent", before)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Contains(srv.LogTail(200), "Received SM_NOTIFY from 127.0.0.1"), nil
+	})
+	if err != nil {
+		t.Errorf("the monitored client got no SM_NOTIFY after the restart")
+	}
+}
+
+// nsmState is the NSM state number in rpc.statd's state file, 0 when it is
+// missing or empty.
+func nsmState(t *testing.T) uint32 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(ganesha.StatdStateDir, "state"))
+	if errors.Is(err, os.ErrNotExist) || len(b) < 4 {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return binary.NativeEndian.Uint32(b)
 }
