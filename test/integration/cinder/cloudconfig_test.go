@@ -22,10 +22,9 @@ import (
 // clouds.yaml (use-clouds, clouds-file, cloud). A claim on the real Cinder
 // is Bound and its volume deleted with it.
 func TestBinaryCloudNameAndCloudsYAML(t *testing.T) {
-	bin := framework.BuildTestBinary(t, "cinder", "cinder-provisioner")
 	const name = "kubeprov.io/cinder-cloud-name-it"
 	ctx := framework.TestContext(t, 3*time.Minute)
-	kubeconfig := applyDeployRBAC(ctx, t)
+	ns := cp.CreateTestNamespace(t, "cinder-cloud-name")
 	dir := t.TempDir()
 	clouds := filepath.Join(dir, "clouds.yaml")
 	if err := os.WriteFile(clouds, []byte("clouds:\n  other:\n    auth: {project_name: nobody}\n  stack:\n    auth:\n      username: admin\n      project_id: "+cinderbackend.Project+"\n"), 0o600); err != nil {
@@ -43,25 +42,11 @@ cloud=stack
 `, cinderbackend.Project, cinderAPI.Endpoint, clouds)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// StartProcess returns once /readyz answers, which needs the Cinder of
+	// startBinary returns once /readyz answers, which needs the Cinder of
 	// [Global "stack"].
-	p, err := framework.StartProcess(ctx, framework.ProcessOptions{
-		Binary: bin,
-		Args: []string{"-kubeconfig", kubeconfig, "-provisioner", name, "-cloud-config", conf, "-cloud-name", "stack",
-			"-retry-interval-start", "200ms", "-retry-interval-max", "2s", "-v", "2"},
-		Env:     []string{"INITIATOR_NAME=" + initiatorName, "POD_NAMESPACE=" + deployNamespace},
-		LogPath: filepath.Join(t.TempDir(), "cinder-provisioner.log"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.Kill()
-		if t.Failed() {
-			t.Logf("cinder-provisioner output:\n%s", p.Log())
-		}
-	})
-	ns := cp.CreateTestNamespace(t, "cinder-cloud-name")
+	p := startBinary(ctx, t, []string{"-kubeconfig", cp.KubeconfigPath, "-provisioner", name, "-cloud-config", conf, "-cloud-name", "stack",
+		"-retry-interval-start", "200ms", "-retry-interval-max", "2s", "-v", "2"},
+		[]string{"INITIATOR_NAME=" + initiatorName, "POD_NAMESPACE=" + ns})
 	sc := createClass(t, ns, name, map[string]string{"type": "iscsi"})
 	pvc := createPVC(ctx, t, ns, sc.Name)
 	_, pv, err := framework.WaitForPVCBound(ctx, cp.Client, ns, pvc.Name)
