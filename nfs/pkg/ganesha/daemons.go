@@ -53,12 +53,13 @@ type DaemonOptions struct {
 	Bus *Bus
 }
 
-// Daemons returns rpcbind, the system D-Bus daemon, rpc.statd and
-// ganesha.nfsd, in the order they must start. rpcbind, D-Bus and rpc.statd
+// Daemons returns rpcbind, the system D-Bus daemon, ganesha.nfsd and
+// rpc.statd, in the order they must start. rpcbind, D-Bus and rpc.statd
 // are reused when they already run (another container of the pod, or the
 // host); Ganesha never is: a running one would serve another configuration.
-// Each start of Ganesha, which forgets its locks, is preceded by the reboot
-// notifications that make the clients rpc.statd recorded reclaim them.
+// rpc.statd comes after Ganesha, so that each start of Ganesha, which
+// forgets its locks, is followed by one of rpc.statd, whose Prepare sends the
+// reboot notifications that make the clients it recorded reclaim them.
 func Daemons(o DaemonOptions) []supervisor.Process {
 	pidFile := o.PidFile
 	if pidFile == "" {
@@ -91,22 +92,6 @@ func Daemons(o DaemonOptions) []supervisor.Process {
 			},
 		},
 		{
-			Name: "rpc.statd",
-			Path: "rpc.statd",
-			// Notifications are sent before each start of Ganesha (notifyClients).
-			Args:    []string{"--foreground", "--no-syslog", "--no-notify", "--port", strconv.Itoa(StatdPort)},
-			Running: func(context.Context) bool { return dialTCP(statdAddress) == nil },
-			Ready:   func(context.Context) error { return dialTCP(statdAddress) },
-			Prepare: func() error {
-				for _, d := range []string{"sm", "sm.bak"} {
-					if err := os.MkdirAll(filepath.Join(StatdStateDir, d), 0o700); err != nil {
-						return err
-					}
-				}
-				return nil
-			},
-		},
-		{
 			Name: "ganesha.nfsd",
 			Path: "ganesha.nfsd",
 			Args: []string{"-F", "-f", o.ConfigPath, "-L", o.LogFile, "-N", "NIV_EVENT", "-p", pidFile},
@@ -117,9 +102,6 @@ func Daemons(o DaemonOptions) []supervisor.Process {
 				}
 				if running {
 					return fmt.Errorf("another ganesha.nfsd already owns %s on the system D-Bus; stop it or run without --run-server", BusName)
-				}
-				if err := notifyClients(); err != nil {
-					return err
 				}
 				return os.MkdirAll(filepath.Dir(pidFile), 0o755) //nolint:gosec // G301: a /run directory, as the daemons expect
 			},
@@ -135,17 +117,29 @@ func Daemons(o DaemonOptions) []supervisor.Process {
 				return err
 			},
 		},
+		{
+			Name: "rpc.statd",
+			Path: "rpc.statd",
+			// Its Prepare sends the notifications (notifyClients).
+			Args:    []string{"--foreground", "--no-syslog", "--no-notify", "--port", strconv.Itoa(StatdPort)},
+			Running: func(context.Context) bool { return dialTCP(statdAddress) == nil },
+			Ready:   func(context.Context) error { return dialTCP(statdAddress) },
+			Prepare: func() error {
+				for _, d := range []string{"sm", "sm.bak"} {
+					if err := os.MkdirAll(filepath.Join(StatdStateDir, d), 0o700); err != nil {
+						return err
+					}
+				}
+				return notifyClients()
+			},
+		},
 	}
 }
 
-// notifyClients runs sm-notify when an rpc.statd answers (without one no
-// client was recorded): every client that held locks is told the server
-// restarted. -f: sm-notify otherwise notifies once per boot of the machine,
-// and Ganesha restarts more often.
+// notifyClients runs sm-notify: every client recorded as holding locks is
+// told the server restarted. -f: sm-notify otherwise notifies once per boot
+// of the machine, and Ganesha restarts more often.
 func notifyClients() error {
-	if dialTCP(statdAddress) != nil {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "sm-notify", "-f").CombinedOutput(); err != nil {

@@ -138,7 +138,7 @@ func (l Layout) writeConfig() error {
 
 // systemDaemons are rpcbind and the system D-Bus as nfs-provisioner
 // --run-server runs them (ganesha.Daemons' options concern only Ganesha,
-// the last of its daemons; rpc.statd, the third, is not needed here).
+// the third of its daemons; rpc.statd, the last, is not needed here).
 func systemDaemons() []supervisor.Process {
 	return ganesha.Daemons(ganesha.DaemonOptions{})[:2]
 }
@@ -146,7 +146,7 @@ func systemDaemons() []supervisor.Process {
 // nfsd is ganesha.nfsd of layout as nfs-provisioner --run-server runs it,
 // logging to its standard error.
 func nfsd(l Layout, bus *ganesha.Bus) supervisor.Process {
-	return ganesha.Daemons(ganesha.DaemonOptions{ConfigPath: l.GaneshaConfig, LogFile: "/dev/stderr", PidFile: l.pidFile(), Bus: bus})[3]
+	return ganesha.Daemons(ganesha.DaemonOptions{ConfigPath: l.GaneshaConfig, LogFile: "/dev/stderr", PidFile: l.pidFile(), Bus: bus})[2]
 }
 
 // startDaemon runs d's Prepare, starts it with its output in logPath and

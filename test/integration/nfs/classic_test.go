@@ -159,8 +159,10 @@ func TestServerRunsStatd(t *testing.T) {
 	if err != nil {
 		t.Errorf("NSM state number still %d after a restart: no reboot notification was sent", before)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return strings.Contains(srv.LogTail(200), "Received SM_NOTIFY from 127.0.0.1"), nil
+	// sm-notify runs before the new rpc.statd listens and retries with
+	// a growing delay.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return srv.HasLog("Received SM_NOTIFY from 127.0.0.1"), nil
 	})
 	if err != nil {
 		t.Errorf("the monitored client got no SM_NOTIFY after the restart")
