@@ -32,6 +32,9 @@ type Options struct {
 	// CloudConfig is the INI file with the [Global] section; empty means the
 	// OS_* environment variables.
 	CloudConfig string
+	// CloudNames are the --cloud-name values: at most one, the
+	// [Global "name"] section of CloudConfig to read ("" is [Global]).
+	CloudNames []string
 	// InitiatorName is the iSCSI initiator IQN sent to Cinder and written
 	// on iSCSI PVs. Required for iSCSI backends; there is no default.
 	InitiatorName string
@@ -72,6 +75,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Common.AddFlags(fs)
 	fs.StringVar(&o.CloudConfig, "cloud-config", o.CloudConfig,
 		"INI file with a [Global] section saying how to reach Cinder (Keystone or noauth); empty means the OS_* environment variables.")
+	fs.StringArrayVar(&o.CloudNames, "cloud-name", o.CloudNames,
+		"The [Global \"NAME\"] section of --cloud-config to read, as cinder-csi-plugin's --cloud-name; default [Global]. One cloud per instance.")
 	fs.StringVar(&o.InitiatorName, "initiator-name", o.InitiatorName,
 		"iSCSI initiator IQN sent to Cinder and written on iSCSI PVs; the nodes log in with it. Required for iSCSI backends.")
 	fs.StringVar(&o.ConnectorHost, "connector-host", o.ConnectorHost, "Host name sent to Cinder in the connector.")
@@ -98,7 +103,14 @@ func (o *Options) Complete() error {
 	if err := o.Common.Complete(); err != nil {
 		return err
 	}
-	cloud, err := cloudconfig.Load(o.CloudConfig)
+	if len(o.CloudNames) > 1 {
+		return fmt.Errorf("--cloud-name is given %d times (%s): one cinder-provisioner serves one cloud; run one instance per cloud, each with its own --provisioner", len(o.CloudNames), strings.Join(o.CloudNames, ", "))
+	}
+	cloudName := ""
+	if len(o.CloudNames) == 1 {
+		cloudName = o.CloudNames[0]
+	}
+	cloud, err := cloudconfig.Load(o.CloudConfig, cloudName)
 	if err != nil {
 		return err
 	}

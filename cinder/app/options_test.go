@@ -44,6 +44,14 @@ func TestValidateNamesTheFlag(t *testing.T) {
 			args: []string{"--cloud-config", writeConfig(t, "[Global]\ncinder-endpoint=http://c/v3\ntenant-id=1\nendpoint-type=internal\n")},
 			want: []string{"unknown key(s) endpoint-type in [Global]"},
 		},
+		"two clouds": {
+			args: []string{"--cloud-config", good, "--cloud-name", "east", "--cloud-name", "west"},
+			want: []string{"--cloud-name is given 2 times (east, west): one cinder-provisioner serves one cloud"},
+		},
+		"missing cloud": {
+			args: []string{"--cloud-config", good, "--cloud-name", "east"},
+			want: []string{`has no [Global "east"] section (--cloud-name); it has [Global]`},
+		},
 		"bad initiator": {
 			args: []string{"--cloud-config", good, "--initiator-name", "node1"},
 			want: []string{`--initiator-name "node1" is not an iqn., eui. or naa. name`},

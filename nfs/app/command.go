@@ -115,13 +115,23 @@ func (o *Options) serverMode(ctx context.Context, kube kubernetes.Interface) (*s
 	if err != nil {
 		return nil, nil, fmt.Errorf("--export-root: %w", err)
 	}
+	var fsidDevice *bool
+	if o.given("device-based-fsids") {
+		fsidDevice = &o.DeviceBasedFsids
+	}
 	wrote, err := ganesha.EnsureConfig(o.GaneshaConfig, ganesha.BaseOptions{
 		BindAddress:  o.BindAddress,
 		GracePeriod:  o.GracePeriod,
 		RecoveryRoot: filepath.Join(o.ExportRoot, recoveryDir),
+		FsidDevice:   fsidDevice,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--ganesha-config: %w", err)
+	}
+	if !wrote && fsidDevice != nil {
+		if err := ganesha.CheckFsidDevice(o.GaneshaConfig, *fsidDevice); err != nil {
+			return nil, nil, fmt.Errorf("--device-based-fsids: %w", err)
+		}
 	}
 	if wrote {
 		logger.Info("Wrote a new Ganesha configuration", "path", o.GaneshaConfig)

@@ -59,6 +59,8 @@ type Options struct {
 	Mode string
 
 	// Server mode.
+	// RunServer is true by default, as in the classic nfs-provisioner, whose
+	// manifests do not pass it.
 	RunServer      bool
 	ExportRoot     string
 	GaneshaConfig  string
@@ -72,6 +74,9 @@ type Options struct {
 	PodIP          string
 	NodeName       string
 	EnableXFSQuota bool
+	// DeviceBasedFsids is the classic --device-based-fsids: Ganesha's
+	// fsid_device, only when given (Ganesha's default, false, otherwise).
+	DeviceBasedFsids bool
 
 	// Subdir mode.
 	NFSRoot   string
@@ -82,6 +87,10 @@ type Options struct {
 	Shares []string
 	// StrictParameters keeps the stricter pathPattern and onDelete rules.
 	StrictParameters bool
+	// NFSDefaultMode, NFSDefaultUID and NFSDefaultGID are the mode and owner
+	// of new directories (NFS_DEFAULT_MODE, ... as in
+	// nfs-subdir-external-provisioner); "" leaves them as they are.
+	NFSDefaultMode, NFSDefaultUID, NFSDefaultGID string
 
 	fs *pflag.FlagSet
 }
@@ -96,6 +105,7 @@ func NewOptions() *Options {
 		GaneshaLog:    DefaultGaneshaLog,
 		GracePeriod:   DefaultGracePeriod,
 		ExportSubnet:  ganesha.DefaultClients,
+		RunServer:     true,
 		MaxExports:    server.DefaultMaxExports,
 		NFSRoot:       DefaultNFSRoot,
 	}
@@ -107,7 +117,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Common.AddFlags(fs)
 	fs.StringVar(&o.Mode, "mode", o.Mode, "server: run exports of an NFS-Ganesha beside this process; subdir: carve directories out of an existing NFS export.")
 
-	fs.BoolVar(&o.RunServer, "run-server", o.RunServer, "Server mode: start and supervise rpcbind, the system D-Bus and ganesha.nfsd (reusing rpcbind and D-Bus if they already run).")
+	fs.BoolVar(&o.RunServer, "run-server", o.RunServer, "Server mode: start and supervise rpcbind, the system D-Bus and ganesha.nfsd (reusing rpcbind and D-Bus if they already run); false uses a Ganesha that runs already.")
 	fs.StringVar(&o.ExportRoot, "export-root", o.ExportRoot, "Server mode: directory holding one directory per volume, and the identity file.")
 	fs.StringVar(&o.GaneshaConfig, "ganesha-config", o.GaneshaConfig, "Server mode: NFS-Ganesha configuration file; written with defaults if missing, EXPORT blocks are added and removed.")
 	fs.StringVar(&o.GaneshaLog, "ganesha-log", o.GaneshaLog, "Server mode with --run-server: ganesha.nfsd's log file.")
@@ -119,6 +129,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "Server mode: Service in front of this server (in POD_NAMESPACE) whose ClusterIP clients mount from.")
 	fs.StringVar(&o.PodIP, "pod-ip", o.PodIP, "Server mode: this pod's IP (from the downward API), used as server address without --service-name.")
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "Server mode: this node's name, used as server address without --service-name and --pod-ip (host network).")
+	fs.BoolVar(&o.DeviceBasedFsids, "device-based-fsids", o.DeviceBasedFsids,
+		"Server mode: Ganesha's fsid_device (file handles from the export volume's device numbers, which change when it is attached elsewhere), written into a new configuration file; with an existing one it must agree with the file. Unset: Ganesha's default, false.")
 	fs.BoolVar(&o.EnableXFSQuota, "enable-xfs-quota", o.EnableXFSQuota, "Server mode: limit each volume to its request with XFS project quota (the export root must be XFS mounted with prjquota).")
 
 	fs.StringVar(&o.NFSRoot, "nfs-root", o.NFSRoot, "Subdir mode: where the existing export is mounted in this pod.")
@@ -128,6 +140,31 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Subdir mode: a further export that classes select with the parameter share: name=NAME,server=SERVER,path=PATH,root=MOUNT-POINT. Repeat the flag, or separate shares with ; (one SHARE variable).")
 	fs.BoolVar(&o.StrictParameters, "strict-parameters", o.StrictParameters,
 		"Subdir mode: refuse claims whose pathPattern reads a label or annotation they lack, or that expands to an empty or . component, and classes whose onDelete and archiveOnDelete contradict each other (by default, as in nfs-subdir-external-provisioner, a missing value is empty and onDelete wins).")
+	o.addOwnershipFlags(fs)
+	fs.SetNormalizeFunc(classicNames(fs.GetNormalizeFunc()))
+}
+
+// classicNames makes the classic nfs-provisioner's --leader-elect another
+// spelling of --leader-election (so -leader-elect, --leader-elect=false and
+// LEADER_ELECTION all set the one flag), after next.
+func classicNames(next func(*pflag.FlagSet, string) pflag.NormalizedName) func(*pflag.FlagSet, string) pflag.NormalizedName {
+	return func(fs *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "leader-elect" {
+			name = "leader-election"
+		}
+		return next(fs, name)
+	}
+}
+
+// addOwnershipFlags adds the flags (and so the variables) of
+// nfs-subdir-external-provisioner's directory defaults.
+func (o *Options) addOwnershipFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.NFSDefaultMode, "nfs-default-mode", o.NFSDefaultMode,
+		"Subdir mode: octal mode of new volume directories (default 777, or 2770 with the class's gid); a claim's annotation "+subdir.AnnDirectoryMode+" wins.")
+	fs.StringVar(&o.NFSDefaultUID, "nfs-default-uid", o.NFSDefaultUID,
+		"Subdir mode: numeric owner of new volume directories (default: the provisioner's, root); a claim's annotation "+subdir.AnnDirectoryUID+" wins.")
+	fs.StringVar(&o.NFSDefaultGID, "nfs-default-gid", o.NFSDefaultGID,
+		"Subdir mode: numeric group of new volume directories (default: the provisioner's, root); the class's gid and a claim's annotation "+subdir.AnnDirectoryGID+" win.")
 }
 
 // Complete reads the former subdir provisioner's variables for what our own
@@ -217,17 +254,58 @@ func parseShare(v string) (subdir.Share, error) {
 	return s, nil
 }
 
+// ownership parses --nfs-default-mode, -uid and -gid, naming the one at
+// fault; "" leaves a field unset.
+func (o *Options) ownership() (subdir.Ownership, error) {
+	var owner subdir.Ownership
+	var errs []error
+	bad := func(flag string, err error) {
+		errs = append(errs, fmt.Errorf("--%s (%s): %w", flag, cli.EnvName(flag), err))
+	}
+	if o.NFSDefaultMode != "" {
+		if m, err := subdir.ParseMode(o.NFSDefaultMode); err != nil {
+			bad("nfs-default-mode", err)
+		} else {
+			owner.Mode = &m
+		}
+	}
+	for _, f := range []struct {
+		flag, v string
+		dst     **int
+	}{{"nfs-default-uid", o.NFSDefaultUID, &owner.UID}, {"nfs-default-gid", o.NFSDefaultGID, &owner.GID}} {
+		if f.v == "" {
+			continue
+		}
+		if n, err := subdir.ParseID(f.v); err != nil {
+			bad(f.flag, err)
+		} else {
+			*f.dst = &n
+		}
+	}
+	return owner, errors.Join(errs...)
+}
+
 // SubdirConfig is the subdir provisioner's configuration from the options.
 func (o *Options) SubdirConfig() (subdir.Config, error) {
 	shares, err := ParseShares(o.Shares)
 	if err != nil {
 		return subdir.Config{}, err
 	}
-	cfg := subdir.Config{Shares: shares, Strict: o.StrictParameters}
+	owner, err := o.ownership()
+	if err != nil {
+		return subdir.Config{}, err
+	}
+	cfg := subdir.Config{Shares: shares, Strict: o.StrictParameters, Ownership: owner}
 	if o.NFSServer != "" || o.NFSPath != "" || len(shares) == 0 {
 		cfg.Root, cfg.Server, cfg.Path = o.NFSRoot, o.NFSServer, o.NFSPath
 	}
 	return cfg, nil
+}
+
+// given reports whether a flag was set on the command line or from the
+// environment.
+func (o *Options) given(flag string) bool {
+	return o.fs != nil && o.fs.Changed(flag)
 }
 
 // Validate checks the options, naming the flag at fault.
@@ -247,12 +325,21 @@ func (o *Options) Validate() error {
 		if !safeClients.MatchString(o.ExportSubnet) {
 			errs = append(errs, fmt.Errorf("--export-subnet %q must be * or subnets, addresses and host names separated by commas", o.ExportSubnet))
 		}
+		if o.NFSDefaultMode != "" || o.NFSDefaultUID != "" || o.NFSDefaultGID != "" {
+			errs = append(errs, errors.New("--nfs-default-mode, -uid and -gid (NFS_DEFAULT_MODE/UID/GID) apply to --mode=subdir only; in server mode set the class parameter gid"))
+		}
 	case ModeSubdir:
-		if o.RunServer {
+		if o.RunServer && o.given("run-server") {
 			errs = append(errs, errors.New("--run-server applies to --mode=server only; subdir mode uses an existing NFS server"))
+		}
+		if o.given("device-based-fsids") {
+			errs = append(errs, errors.New("--device-based-fsids applies to --mode=server only; in subdir mode file handles are the existing NFS server's business"))
 		}
 		shares, err := ParseShares(o.Shares)
 		errs = append(errs, err)
+		if _, err := o.ownership(); err != nil {
+			errs = append(errs, err)
+		}
 		if o.NFSServer != "" || o.NFSPath != "" || len(shares) == 0 && err == nil {
 			// The default share.
 			if !filepath.IsAbs(o.NFSRoot) {

@@ -23,7 +23,8 @@ import (
 func parse(t *testing.T, args []string, env map[string]string) (*Options, error) {
 	t.Helper()
 	for _, k := range []string{"PROVISIONER", "PROVISIONER_NAME", "NFS_SERVER", "NFS_PATH", "MODE",
-		"LEADER_ELECTION", "ENABLE_LEADER_ELECTION", "SHARE", "STRICT_PARAMETERS", "NFS_ROOT"} {
+		"LEADER_ELECTION", "ENABLE_LEADER_ELECTION", "SHARE", "STRICT_PARAMETERS", "NFS_ROOT",
+		"NFS_DEFAULT_MODE", "NFS_DEFAULT_UID", "NFS_DEFAULT_GID", "RUN_SERVER", "LEADER_ELECT", "DEVICE_BASED_FSIDS"} {
 		// t.Setenv restores the variable after the test; unset it unless given.
 		t.Setenv(k, env[k])
 		if _, given := env[k]; !given {
@@ -211,5 +212,73 @@ func TestServerAddress(t *testing.T) {
 		if got != c.want {
 			t.Errorf("serverAddress(%+v) = %q (%v), want %q", c.o, got, err, c.want)
 		}
+	}
+}
+
+// TestUpstreamOwnershipEnvironment: nfs-subdir-external-provisioner's
+// NFS_DEFAULT_MODE, NFS_DEFAULT_UID and NFS_DEFAULT_GID become the
+// directories' defaults; a bad value stops the start naming the variable,
+// and server mode refuses them (its directories follow the class's gid).
+func TestUpstreamOwnershipEnvironment(t *testing.T) {
+	env := map[string]string{"NFS_SERVER": "nfs.example", "NFS_PATH": "/share",
+		"NFS_DEFAULT_MODE": "0750", "NFS_DEFAULT_UID": "1000", "NFS_DEFAULT_GID": "2000"}
+	o, err := parse(t, []string{"--mode=subdir"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.SubdirConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own := cfg.Ownership; own.Mode == nil || *own.Mode != 0o750 || own.UID == nil || *own.UID != 1000 || own.GID == nil || *own.GID != 2000 {
+		t.Errorf("ownership %+v, want 0750 1000:2000", own)
+	}
+	for k, bad := range map[string]string{"NFS_DEFAULT_MODE": "0999", "NFS_DEFAULT_UID": "nobody", "NFS_DEFAULT_GID": "-1"} {
+		e := map[string]string{"NFS_SERVER": "nfs.example", "NFS_PATH": "/share", k: bad}
+		if _, err := parse(t, []string{"--mode=subdir"}, e); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: %v; want an error naming %s", k, bad, err, k)
+		}
+	}
+	if _, err := parse(t, nil, map[string]string{"NFS_DEFAULT_MODE": "0750"}); err == nil || !strings.Contains(err.Error(), "gid") {
+		t.Errorf("server mode with NFS_DEFAULT_MODE: %v; want an error pointing to the class's gid", err)
+	}
+}
+
+// TestClassicProvisionerFlags: the classic nfs-provisioner's manifests
+// (deploy/kubernetes: "-provisioner=example.com/nfs", "-grace-period=0")
+// and its other flags, spelled with one dash as Go's flag package allows,
+// mean what they meant there: -run-server is on unless turned off,
+// -leader-elect is --leader-election, -device-based-fsids is kept for
+// Ganesha. Subdir mode refuses the server-only ones.
+func TestClassicProvisionerFlags(t *testing.T) {
+	classic := func(args ...string) (*Options, error) {
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		NewOptions().AddFlags(fs)
+		return parse(t, cli.LongFlagsWithOneDash(fs, args), nil)
+	}
+	o, err := classic("-provisioner=example.com/nfs", "-grace-period=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Provisioner != "example.com/nfs" || o.GracePeriod != 0 || !o.RunServer || o.LeaderElection {
+		t.Errorf("classic manifest: provisioner %q grace %d run-server %t leader-election %t; want example.com/nfs 0 true false",
+			o.Provisioner, o.GracePeriod, o.RunServer, o.LeaderElection)
+	}
+	if o, err = classic("-run-server=false", "-leader-elect=true", "-device-based-fsids=false"); err != nil {
+		t.Fatal(err)
+	}
+	if o.RunServer || !o.LeaderElection || o.DeviceBasedFsids || !o.given("device-based-fsids") {
+		t.Errorf("run-server %t leader-election %t device-based-fsids %t (given %t); want false true false true",
+			o.RunServer, o.LeaderElection, o.DeviceBasedFsids, o.given("device-based-fsids"))
+	}
+	if o, err = classic("-leader-elect"); err != nil || !o.LeaderElection {
+		t.Errorf("-leader-elect alone: %v, leader-election %t", err, o != nil && o.LeaderElection)
+	}
+	// Subdir mode: the default -run-server is no error; given, it is.
+	if _, err := classic("--mode=subdir", "--nfs-server=x", "--nfs-path=/p"); err != nil {
+		t.Errorf("subdir mode with the default --run-server: %v", err)
+	}
+	if _, err := classic("--mode=subdir", "--nfs-server=x", "--nfs-path=/p", "-device-based-fsids=true"); err == nil || !strings.Contains(err.Error(), "--device-based-fsids") {
+		t.Errorf("subdir mode with -device-based-fsids: %v", err)
 	}
 }

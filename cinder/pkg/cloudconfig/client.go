@@ -88,6 +88,13 @@ func (c *Config) authOptions() gophercloud.AuthOptions {
 		AllowReauth: true,
 	}
 	switch {
+	case c.Token != "":
+		o.TokenID = c.Token
+		o.Username, o.UserID, o.DomainID, o.DomainName = "", "", "", ""
+		o.Scope = c.projectScope()
+		if c.TrustID != "" {
+			o.Scope = &gophercloud.AuthScope{TrustID: c.TrustID}
+		}
 	case c.ApplicationCredential():
 		// gophercloud prefers a password when one is set.
 		o.ApplicationCredentialID = c.ApplicationCredentialID
@@ -109,18 +116,26 @@ func (c *Config) authOptions() gophercloud.AuthOptions {
 		o.Password = c.Password
 		// Keystone v2.0 reads these; v3 the scope.
 		o.TenantID, o.TenantName = c.TenantID, c.TenantName
-		if c.TenantID != "" {
-			o.Scope = &gophercloud.AuthScope{ProjectID: c.TenantID}
-		} else {
-			id, name := c.projectDomain()
-			o.Scope = &gophercloud.AuthScope{ProjectName: c.TenantName, DomainID: id, DomainName: name}
-		}
+		o.Scope = c.projectScope()
 	}
 	if o.UserID != "" {
 		// A user given by id needs no domain; Keystone refuses both.
 		o.DomainID, o.DomainName = "", ""
 	}
 	return o
+}
+
+// projectScope is the project by id, or by name in its domain; nil without
+// a project (a token then keeps the scope it has).
+func (c *Config) projectScope() *gophercloud.AuthScope {
+	switch {
+	case c.TenantID != "":
+		return &gophercloud.AuthScope{ProjectID: c.TenantID}
+	case c.TenantName != "":
+		id, name := c.projectDomain()
+		return &gophercloud.AuthScope{ProjectName: c.TenantName, DomainID: id, DomainName: name}
+	}
+	return nil
 }
 
 // httpClient trusts CAFile on top of the system roots and redacts c's
@@ -164,6 +179,9 @@ func reauthError(err error, c *Config) error {
 	}
 	var code gophercloud.ErrUnexpectedResponseCode
 	if errors.As(err, &code) {
+		if c.Token != "" {
+			return fmt.Errorf("re-authenticating with Keystone at %s: it answered %d: the configured token has probably expired and cannot be renewed; log in with an application credential or a password instead", c.AuthURL, code.Actual)
+		}
 		return fmt.Errorf("re-authenticating with Keystone at %s: it answered %d", c.AuthURL, code.Actual)
 	}
 	return fmt.Errorf("re-authenticating with Keystone at %s: %w", c.AuthURL, c.redactError(err))

@@ -52,6 +52,10 @@ func newFakeKeystone(t *testing.T) *fakeKeystone {
 	mux.HandleFunc("POST /v3/auth/tokens", func(w http.ResponseWriter, r *http.Request) {
 		body := k.record(t, r)
 		pass, _ := dig(body, "auth", "identity", "password", "user", "password").(string)
+		if methods, _ := dig(body, "auth", "identity", "methods").([]any); len(methods) == 1 && methods[0] == "token" {
+			// The configured token stands for the password.
+			pass, _ = dig(body, "auth", "identity", "token", "id").(string)
+		}
 		if methods, _ := dig(body, "auth", "identity", "methods").([]any); len(methods) == 1 && methods[0] == "application_credential" {
 			pass, _ = dig(body, "auth", "identity", "application_credential", "secret").(string)
 			if dig(body, "auth", "scope") != nil {

@@ -73,7 +73,10 @@ type Config struct {
 	TrustID         string
 	TrusteeID       string
 	TrusteePassword string `secret:"true"`
-	Region          string
+	// Token is a Keystone token to log in with instead of a password; it
+	// cannot be renewed, so the provisioner stops working when it expires.
+	Token  string `secret:"true"`
+	Region string
 	// EndpointType is the catalog interface: public (default), internal or admin.
 	EndpointType string
 
@@ -111,6 +114,9 @@ func (c *Config) String() string {
 		if user == "" {
 			user = "id " + c.UserID
 		}
+		if c.Token != "" {
+			user = "a token"
+		}
 		scope := fmt.Sprintf("project %q", c.Project())
 		if c.TrustID != "" {
 			scope = fmt.Sprintf("trust %q", c.TrustID)
@@ -133,74 +139,91 @@ func (c *Config) ApplicationCredential() bool {
 	return c.ApplicationCredentialID != "" || c.ApplicationCredentialName != ""
 }
 
-// wire is the [Global] section as written in the file: every key is known,
-// nothing is checked yet. The keys are the OpenStack cloud provider's
-// (pkg/client AuthOpts), plus project-* aliases of tenant-* and this
-// provisioner's cinder-endpoint.
+// wire is the file as written: every [Global] section (plain, or
+// [Global "name"] subsections, one per cloud, as in cinder-csi-plugin's
+// cloud config), each key known, nothing checked yet.
 type wire struct {
-	Global struct {
-		AuthURL                     string `gcfg:"auth-url"`
-		Username                    string `gcfg:"username"`
-		UserID                      string `gcfg:"user-id"`
-		Password                    string `gcfg:"password"`
-		TenantID                    string `gcfg:"tenant-id"`
-		TenantName                  string `gcfg:"tenant-name"`
-		ProjectID                   string `gcfg:"project-id"`
-		ProjectName                 string `gcfg:"project-name"`
-		DomainID                    string `gcfg:"domain-id"`
-		DomainName                  string `gcfg:"domain-name"`
-		TenantDomainID              string `gcfg:"tenant-domain-id"`
-		TenantDomainName            string `gcfg:"tenant-domain-name"`
-		ProjectDomainID             string `gcfg:"project-domain-id"`
-		ProjectDomainName           string `gcfg:"project-domain-name"`
-		UserDomainID                string `gcfg:"user-domain-id"`
-		UserDomainName              string `gcfg:"user-domain-name"`
-		ApplicationCredentialID     string `gcfg:"application-credential-id"`
-		ApplicationCredentialName   string `gcfg:"application-credential-name"`
-		ApplicationCredentialSecret string `gcfg:"application-credential-secret"`
-		TrustID                     string `gcfg:"trust-id"`
-		TrusteeID                   string `gcfg:"trustee-id"`
-		TrusteePassword             string `gcfg:"trustee-password"`
-		Region                      string `gcfg:"region"`
-		EndpointType                string `gcfg:"os-endpoint-type"`
-		CAFile                      string `gcfg:"ca-file"`
-		TLSInsecure                 string `gcfg:"tls-insecure"`
-		CertFile                    string `gcfg:"cert-file"`
-		KeyFile                     string `gcfg:"key-file"`
-		CinderEndpoint              string `gcfg:"cinder-endpoint"`
-		// The cloud provider's clouds.yaml keys: known, so that they get
-		// their own message, but not supported.
-		UseClouds  string `gcfg:"use-clouds"`
-		CloudsFile string `gcfg:"clouds-file"`
-		Cloud      string `gcfg:"cloud"`
-	}
+	Global map[string]*global
+}
+
+// global is one [Global] section. The keys are the OpenStack cloud
+// provider's (pkg/client AuthOpts), plus project-* aliases of tenant-* and
+// this provisioner's cinder-endpoint.
+type global struct {
+	AuthURL                     string `gcfg:"auth-url"`
+	Username                    string `gcfg:"username"`
+	UserID                      string `gcfg:"user-id"`
+	Password                    string `gcfg:"password"`
+	TenantID                    string `gcfg:"tenant-id"`
+	TenantName                  string `gcfg:"tenant-name"`
+	ProjectID                   string `gcfg:"project-id"`
+	ProjectName                 string `gcfg:"project-name"`
+	DomainID                    string `gcfg:"domain-id"`
+	DomainName                  string `gcfg:"domain-name"`
+	TenantDomainID              string `gcfg:"tenant-domain-id"`
+	TenantDomainName            string `gcfg:"tenant-domain-name"`
+	ProjectDomainID             string `gcfg:"project-domain-id"`
+	ProjectDomainName           string `gcfg:"project-domain-name"`
+	UserDomainID                string `gcfg:"user-domain-id"`
+	UserDomainName              string `gcfg:"user-domain-name"`
+	ApplicationCredentialID     string `gcfg:"application-credential-id"`
+	ApplicationCredentialName   string `gcfg:"application-credential-name"`
+	ApplicationCredentialSecret string `gcfg:"application-credential-secret"`
+	TrustID                     string `gcfg:"trust-id"`
+	TrusteeID                   string `gcfg:"trustee-id"`
+	TrusteePassword             string `gcfg:"trustee-password"`
+	Token                       string `gcfg:"token"`
+	Region                      string `gcfg:"region"`
+	EndpointType                string `gcfg:"os-endpoint-type"`
+	CAFile                      string `gcfg:"ca-file"`
+	TLSInsecure                 string `gcfg:"tls-insecure"`
+	CertFile                    string `gcfg:"cert-file"`
+	KeyFile                     string `gcfg:"key-file"`
+	CinderEndpoint              string `gcfg:"cinder-endpoint"`
+	// clouds.yaml: fills what the section leaves empty (see clouds.go).
+	UseClouds  string `gcfg:"use-clouds"`
+	CloudsFile string `gcfg:"clouds-file"`
+	Cloud      string `gcfg:"cloud"`
 }
 
 // globalKeys lists the keys of [Global], for the unknown-key message.
 var globalKeys = []string{"auth-url", "username", "user-id", "password", "tenant-id", "tenant-name", "project-id", "project-name",
 	"domain-id", "domain-name", "tenant-domain-id", "tenant-domain-name", "project-domain-id", "project-domain-name",
 	"user-domain-id", "user-domain-name", "application-credential-id", "application-credential-name", "application-credential-secret",
-	"trust-id", "trustee-id", "trustee-password", "region", "os-endpoint-type", "ca-file", "tls-insecure", "cert-file", "key-file",
-	"cinder-endpoint"}
+	"trust-id", "trustee-id", "trustee-password", "token", "region", "os-endpoint-type", "ca-file", "tls-insecure", "cert-file", "key-file",
+	"cinder-endpoint", "use-clouds", "clouds-file", "cloud"}
 
-// Load reads the cloud config file at path, or the environment when path is
-// empty.
-func Load(path string) (*Config, error) {
+// Load reads the cloud config file at path, its [Global "cloudName"]
+// section ([Global] for ""), or the environment when path is empty.
+func Load(path, cloudName string) (*Config, error) {
 	if path == "" {
+		if cloudName != "" {
+			return nil, errors.New("--cloud-name selects a [Global \"name\"] section of --cloud-config, which is not given")
+		}
 		return FromEnv(os.LookupEnv)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--cloud-config: %w", err)
 	}
-	return Parse(string(b), path)
+	return ParseCloud(string(b), path, cloudName, os.LookupEnv)
 }
 
-// Parse reads a cloud config file's content; name says where it came from.
-// Sections other than [Global] belong to other OpenStack components sharing
-// the file (the cloud provider's [BlockStorage], [LoadBalancer], ...) and are
-// ignored; an unknown key in [Global] is an error naming it.
+// Parse reads a cloud config file's [Global] section; see ParseCloud.
 func Parse(content, name string) (*Config, error) {
+	return ParseCloud(content, name, "", os.LookupEnv)
+}
+
+// ParseCloud reads a cloud config file's content; name says where it came
+// from. It reads the section [Global "cloudName"], or [Global] when
+// cloudName is "": each such subsection is another cloud, as in
+// cinder-csi-plugin's --cloud-name. Sections other than [Global] belong to
+// other OpenStack components sharing the file (the cloud provider's
+// [BlockStorage], [LoadBalancer], ...) and are ignored; an unknown key in
+// [Global] is an error naming it. With use-clouds, clouds.yaml fills what
+// the section leaves empty; lookup reads OS_CLOUD and
+// OS_CLIENT_CONFIG_FILE for it.
+func ParseCloud(content, name, cloudName string, lookup func(string) (string, bool)) (*Config, error) {
 	var w wire
 	err := gcfg.ReadStringInto(&w, content)
 	var unknown []string
@@ -226,12 +249,15 @@ func Parse(content, name string) (*Config, error) {
 		return nil, fmt.Errorf("cloud config %s: unknown key(s) %s in [Global]; known keys are %s",
 			name, strings.Join(unknown, ", "), strings.Join(globalKeys, ", "))
 	}
-	g := w.Global
 	from := "cloud config " + name
-	var errs []error
-	if g.UseClouds != "" || g.CloudsFile != "" || g.Cloud != "" {
-		errs = append(errs, fmt.Errorf("%s: use-clouds, clouds-file and cloud (clouds.yaml) are not supported: write the credentials in [Global]", from))
+	g, err := w.section(from, cloudName)
+	if err != nil {
+		return nil, err
 	}
+	if cloudName != "" {
+		from += fmt.Sprintf(` [Global %q]`, cloudName)
+	}
+	var errs []error
 	// alias returns the value of a key and of its alias; set to different
 	// values is an error, since either could be the intended one.
 	alias := func(k1, v1, k2, v2 string) string {
@@ -262,6 +288,7 @@ func Parse(content, name string) (*Config, error) {
 		TrustID:                     g.TrustID,
 		TrusteeID:                   g.TrusteeID,
 		TrusteePassword:             g.TrusteePassword,
+		Token:                       g.Token,
 		Region:                      g.Region,
 		EndpointType:                g.EndpointType,
 		CAFile:                      g.CAFile,
@@ -277,17 +304,59 @@ func Parse(content, name string) (*Config, error) {
 		}
 		c.TLSInsecure = b
 	}
+	useClouds := false
+	if g.UseClouds != "" {
+		b, err := strconv.ParseBool(g.UseClouds)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: use-clouds: %q is not true or false", from, g.UseClouds))
+		}
+		useClouds = b
+	}
+	if !useClouds && (g.CloudsFile != "" || g.Cloud != "") {
+		errs = append(errs, fmt.Errorf("%s: clouds-file and cloud are read only with use-clouds = true; set it, or remove them", from))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if useClouds {
+		if err := c.fillFromClouds(g.CloudsFile, g.Cloud, lookup, g.TLSInsecure != ""); err != nil {
+			return nil, fmt.Errorf("%s: use-clouds: %w", from, err)
+		}
+	}
 	return validate(c, fileKeys)
+}
+
+// section returns the [Global "cloudName"] section, or [Global] for "".
+func (w *wire) section(from, cloudName string) (*global, error) {
+	if g := w.Global[cloudName]; g != nil {
+		return g, nil
+	}
+	var have []string
+	for n := range w.Global {
+		if n == "" {
+			have = append(have, "[Global]")
+		} else {
+			have = append(have, fmt.Sprintf("[Global %q]", n))
+		}
+	}
+	sort.Strings(have)
+	switch {
+	case cloudName == "" && len(have) == 0:
+		return &global{}, nil // validate names what is missing
+	case cloudName == "":
+		return nil, fmt.Errorf("%s has no [Global] section, only %s: select one with --cloud-name", from, strings.Join(have, ", "))
+	case len(have) == 0:
+		return nil, fmt.Errorf("%s has no [Global %q] section (--cloud-name) and no [Global] section at all", from, cloudName)
+	default:
+		return nil, fmt.Errorf("%s has no [Global %q] section (--cloud-name); it has %s", from, cloudName, strings.Join(have, ", "))
+	}
 }
 
 // keyNames names each setting the way its source spells it, so that errors
 // point at what the user wrote.
 type keyNames struct {
 	authURL, username, userID, password, tenantID, tenantName, domain, userDomain, projectDomain string
-	appCredID, appCredName, appCredSecret, trustID, trusteeID, trusteePassword                   string
+	appCredID, appCredName, appCredSecret, trustID, trusteeID, trusteePassword, token            string
 	endpointType, caFile, certFile, keyFile, cinderEndpoint                                      string
 }
 
@@ -296,7 +365,7 @@ var fileKeys = keyNames{
 	tenantID: "tenant-id", tenantName: "tenant-name", domain: "domain-id or domain-name",
 	userDomain: "user-domain-id or user-domain-name", projectDomain: "tenant-domain-id or tenant-domain-name",
 	appCredID: "application-credential-id", appCredName: "application-credential-name", appCredSecret: "application-credential-secret",
-	trustID: "trust-id", trusteeID: "trustee-id", trusteePassword: "trustee-password",
+	trustID: "trust-id", trusteeID: "trustee-id", trusteePassword: "trustee-password", token: "token",
 	endpointType: "os-endpoint-type", caFile: "ca-file", certFile: "cert-file", keyFile: "key-file", cinderEndpoint: "cinder-endpoint",
 }
 
@@ -306,7 +375,7 @@ var envKeys = keyNames{ //nolint:gosec // names of environment variables, not cr
 	domain:     "OS_DOMAIN_ID or OS_DOMAIN_NAME",
 	userDomain: "OS_USER_DOMAIN_ID or OS_USER_DOMAIN_NAME", projectDomain: "OS_PROJECT_DOMAIN_ID or OS_PROJECT_DOMAIN_NAME",
 	appCredID: "OS_APPLICATION_CREDENTIAL_ID", appCredName: "OS_APPLICATION_CREDENTIAL_NAME", appCredSecret: "OS_APPLICATION_CREDENTIAL_SECRET",
-	trustID: "OS_TRUST_ID", trusteeID: "OS_TRUSTEE_ID", trusteePassword: "OS_TRUSTEE_PASSWORD",
+	trustID: "OS_TRUST_ID", trusteeID: "OS_TRUSTEE_ID", trusteePassword: "OS_TRUSTEE_PASSWORD", token: "OS_TOKEN (or OS_AUTH_TOKEN)",
 	endpointType: "OS_INTERFACE (or OS_ENDPOINT_TYPE)", caFile: "OS_CACERT", certFile: "OS_CERT", keyFile: "OS_KEY",
 	cinderEndpoint: "OS_CINDER_ENDPOINT",
 }
@@ -315,7 +384,7 @@ var envKeys = keyNames{ //nolint:gosec // names of environment variables, not cr
 var EnvVars = []string{"OS_AUTH_URL", "OS_USERNAME", "OS_USER_ID", "OS_PASSWORD", "OS_TENANT_ID", "OS_PROJECT_ID",
 	"OS_TENANT_NAME", "OS_PROJECT_NAME", "OS_DOMAIN_ID", "OS_DOMAIN_NAME", "OS_USER_DOMAIN_ID", "OS_USER_DOMAIN_NAME",
 	"OS_PROJECT_DOMAIN_ID", "OS_PROJECT_DOMAIN_NAME", "OS_APPLICATION_CREDENTIAL_ID", "OS_APPLICATION_CREDENTIAL_NAME",
-	"OS_APPLICATION_CREDENTIAL_SECRET", "OS_TRUST_ID", "OS_TRUSTEE_ID", "OS_TRUSTEE_PASSWORD", "OS_REGION_NAME",
+	"OS_APPLICATION_CREDENTIAL_SECRET", "OS_TRUST_ID", "OS_TRUSTEE_ID", "OS_TRUSTEE_PASSWORD", "OS_TOKEN", "OS_AUTH_TOKEN", "OS_REGION_NAME",
 	"OS_INTERFACE", "OS_ENDPOINT_TYPE", "OS_CACERT", "OS_INSECURE", "OS_CERT", "OS_KEY", "OS_CINDER_ENDPOINT"}
 
 // FromEnv reads the OS_* variables through lookup (os.LookupEnv).
@@ -359,6 +428,7 @@ func FromEnv(lookup func(string) (string, bool)) (*Config, error) {
 		TrustID:                     first("OS_TRUST_ID"),
 		TrusteeID:                   first("OS_TRUSTEE_ID"),
 		TrusteePassword:             first("OS_TRUSTEE_PASSWORD"),
+		Token:                       first("OS_TOKEN", "OS_AUTH_TOKEN"),
 		Region:                      first("OS_REGION_NAME"),
 		EndpointType:                first("OS_INTERFACE", "OS_ENDPOINT_TYPE"),
 		CAFile:                      first("OS_CACERT"),
@@ -406,6 +476,12 @@ func validate(c *Config, k keyNames) (*Config, error) {
 			bad("%s: %s: %v", from, k.authURL, err)
 		}
 		switch {
+		case c.Token != "":
+			// The token is the login: Keystone rescopes it to the project or
+			// trust when one is given, and keeps its own scope otherwise.
+			if c.Username != "" || c.UserID != "" || c.Password != "" || c.ApplicationCredential() || c.TrusteeID != "" || c.TrusteePassword != "" {
+				bad("%s: %s replaces %s, %s, %s and the application credential keys; set one way to log in", from, k.token, k.username, k.userID, k.password)
+			}
 		case c.ApplicationCredential():
 			// The credential carries its project: no scope, no password.
 			if c.ApplicationCredentialSecret == "" {

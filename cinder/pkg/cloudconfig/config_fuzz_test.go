@@ -42,11 +42,14 @@ const credMarker = "Zx9Qv"
 func onlyInCredentials(file string) bool {
 	var w wire
 	_ = gcfg.ReadStringInto(&w, file) // what is read before an error counts
-	n := strings.Count(w.Global.Password, credMarker) + strings.Count(w.Global.ApplicationCredentialSecret, credMarker) +
-		strings.Count(w.Global.TrusteePassword, credMarker)
-	for _, raw := range []string{w.Global.AuthURL, w.Global.CinderEndpoint} {
-		if u, err := url.Parse(raw); err == nil && u.User != nil {
-			n += strings.Count(u.User.String(), credMarker)
+	n := 0
+	for _, g := range w.Global { // every cloud's section
+		n += strings.Count(g.Password, credMarker) + strings.Count(g.ApplicationCredentialSecret, credMarker) +
+			strings.Count(g.TrusteePassword, credMarker) + strings.Count(g.Token, credMarker)
+		for _, raw := range []string{g.AuthURL, g.CinderEndpoint} {
+			if u, err := url.Parse(raw); err == nil && u.User != nil {
+				n += strings.Count(u.User.String(), credMarker)
+			}
 		}
 	}
 	return n == strings.Count(file, credMarker)
@@ -61,7 +64,11 @@ func assertUsable(t *testing.T, c *Config) {
 		if c.CinderEndpoint != "" {
 			t.Fatalf("Keystone and noauth configuration accepted: %+v", c)
 		}
-		if c.ApplicationCredential() {
+		if c.Token != "" {
+			if c.Password != "" || c.Username != "" || c.UserID != "" || c.ApplicationCredential() {
+				t.Fatalf("a token with other credentials accepted: %+v", c)
+			}
+		} else if c.ApplicationCredential() {
 			if c.ApplicationCredentialSecret == "" || (c.ApplicationCredentialID == "" && c.Username == "" && c.UserID == "") {
 				t.Fatalf("incomplete application credential accepted: %+v", c)
 			}

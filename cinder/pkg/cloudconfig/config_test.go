@@ -231,14 +231,14 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(path, []byte("[Global]\ncinder-endpoint=http://c:8776/v3\ntenant-id=0123\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(path)
+	c, err := Load(path, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Mode != AuthNoAuth || c.Source != "cloud config "+path {
 		t.Errorf("config = %+v", c)
 	}
-	if _, err := Load(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "--cloud-config") {
+	if _, err := Load(filepath.Join(t.TempDir(), "missing"), ""); err == nil || !strings.Contains(err.Error(), "--cloud-config") {
 		t.Errorf("err = %v", err)
 	}
 }

@@ -54,8 +54,9 @@ func TestLoginErrorsRedactEverySecret(t *testing.T) {
 		password        = `pw-"quoted"<&>-é-PasswordMarker`
 		credentialValue = `appcred-<secret>&"x"-CredentialMarker`
 		trusteePassword = `trustee-\back<slash>-TrusteeMarker`
+		token           = `tok-<"en">&-TokenMarker`
 	)
-	markers := map[string]string{password: "PasswordMarker", credentialValue: "CredentialMarker", trusteePassword: "TrusteeMarker"}
+	markers := map[string]string{password: "PasswordMarker", credentialValue: "CredentialMarker", trusteePassword: "TrusteeMarker", token: "TokenMarker"}
 	for name, tc := range map[string]struct {
 		file    string
 		secrets []string
@@ -67,6 +68,7 @@ func TestLoginErrorsRedactEverySecret(t *testing.T) {
 			secrets: []string{credentialValue}},
 		"trust with trustee": {file: fmt.Sprintf("username=admin\npassword=%q\ntrust-id=t1\ntrustee-id=u2\ntrustee-password=%q", password, trusteePassword),
 			secrets: []string{password, trusteePassword}},
+		"token": {file: fmt.Sprintf("token=%q\ntenant-id=p1", token), secrets: []string{token}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, err := Parse("[Global]\nauth-url="+keystone.URL+"/v3\n"+tc.file+"\n", "cloud.conf")
@@ -74,7 +76,7 @@ func TestLoginErrorsRedactEverySecret(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, secret := range tc.secrets {
-				if secret != c.Password && secret != c.ApplicationCredentialSecret && secret != c.TrusteePassword {
+				if secret != c.Password && secret != c.ApplicationCredentialSecret && secret != c.TrusteePassword && secret != c.Token {
 					t.Fatalf("secret %q was not read from the file: %+v", secret, c)
 				}
 			}

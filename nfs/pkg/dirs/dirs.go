@@ -97,13 +97,28 @@ func Create(root *os.Root, rel string, mode os.FileMode) (bool, error) {
 // (ModeGroup); nil leaves the group and makes rel writable by everybody.
 func SetGroup(root *os.Root, rel string, gid *int) error {
 	if gid == nil {
-		return root.Chmod(rel, ModeShared)
+		return SetOwner(root, rel, nil, nil, ModeShared)
 	}
-	if err := root.Lchown(rel, -1, *gid); err != nil {
-		return err
+	return SetOwner(root, rel, nil, gid, ModeGroup)
+}
+
+// SetOwner gives rel the user uid and group gid (nil leaves each as it is)
+// and then mode.
+func SetOwner(root *os.Root, rel string, uid, gid *int, mode os.FileMode) error {
+	if uid != nil || gid != nil {
+		u, g := -1, -1
+		if uid != nil {
+			u = *uid
+		}
+		if gid != nil {
+			g = *gid
+		}
+		if err := root.Lchown(rel, u, g); err != nil {
+			return err
+		}
 	}
 	// chown clears the setgid bit: set the mode afterwards.
-	return root.Chmod(rel, ModeGroup)
+	return root.Chmod(rel, mode)
 }
 
 // Empty reports whether directory rel has no entries.

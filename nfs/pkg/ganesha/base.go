@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -32,6 +34,9 @@ type BaseOptions struct {
 	// RecoveryRoot keeps NFSv4 client records across restarts; it must be on
 	// persistent storage or clients cannot reclaim their state and hang.
 	RecoveryRoot string
+	// FsidDevice, when set, is NFS_Core_Param's fsid_device: file handles
+	// name the file system by its device numbers instead of its own id.
+	FsidDevice *bool
 }
 
 // BaseConfig returns the configuration nfs-provisioner writes when the file
@@ -46,6 +51,9 @@ func BaseConfig(o BaseOptions) string {
 		fmt.Fprintf(&b, "\tBind_addr = %s;\n", o.BindAddress)
 	}
 	fmt.Fprintf(&b, "\tMNT_Port = %d;\n\tNLM_Port = %d;\n\tRquota_Port = %d;\n", MountdPort, NLMPort, RquotaPort)
+	if o.FsidDevice != nil {
+		fmt.Fprintf(&b, "\tfsid_device = %t;\n", *o.FsidDevice)
+	}
 	b.WriteString("}\n")
 	b.WriteString("NFS_KRB5 {\n\tActive_krb5 = false;\n}\n")
 	b.WriteString("NFSV4 {\n")
@@ -74,4 +82,37 @@ func EnsureConfig(path string, o BaseOptions) (bool, error) {
 		return false, fmt.Errorf("writing Ganesha configuration: %w", err)
 	}
 	return true, nil
+}
+
+// fsidDeviceSetting finds fsid_device in a configuration (Ganesha's keys
+// ignore case; commented-out lines do not count).
+var fsidDeviceSetting = regexp.MustCompile(`(?im)^[ \t]*fsid_device[ \t]*=[ \t]*([a-z0-9]+)[ \t]*;`)
+
+// CheckFsidDevice returns an error unless the configuration at path sets
+// fsid_device to want (absent means Ganesha's default, false). Changing it
+// under existing clients makes their file handles stale, so it is never
+// rewritten: the administrator edits the file, knowing that.
+func CheckFsidDevice(path string, want bool) error {
+	b, err := os.ReadFile(path) //nolint:gosec // G304: the administrator's --ganesha-config
+	if err != nil {
+		return err
+	}
+	got := false
+	if m := fsidDeviceSetting.FindSubmatch(b); m != nil {
+		v := strings.ToLower(string(m[1]))
+		// Ganesha's booleans: true/false, yes/no, on/off, 1/0.
+		switch v {
+		case "yes", "on":
+			got = true
+		case "no", "off":
+		default:
+			if got, err = strconv.ParseBool(v); err != nil {
+				return fmt.Errorf("%s: fsid_device = %s is not a boolean", path, m[1])
+			}
+		}
+	}
+	if got != want {
+		return fmt.Errorf("%s has fsid_device = %t (false when absent) but --device-based-fsids=%t; edit NFS_Core_Param in the file (clients must mount again: their file handles become stale) or drop the flag", path, got, want)
+	}
+	return nil
 }

@@ -171,3 +171,39 @@ func TestWriteFileAtomicKeepsMode(t *testing.T) {
 		t.Errorf("temporary files left: %v", entries)
 	}
 }
+
+// TestDeviceBasedFsids: the classic --device-based-fsids is Ganesha's
+// fsid_device, written into a new configuration only when given; an
+// existing configuration (the classic provisioner wrote fsid_device = true
+// into its vfs.conf) is never rewritten, and a flag that disagrees with it
+// stops the start naming the file.
+func TestDeviceBasedFsids(t *testing.T) {
+	yes := true
+	if c := BaseConfig(BaseOptions{}); strings.Contains(c, "fsid_device") {
+		t.Errorf("without the flag the configuration sets fsid_device:\n%s", c)
+	}
+	if c := BaseConfig(BaseOptions{FsidDevice: &yes}); !strings.Contains(c, "\tfsid_device = true;\n") {
+		t.Errorf("--device-based-fsids=true: no fsid_device = true in\n%s", c)
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		text string
+		want bool
+		ok   bool
+	}{
+		{"NFS_Core_Param {\n\tfsid_device = true;\n}\n", true, true},
+		{"NFS_Core_Param {\n\tFSID_DEVICE = TRUE;\n}\n", true, true},
+		{"NFS_Core_Param {\n\tfsid_device = true;\n}\n", false, false},
+		{"NFS_Core_Param {\n\t# fsid_device = true;\n}\n", false, true},
+		{"NFS_Core_Param {\n\tMNT_Port = 20048;\n}\n", true, false},
+	} {
+		path := filepath.Join(dir, "vfs.conf")
+		if err := os.WriteFile(path, []byte(c.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := CheckFsidDevice(path, c.want)
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), path)) {
+			t.Errorf("CheckFsidDevice(%q, %t) = %v; want ok %t, an error naming the file", c.text, c.want, err, c.ok)
+		}
+	}
+}

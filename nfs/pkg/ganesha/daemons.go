@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/kubeprov/external-storage/nfs/pkg/supervisor"
@@ -19,6 +21,23 @@ import (
 const (
 	RPCBindSocket   = "/run/rpcbind.sock"
 	SystemBusSocket = "/run/dbus/system_bus_socket"
+)
+
+// rpc.statd, NFSv3's status monitor: Ganesha's lock manager records the
+// clients holding locks with it, and when it starts it sends them reboot
+// notifications (sm-notify), so that they reclaim their locks.
+const (
+	// StatdPort is rpc.statd's port, as in the classic nfs-provisioner.
+	StatdPort = 662
+	// StatdStateDir holds the monitored clients (sm, sm.bak) and the NSM
+	// state number: nfs-utils' default, which the sm-notify that rpc.statd
+	// runs also uses. Mount persistent storage there for the notifications
+	// to survive a new pod.
+	StatdStateDir = "/var/lib/nfs"
+	// notifyTimeout bounds sm-notify's foreground part; it sends the
+	// notifications from a background process of its own, retrying
+	// unreachable clients for 15 minutes.
+	notifyTimeout = 30 * time.Second
 )
 
 // DaemonOptions say how to run ganesha.nfsd.
@@ -34,10 +53,13 @@ type DaemonOptions struct {
 	Bus *Bus
 }
 
-// Daemons returns rpcbind, the system D-Bus daemon and ganesha.nfsd, in the
-// order they must start. rpcbind and D-Bus are reused when they already run
-// (another container of the pod, or the host); Ganesha never is: a running
-// one would serve another configuration.
+// Daemons returns rpcbind, the system D-Bus daemon, ganesha.nfsd and
+// rpc.statd, in the order they must start. rpcbind, D-Bus and rpc.statd
+// are reused when they already run (another container of the pod, or the
+// host); Ganesha never is: a running one would serve another configuration.
+// rpc.statd comes after Ganesha, so that each start of Ganesha, which
+// forgets its locks, is followed by one of rpc.statd, whose Prepare sends the
+// reboot notifications that make the clients it recorded reclaim them.
 func Daemons(o DaemonOptions) []supervisor.Process {
 	pidFile := o.PidFile
 	if pidFile == "" {
@@ -95,11 +117,46 @@ func Daemons(o DaemonOptions) []supervisor.Process {
 				return err
 			},
 		},
+		{
+			Name: "rpc.statd",
+			Path: "rpc.statd",
+			// Its Prepare sends the notifications (notifyClients).
+			Args:    []string{"--foreground", "--no-syslog", "--no-notify", "--port", strconv.Itoa(StatdPort)},
+			Running: func(context.Context) bool { return dialTCP(statdAddress) == nil },
+			Ready:   func(context.Context) error { return dialTCP(statdAddress) },
+			Prepare: func() error {
+				for _, d := range []string{"sm", "sm.bak"} {
+					if err := os.MkdirAll(filepath.Join(StatdStateDir, d), 0o700); err != nil {
+						return err
+					}
+				}
+				return notifyClients()
+			},
+		},
 	}
 }
 
-func dialUnix(path string) error {
-	c, err := net.DialTimeout("unix", path, time.Second)
+// notifyClients runs sm-notify: every client recorded as holding locks is
+// told the server restarted. -f: sm-notify otherwise notifies once per boot
+// of the machine, and Ganesha restarts more often.
+func notifyClients() error {
+	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "sm-notify", "-f").CombinedOutput(); err != nil {
+		return fmt.Errorf("sm-notify (reboot notifications to NFSv3 clients): %w: %s", err, out)
+	}
+	return nil
+}
+
+// statdAddress is where rpc.statd answers locally.
+var statdAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(StatdPort))
+
+// dialUnix and dialTCP report whether something listens at path or addr.
+func dialUnix(path string) error { return dial("unix", path) }
+func dialTCP(addr string) error  { return dial("tcp", addr) }
+
+func dial(network, addr string) error {
+	c, err := net.DialTimeout(network, addr, time.Second)
 	if err != nil {
 		return err
 	}

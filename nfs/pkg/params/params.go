@@ -8,6 +8,7 @@ package params
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +45,33 @@ func CheckKnown(class *storagev1.StorageClass, known ...string) error {
 		return fmt.Errorf("StorageClass %s has %w", className(class), err)
 	}
 	return nil
+}
+
+// FoldKeys returns class with every parameter key that is one of known
+// but for case spelled as known, as the classic nfs-provisioner compared its
+// keys without regard to case (RootSquash, GID). Keys that name the same
+// parameter twice are an error naming both. class itself is not changed.
+func FoldKeys(class *storagev1.StorageClass, known ...string) (*storagev1.StorageClass, error) {
+	if class == nil || len(class.Parameters) == 0 {
+		return class, nil
+	}
+	folded := make(map[string]string, len(class.Parameters))
+	spelled := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(class.Parameters)) {
+		name := k
+		if i := slices.IndexFunc(known, func(kn string) bool { return strings.EqualFold(kn, k) }); i >= 0 {
+			name = known[i]
+		}
+		if other, dup := spelled[name]; dup {
+			return nil, fmt.Errorf("StorageClass %s has parameters %s and %s, which are the same parameter (keys are compared without regard to case); keep one",
+				class.Name, other, k)
+		}
+		spelled[name] = k
+		folded[name] = class.Parameters[k]
+	}
+	c := *class
+	c.Parameters = folded
+	return &c, nil
 }
 
 // GID parses the gid parameter: absent or "none" is nil, else a group id.

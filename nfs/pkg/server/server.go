@@ -151,8 +151,16 @@ type classParams struct {
 	mountOptions []string
 }
 
+// parseParams reads the class's parameters; their keys are compared without
+// regard to case, as the classic nfs-provisioner did.
 func parseParams(o controller.ProvisionOptions) (classParams, error) {
-	if err := params.CheckKnown(o.StorageClass, params.KeyGID, params.KeyRootSquash, params.KeyMountOptions); err != nil {
+	known := []string{params.KeyGID, params.KeyRootSquash, params.KeyMountOptions}
+	class, err := params.FoldKeys(o.StorageClass, known...)
+	if err != nil {
+		return classParams{}, err
+	}
+	o.StorageClass = class
+	if err := params.CheckKnown(o.StorageClass, known...); err != nil {
 		return classParams{}, err
 	}
 	mountOptions, err := params.MountOptions(o.StorageClass)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -302,5 +303,26 @@ func TestLoadIdentity(t *testing.T) {
 	}
 	if _, err := LoadIdentity(dir); err == nil {
 		t.Error("empty identity file accepted")
+	}
+}
+
+// TestClassParametersIgnoreCase: the classic nfs-provisioner compared its
+// class keys without regard to case, so classes written for it with GID,
+// RootSquash or mountoptions mean what they meant there; two spellings of
+// one key are refused, naming both.
+func TestClassParametersIgnoreCase(t *testing.T) {
+	f := newFixture(t, DefaultMaxExports)
+	_, ctx := ktesting.NewTestContext(t)
+	pv, _, err := f.p.Provision(ctx, options("pvc-case", "1Mi", map[string]string{"GID": "99", "RootSquash": "true", "MOUNTOPTIONS": "vers=4.1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Annotations["pv.beta.kubernetes.io/gid"] != "99" || !strings.Contains(pv.Annotations[AnnExportBlock], "root_id_squash") ||
+		!slices.Contains(pv.Spec.MountOptions, "vers=4.1") {
+		t.Errorf("GID/RootSquash/MOUNTOPTIONS not applied: annotations %v, mount options %v", pv.Annotations, pv.Spec.MountOptions)
+	}
+	_, _, err = f.p.Provision(ctx, options("pvc-twice", "1Mi", map[string]string{"gid": "99", "GID": "100"}))
+	if err == nil || !strings.Contains(err.Error(), "GID and gid") {
+		t.Errorf("gid and GID: %v; want an error naming both", err)
 	}
 }

@@ -93,6 +93,10 @@ type Config struct {
 	// onDelete and archiveOnDelete that contradict each other are an error
 	// (not onDelete winning).
 	Strict bool
+	// Ownership is the mode and owner of new directories unless the class
+	// (gid) or the claim (the k8s-sigs.io/nfs-directory-* annotations) say
+	// otherwise: NFS_DEFAULT_MODE, NFS_DEFAULT_UID, NFS_DEFAULT_GID.
+	Ownership Ownership
 	// Volumes, if set, is used to refuse a directory that another PV on the
 	// same share already uses (or contains, or is inside of).
 	Volumes corelisters.PersistentVolumeLister
@@ -209,9 +213,11 @@ func (s *share) check(ctx context.Context) error {
 }
 
 type classParams struct {
-	share    *share
-	rel      string
+	share *share
+	rel   string
+	// gid is the class's gid parameter, written on the PV for kubelet.
 	gid      *int
+	owner    Ownership
 	onDelete string
 	reuse    bool
 }
@@ -230,6 +236,15 @@ func (p *Provisioner) parseParams(o controller.ProvisionOptions) (classParams, e
 		return cp, err
 	}
 	if cp.gid, err = params.GID(class); err != nil {
+		return cp, err
+	}
+	// Claim annotations, then the class's gid, then the instance's defaults.
+	cp.owner = p.cfg.Ownership
+	if cp.gid != nil {
+		mode := dirs.ModeGroup
+		cp.owner.GID, cp.owner.Mode = cp.gid, &mode
+	}
+	if cp.owner, err = claimOwnership(o.PVC, cp.owner); err != nil {
 		return cp, err
 	}
 	if cp.onDelete, err = onDelete(o, p.cfg.Strict); err != nil {
@@ -313,13 +328,14 @@ func onDelete(o controller.ProvisionOptions, strict bool) (string, error) {
 }
 
 // ClaimMetadataKeys implements controller.ClaimMetadataReader: what the
-// class's pathPattern reads, so that a Provision repeated after a restart
-// names the same directory.
+// class's pathPattern reads and the ownership annotations, so that a
+// Provision repeated after a restart makes the same directory.
 func (p *Provisioner) ClaimMetadataKeys(class *storagev1.StorageClass) (labels, annotations []string) {
 	if class == nil {
-		return nil, nil
+		return nil, slices.Clone(ownershipAnnotations)
 	}
-	return MetadataKeys(class.Parameters[KeyPathPattern])
+	labels, annotations = MetadataKeys(class.Parameters[KeyPathPattern])
+	return labels, slices.Concat(annotations, ownershipAnnotations)
 }
 
 // Provision implements controller.Provisioner.
@@ -342,7 +358,12 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		return nil, controller.ProvisioningInBackground, err
 	}
 	logger.V(2).Info("Volume directory ready", "created", created)
-	ann := params.Annotations(cp.gid)
+	gid := cp.gid
+	if gid != nil {
+		// The group the directory has, which a claim annotation may change.
+		gid = cp.owner.GID
+	}
+	ann := params.Annotations(gid)
 	ann[AnnPath] = cp.rel
 	ann[AnnOnDelete] = cp.onDelete
 	if sh.Name != "" {
@@ -365,8 +386,8 @@ func makeDir(sh *share, o controller.ProvisionOptions, cp classParams) (bool, er
 	}
 	defer func() { _ = root.Close() }()
 	mode := dirs.ModeShared
-	if cp.gid != nil {
-		mode = dirs.ModeGroup
+	if cp.owner.Mode != nil {
+		mode = *cp.owner.Mode
 	}
 	created, err := dirs.Create(root, cp.rel, mode)
 	if err != nil {
@@ -388,9 +409,9 @@ func makeDir(sh *share, o controller.ProvisionOptions, cp classParams) (bool, er
 				cp.rel, KeyReuseExisting, o.StorageClass.Name, KeyPathPattern)
 		}
 	}
-	if created || cp.gid != nil {
-		if err := dirs.SetGroup(root, cp.rel, cp.gid); err != nil {
-			return created, fmt.Errorf("setting the group of directory %q: %w", cp.rel, err)
+	if created || cp.owner.set() {
+		if err := dirs.SetOwner(root, cp.rel, cp.owner.UID, cp.owner.GID, mode); err != nil {
+			return created, fmt.Errorf("setting the owner and mode of directory %q: %w", cp.rel, err)
 		}
 	}
 	return created, nil

@@ -6,9 +6,12 @@ package subdir
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -375,5 +378,109 @@ func TestReady(t *testing.T) {
 	f.p.shares[0].Root = filepath.Join(f.dir, "missing")
 	if err := f.p.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "default NFS share nfs.example:/share") {
 		t.Errorf("Ready with a missing share: %v; want an error naming it", err)
+	}
+}
+
+// TestDirectoryOwnership: nfs-subdir-external-provisioner's NFS_DEFAULT_MODE,
+// NFS_DEFAULT_UID, NFS_DEFAULT_GID and the claim annotations
+// k8s-sigs.io/nfs-directory-mode, -uid, -gid, with upstream's precedence
+// (claim, then instance defaults), and the class's gid between them.
+func TestDirectoryOwnership(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chown needs root; CI runs the tests as root")
+		}
+		t.Skip("chown needs root")
+	}
+	mode := func(m os.FileMode) *os.FileMode { return &m }
+	id := func(n int) *int { return &n }
+	for _, c := range []struct {
+		name      string
+		defaults  Ownership
+		params    map[string]string
+		ann       map[string]string
+		mode      os.FileMode
+		uid, gid  int
+		wantPVGID string
+	}{
+		{name: "nothing set: 0777, the provisioner's owner", mode: 0o777},
+		{name: "instance defaults", defaults: Ownership{Mode: mode(0o750), UID: id(1000), GID: id(2000)}, mode: 0o750, uid: 1000, gid: 2000},
+		{name: "annotations win over the defaults", defaults: Ownership{Mode: mode(0o750), UID: id(1000), GID: id(2000)},
+			ann: map[string]string{AnnDirectoryMode: "0700", AnnDirectoryUID: "1001", AnnDirectoryGID: "2001"}, mode: 0o700, uid: 1001, gid: 2001},
+		{name: "mode without leading zero", ann: map[string]string{AnnDirectoryMode: "755"}, mode: 0o755},
+		{name: "empty annotation is none", defaults: Ownership{Mode: mode(0o750)}, ann: map[string]string{AnnDirectoryMode: ""}, mode: 0o750},
+		{name: "class gid wins over the default gid", defaults: Ownership{Mode: mode(0o750), GID: id(2000)},
+			params: map[string]string{"gid": "3000"}, mode: os.ModeSetgid | 0o770, gid: 3000, wantPVGID: "3000"},
+		{name: "claim gid wins over the class gid, and the PV says so", params: map[string]string{"gid": "3000"},
+			ann: map[string]string{AnnDirectoryGID: "3001", AnnDirectoryMode: "2750"}, mode: os.ModeSetgid | 0o750, gid: 3001, wantPVGID: "3001"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p, err := New(Config{Root: dir, Server: "nfs.example", Path: "/share", Ownership: c.defaults})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := &fixture{dir: dir, p: p}
+			pvc := claim("ns", "data")
+			maps.Copy(pvc.Annotations, c.ann)
+			params := map[string]string{"pathPattern": "d"}
+			maps.Copy(params, c.params)
+			pv, err := f.provision(t, params, pvc, "pvc-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := os.Stat(filepath.Join(dir, "d"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sys := st.Sys().(*syscall.Stat_t)
+			if st.Mode()&(os.ModePerm|os.ModeSetgid|os.ModeSticky) != c.mode || int(sys.Uid) != c.uid || int(sys.Gid) != c.gid {
+				t.Errorf("directory %s %d:%d, want %s %d:%d", st.Mode(), sys.Uid, sys.Gid, c.mode, c.uid, c.gid)
+			}
+			if got := pv.Annotations["pv.beta.kubernetes.io/gid"]; got != c.wantPVGID {
+				t.Errorf("PV gid annotation %q, want %q", got, c.wantPVGID)
+			}
+		})
+	}
+}
+
+// TestDirectoryOwnershipRejectsBadAnnotations: the annotations are the
+// claim author's input: a bad one fails the claim with a message naming the
+// annotation and its value (the ProvisioningFailed event), and creates
+// nothing. Upstream used the default for a bad uid or gid.
+func TestDirectoryOwnershipRejectsBadAnnotations(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []struct{ key, value string }{
+		{AnnDirectoryMode, "999"},
+		{AnnDirectoryMode, "4755"},
+		{AnnDirectoryMode, "rwxr-x---"},
+		{AnnDirectoryMode, "-1"},
+		{AnnDirectoryUID, "alice"},
+		{AnnDirectoryUID, "-5"},
+		{AnnDirectoryGID, "4294967296"},
+		{AnnDirectoryGID, "1.5"},
+	} {
+		pvc := claim("ns", "bad")
+		pvc.Annotations[c.key] = c.value
+		_, err := f.provision(t, map[string]string{"pathPattern": "bad"}, pvc, "pvc-bad")
+		if err == nil || !strings.Contains(err.Error(), c.key) || !strings.Contains(err.Error(), `"`+c.value+`"`) {
+			t.Errorf("%s=%q: %v; want an error naming the annotation and the value", c.key, c.value, err)
+		}
+	}
+	if entries, _ := os.ReadDir(f.dir); len(entries) != 0 {
+		t.Errorf("refused claims left directories: %v", entries)
+	}
+}
+
+// TestClaimMetadataKeysIncludeOwnership: the journal keeps the ownership
+// annotations, so that a Provision repeated after a restart sets the same
+// mode and owner.
+func TestClaimMetadataKeysIncludeOwnership(t *testing.T) {
+	f := newFixture(t)
+	_, anns := f.p.ClaimMetadataKeys(class(map[string]string{"pathPattern": "${.PVC.annotations.team}"}))
+	for _, k := range []string{"team", AnnDirectoryMode, AnnDirectoryUID, AnnDirectoryGID} {
+		if !slices.Contains(anns, k) {
+			t.Errorf("ClaimMetadataKeys annotations %v lack %s", anns, k)
+		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 //
 // As deployed (nfs/deploy/server), nfs-provisioner runs Ganesha itself
 // (--run-server) and restarts it within seconds when it dies. Here replicas
-// run without --run-server and share one Ganesha, export root and
+// run with --run-server=false and share one Ganesha, export root and
 // configuration file, as containers of one pod would: with --run-server
 // every replica would start a Ganesha of its own and all but the first would
 // fail (one D-Bus name, fixed ports), and a killed Ganesha would be back
@@ -69,7 +69,7 @@ func NewWithOptions(ctx context.Context, cfg backend.Config, opts Options) (*Bac
 	}
 	b := &Backend{cfg: cfg, layout: NewLayout(filepath.Join(cfg.Dir, "server")), unlock: unlock}
 	b.replicas = backend.NewReplicas(cfg, backend.Binary{Module: "nfs", Name: "nfs-provisioner", BuildFlags: opts.BuildFlags},
-		b.layout.Args(cfg.ProvisionerName)...)
+		append(b.layout.Args(cfg.ProvisionerName), "--run-server=false")...)
 	if b.ganesha, err = StartGanesha(ctx, b.layout, cfg.Dir); err != nil {
 		unlock()
 		return nil, err

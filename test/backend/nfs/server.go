@@ -83,8 +83,8 @@ func NewLayout(dir string) Layout {
 }
 
 // Args are nfs-provisioner's flags for server mode as provisioner, on
-// loopback, with this layout and no NFSv4 grace period (--run-server is the
-// caller's choice).
+// loopback, with this layout and no NFSv4 grace period (--run-server, true
+// by default, is the caller's choice).
 func (l Layout) Args(provisioner string) []string {
 	return []string{
 		"--mode=server",
@@ -138,7 +138,7 @@ func (l Layout) writeConfig() error {
 
 // systemDaemons are rpcbind and the system D-Bus as nfs-provisioner
 // --run-server runs them (ganesha.Daemons' options concern only Ganesha,
-// the last of its daemons).
+// the third of its daemons; rpc.statd, the last, is not needed here).
 func systemDaemons() []supervisor.Process {
 	return ganesha.Daemons(ganesha.DaemonOptions{})[:2]
 }

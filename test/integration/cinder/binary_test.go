@@ -61,24 +61,15 @@ func applyDeployRBAC(ctx context.Context, t *testing.T) string {
 	return kubeconfig
 }
 
-// TestBinary runs cinder-provisioner as users do: with the deployment's
-// RBAC rules and nothing more, configured by OS_* variables (the noauth
-// environment form of the documentation) and by a flag given as an
-// environment variable, with the default identity. It serves /readyz only
-// when Cinder answers, provisions an iSCSI claim (CHAP Secret included),
-// deletes it, and stops cleanly on SIGTERM.
-func TestBinary(t *testing.T) {
-	bin := framework.BuildTestBinary(t, "cinder", "cinder-provisioner")
-	const name = "kubeprov.io/cinder-binary-it"
-	ctx := framework.TestContext(t, 3*time.Minute)
-	kubeconfig := applyDeployRBAC(ctx, t)
-	// StartProcess returns once /readyz answers, which needs Cinder.
+// startBinary runs cinder-provisioner with args and env, returns once its
+// /readyz answers (which needs Cinder), and kills it when the test ends,
+// printing its output if the test failed.
+func startBinary(ctx context.Context, t *testing.T, args, env []string) *framework.Process {
+	t.Helper()
 	p, err := framework.StartProcess(ctx, framework.ProcessOptions{
-		Binary: bin,
-		Args: []string{"--kubeconfig", kubeconfig, "--provisioner", name,
-			"--retry-interval-start", "200ms", "--retry-interval-max", "2s", "-v", "2"},
-		Env: []string{"OS_CINDER_ENDPOINT=" + cinderAPI.Endpoint, "OS_USERNAME=admin", "OS_TENANT_NAME=" + cinderbackend.Project,
-			"INITIATOR_NAME=" + initiatorName, "POD_NAMESPACE=" + deployNamespace},
+		Binary:  framework.BuildTestBinary(t, "cinder", "cinder-provisioner"),
+		Args:    args,
+		Env:     env,
 		LogPath: filepath.Join(t.TempDir(), "cinder-provisioner.log"),
 	})
 	if err != nil {
@@ -90,6 +81,23 @@ func TestBinary(t *testing.T) {
 			t.Logf("cinder-provisioner output:\n%s", p.Log())
 		}
 	})
+	return p
+}
+
+// TestBinary runs cinder-provisioner as users do: with the deployment's
+// RBAC rules and nothing more, configured by OS_* variables (the noauth
+// environment form of the documentation) and by a flag given as an
+// environment variable, with the default identity. It serves /readyz only
+// when Cinder answers, provisions an iSCSI claim (CHAP Secret included),
+// deletes it, and stops cleanly on SIGTERM.
+func TestBinary(t *testing.T) {
+	const name = "kubeprov.io/cinder-binary-it"
+	ctx := framework.TestContext(t, 3*time.Minute)
+	kubeconfig := applyDeployRBAC(ctx, t)
+	p := startBinary(ctx, t, []string{"--kubeconfig", kubeconfig, "--provisioner", name,
+		"--retry-interval-start", "200ms", "--retry-interval-max", "2s", "-v", "2"},
+		[]string{"OS_CINDER_ENDPOINT=" + cinderAPI.Endpoint, "OS_USERNAME=admin", "OS_TENANT_NAME=" + cinderbackend.Project,
+			"INITIATOR_NAME=" + initiatorName, "POD_NAMESPACE=" + deployNamespace})
 
 	ns := cp.CreateTestNamespace(t, "cinder-binary")
 	sc := createClass(t, ns, name, map[string]string{"type": "iscsi"})

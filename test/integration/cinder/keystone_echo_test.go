@@ -39,12 +39,14 @@ func TestBinaryLoginErrorShowsNoSecret(t *testing.T) {
 		password        = `pw<"1">-PasswordMarker`
 		credentialValue = `cred&<2>-CredentialMarker`
 		trusteePassword = `trustee\<3>-TrusteeMarker`
+		token           = `tok&<4>-TokenMarker`
 	)
 	for name, keys := range map[string]string{
 		"password":                       fmt.Sprintf("username=admin\npassword=%q\ntenant-id=p1", password),
 		"application credential by id":   fmt.Sprintf("application-credential-id=c1\napplication-credential-secret=%q", credentialValue),
 		"application credential by name": fmt.Sprintf("username=admin\napplication-credential-name=c1\napplication-credential-secret=%q", credentialValue),
 		"trust":                          fmt.Sprintf("username=admin\npassword=%q\ntrust-id=t1\ntrustee-id=u2\ntrustee-password=%q", password, trusteePassword),
+		"token":                          fmt.Sprintf("token=%q\ntenant-id=p1", token),
 	} {
 		t.Run(name, func(t *testing.T) {
 			conf := filepath.Join(t.TempDir(), "cloud.conf")
@@ -56,7 +58,7 @@ func TestBinaryLoginErrorShowsNoSecret(t *testing.T) {
 			if err == nil {
 				t.Fatalf("the binary logged in to a Keystone that refuses everyone:\n%s", out)
 			}
-			for _, marker := range []string{"PasswordMarker", "CredentialMarker", "TrusteeMarker"} {
+			for _, marker := range []string{"PasswordMarker", "CredentialMarker", "TrusteeMarker", "TokenMarker"} {
 				if strings.Contains(string(out), marker) {
 					t.Errorf("the binary's output shows a secret (%s):\n%s", marker, out)
 				}

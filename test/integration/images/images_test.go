@@ -55,7 +55,7 @@ var osImages = map[string]struct {
 }{
 	// Ganesha serves files of every uid: root, as nfs/Makefile's IMAGE_USER.
 	"nfs-provisioner": {user: "0:0", files: []string{
-		"usr/bin/ganesha.nfsd", "sbin/rpcbind", "usr/bin/dbus-daemon",
+		"usr/bin/ganesha.nfsd", "sbin/rpcbind", "usr/bin/dbus-daemon", "sbin/rpc.statd", "sbin/sm-notify",
 		"etc/dbus-1/system.d/nfs-ganesha-dbus.conf", "var/lib/dpkg/status",
 		// netbase: without them Ganesha cannot register with rpcbind.
 		"etc/services", "etc/protocols", "etc/rpc", "etc/mtab",

@@ -161,11 +161,11 @@ func TestServerRejects(t *testing.T) {
 	srv := startServer(t, nil, "--max-exports=1", "--export-subnet=192.0.2.0/24")
 	ns := cp.CreateTestNamespace(t, "nfs-rejects")
 	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-rejects", srv.name, nil))
-	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-typo", srv.name, map[string]string{"rootsquash": "true"}))
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-typo", srv.name, map[string]string{"rootSqash": "true"}))
 	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-badgid", srv.name, map[string]string{"gid": "wheel"}))
 
 	typo := createPVC(t, ns, "typo", "nfs-server-typo", "1Mi", nil)
-	failsWith(t, ctx, typo, "unknown parameter(s) rootsquash")
+	failsWith(t, ctx, typo, "unknown parameter(s) rootSqash")
 	badGID := createPVC(t, ns, "badgid", "nfs-server-badgid", "1Mi", nil)
 	failsWith(t, ctx, badGID, "parameter gid", `"wheel"`)
 	huge := createPVC(t, ns, "huge", "nfs-server-rejects", "1Pi", nil)

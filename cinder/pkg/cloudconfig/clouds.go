@@ -1,0 +1,214 @@
+// Copyright 2026 The external-storage Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package cloudconfig
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// cloudsFileName is what clouds.yaml is called in the places it is looked
+// for when clouds-file does not name one.
+const cloudsFileName = "clouds.yaml"
+
+// cloudsSearchPath is where clouds.yaml is looked for, in order, after
+// OS_CLIENT_CONFIG_FILE: the working directory, the user's and the system's
+// OpenStack configuration (gophercloud's clientconfig order, which the
+// OpenStack cloud provider uses).
+func cloudsSearchPath() []string {
+	path := []string{cloudsFileName}
+	if home, err := os.UserHomeDir(); err == nil {
+		path = append(path, filepath.Join(home, ".config", "openstack", cloudsFileName))
+	}
+	return append(path, filepath.Join("/etc", "openstack", cloudsFileName))
+}
+
+// cloudsYAML is the part of clouds.yaml that is read; each entry is decoded
+// strictly only once selected, so that other clouds may hold keys of other
+// tools.
+type cloudsYAML struct {
+	Clouds map[string]json.RawMessage `json:"clouds"`
+}
+
+// cloudEntry is one cloud of clouds.yaml: every key it may hold is known,
+// and those that have no meaning here are refused in fill.
+type cloudEntry struct {
+	Auth struct {
+		AuthURL                     string `json:"auth_url"`
+		Token                       string `json:"token"`
+		Username                    string `json:"username"`
+		UserID                      string `json:"user_id"`
+		Password                    string `json:"password"`
+		ApplicationCredentialID     string `json:"application_credential_id"`
+		ApplicationCredentialName   string `json:"application_credential_name"`
+		ApplicationCredentialSecret string `json:"application_credential_secret"`
+		ProjectID                   string `json:"project_id"`
+		ProjectName                 string `json:"project_name"`
+		UserDomainID                string `json:"user_domain_id"`
+		UserDomainName              string `json:"user_domain_name"`
+		ProjectDomainID             string `json:"project_domain_id"`
+		ProjectDomainName           string `json:"project_domain_name"`
+		DomainID                    string `json:"domain_id"`
+		DomainName                  string `json:"domain_name"`
+		DefaultDomain               string `json:"default_domain"`
+		TrustID                     string `json:"trust_id"`
+		SystemScope                 string `json:"system_scope"`
+	} `json:"auth"`
+	AuthType           string          `json:"auth_type"`
+	RegionName         string          `json:"region_name"`
+	Regions            json.RawMessage `json:"regions"`
+	Interface          string          `json:"interface"`
+	EndpointType       string          `json:"endpoint_type"`
+	IdentityAPIVersion json.RawMessage `json:"identity_api_version"`
+	VolumeAPIVersion   json.RawMessage `json:"volume_api_version"`
+	Verify             *bool           `json:"verify"`
+	CACert             string          `json:"cacert"`
+	Cert               string          `json:"cert"`
+	Key                string          `json:"key"`
+	Profile            string          `json:"profile"`
+	Cloud              string          `json:"cloud"`
+}
+
+// fillFromClouds reads the cloud named name (else OS_CLOUD, else the only
+// one) from clouds.yaml at file (else OS_CLIENT_CONFIG_FILE, else the search
+// path) and sets every field of c that is still empty, as the OpenStack
+// cloud provider's use-clouds does: [Global] wins. insecureSet says whether
+// tls-insecure was given, which then wins over verify.
+func (c *Config) fillFromClouds(file, name string, lookup func(string) (string, bool), insecureSet bool) error {
+	path, content, err := findClouds(file, lookup)
+	if err != nil {
+		return err
+	}
+	if err := refuseSecureYAML(path, lookup); err != nil {
+		return err
+	}
+	var all cloudsYAML
+	if err := yaml.Unmarshal(content, &all); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if name == "" {
+		name, _ = lookup("OS_CLOUD")
+	}
+	names := slices.Sorted(maps.Keys(all.Clouds))
+	switch {
+	case name == "" && len(names) == 1:
+		name = names[0]
+	case name == "":
+		return fmt.Errorf("%s has clouds %s: select one with cloud (or OS_CLOUD)", path, strings.Join(names, ", "))
+	}
+	raw, ok := all.Clouds[name]
+	if !ok {
+		return fmt.Errorf("%s has no cloud %q; it has %s", path, name, strings.Join(names, ", "))
+	}
+	var e cloudEntry
+	if err := yaml.UnmarshalStrict(raw, &e); err != nil {
+		// Key names only: the decoder quotes no values.
+		return fmt.Errorf("%s, cloud %q: %w", path, name, err)
+	}
+	if err := e.check(); err != nil {
+		return fmt.Errorf("%s, cloud %q: %w", path, name, err)
+	}
+	a := e.Auth
+	endpointType := e.Interface
+	if endpointType == "" {
+		endpointType = e.EndpointType
+	} else if e.EndpointType != "" && e.EndpointType != e.Interface {
+		return fmt.Errorf("%s, cloud %q: interface and endpoint_type are both set, to different values; set one", path, name)
+	}
+	for _, f := range []struct {
+		dst *string
+		v   string
+	}{
+		{&c.AuthURL, a.AuthURL}, {&c.Token, a.Token}, {&c.Username, a.Username}, {&c.UserID, a.UserID}, {&c.Password, a.Password},
+		{&c.ApplicationCredentialID, a.ApplicationCredentialID}, {&c.ApplicationCredentialName, a.ApplicationCredentialName},
+		{&c.ApplicationCredentialSecret, a.ApplicationCredentialSecret},
+		{&c.TenantID, a.ProjectID}, {&c.TenantName, a.ProjectName},
+		{&c.UserDomainID, a.UserDomainID}, {&c.UserDomainName, a.UserDomainName},
+		{&c.ProjectDomainID, a.ProjectDomainID}, {&c.ProjectDomainName, a.ProjectDomainName},
+		{&c.DomainID, a.DomainID}, {&c.DomainName, a.DomainName}, {&c.TrustID, a.TrustID},
+		{&c.Region, e.RegionName}, {&c.EndpointType, endpointType},
+		{&c.CAFile, e.CACert}, {&c.CertFile, e.Cert}, {&c.KeyFile, e.Key},
+	} {
+		if *f.dst == "" {
+			*f.dst = f.v
+		}
+	}
+	// default_domain: the domain of a user or project given without one.
+	if a.DefaultDomain != "" && c.DomainID == "" && c.DomainName == "" {
+		c.DomainID = a.DefaultDomain
+	}
+	if e.Verify != nil && !insecureSet {
+		c.TLSInsecure = !*e.Verify
+	}
+	c.Source += fmt.Sprintf(" and %s (cloud %q)", path, name)
+	return nil
+}
+
+// check refuses what clouds.yaml may say that has no meaning here, naming
+// what to use instead.
+func (e *cloudEntry) check() error {
+	var errs []error
+	switch strings.ToLower(e.AuthType) {
+	case "", "password", "v3password", "token", "v3token", "v3applicationcredential", "applicationcredential":
+	default:
+		errs = append(errs, fmt.Errorf("auth_type %q is not supported: use password, token or v3applicationcredential", e.AuthType))
+	}
+	if len(e.Regions) > 0 {
+		errs = append(errs, errors.New("regions is not supported: set region_name (one provisioner serves one region)"))
+	}
+	if e.Profile != "" || e.Cloud != "" {
+		errs = append(errs, errors.New("profile and cloud (clouds-public.yaml) are not read: write auth_url and the other keys into the cloud's entry"))
+	}
+	if e.Auth.SystemScope != "" {
+		errs = append(errs, errors.New("system_scope is not supported: volumes belong to a project; set project_id or project_name"))
+	}
+	if v := strings.Trim(string(e.VolumeAPIVersion), `"`); v != "" && v != "3" {
+		errs = append(errs, fmt.Errorf("volume_api_version %s is not supported: this provisioner speaks block storage v3", v))
+	}
+	// identity_api_version: as in gophercloud, auth_url decides (.../v3 or .../v2.0).
+	return errors.Join(errs...)
+}
+
+// findClouds returns the path and content of clouds.yaml: file if given,
+// else OS_CLIENT_CONFIG_FILE, else the first of cloudsSearchPath that exists.
+func findClouds(file string, lookup func(string) (string, bool)) (string, []byte, error) {
+	if file == "" {
+		file, _ = lookup("OS_CLIENT_CONFIG_FILE")
+	}
+	if file != "" {
+		b, err := os.ReadFile(file) //nolint:gosec // G304: the administrator's clouds-file
+		return file, b, err
+	}
+	for _, p := range cloudsSearchPath() {
+		b, err := os.ReadFile(p) //nolint:gosec // G304: clouds.yaml's standard places
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		return p, b, err
+	}
+	return "", nil, fmt.Errorf("no clouds.yaml: set clouds-file, or put one at %s", strings.Join(cloudsSearchPath(), ", "))
+}
+
+// refuseSecureYAML refuses a secure.yaml beside clouds.yaml (or named by
+// OS_CLIENT_SECURE_FILE): other OpenStack clients merge it, this one does
+// not, and silently missing its secrets would log in as someone else.
+func refuseSecureYAML(cloudsPath string, lookup func(string) (string, bool)) error {
+	secure, ok := lookup("OS_CLIENT_SECURE_FILE")
+	if !ok || secure == "" {
+		secure = filepath.Join(filepath.Dir(cloudsPath), "secure.yaml")
+	}
+	if _, err := os.Stat(secure); err == nil {
+		return fmt.Errorf("%s is not read: move its keys into %s (a Secret) or into [Global]", secure, cloudsPath)
+	}
+	return nil
+}
