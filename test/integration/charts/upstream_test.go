@@ -114,7 +114,6 @@ func TestUpstreamValuesRefused(t *testing.T) {
 		{"local-path-provisioner/configmap.helperPod", "hostpath", map[string]any{"mode": "helper-pods", "configmap": map[string]any{"helperPod": map[string]any{"name": "helper-pod", "priorityClassName": "system-node-critical"}}}, []string{"helperPod", "reads no helperPod.yaml template", "helperImage"}},
 		{"local-path-provisioner/helperPod.resources", "hostpath", map[string]any{"mode": "helper-pods", "helperPod": map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "64Mi"}}}}, []string{"helperPod.resources", "builds its helper pods itself"}},
 		{"local-path-provisioner/sharedFileSystemPath", "hostpath", map[string]any{"sharedFileSystemPath": "/mnt/shared"}, []string{"sharedFileSystemPath", "mode: single-node"}},
-		{"nfs-server-provisioner/service.statdPort", "nfs", map[string]any{"service": map[string]any{"statdPort": 662}}, []string{"service.statdPort", "remove it"}},
 		{"nfs-server-provisioner/replicaCount", "nfs", map[string]any{"replicaCount": 2}, []string{"replicaCount", "install another release"}},
 		{"nfs-server-provisioner/rbac.serviceAccountName", "nfs", map[string]any{"rbac": map[string]any{"serviceAccountName": "mine"}}, []string{"rbac.serviceAccountName", "serviceAccount.name"}},
 	} {
@@ -501,15 +500,15 @@ var upstreamCharts = []upstreamChart{
 			if svc.Spec.Type != corev1.ServiceTypeNodePort || !slices.Equal(svc.Spec.ExternalIPs, []string{"192.0.2.10"}) {
 				t.Errorf("Service type %s, externalIPs %v", svc.Spec.Type, svc.Spec.ExternalIPs)
 			}
-			want := map[string][2]int32{"nfs": {12049, 32049}, "nlockmgr": {32804, 32050}, "mountd": {20049, 32051}, "rquotad": {876, 32052}, "rpcbind": {112, 32053}}
+			want := map[string][2]int32{"nfs": {12049, 32049}, "nlockmgr": {32804, 32050}, "mountd": {20049, 32051}, "rquotad": {876, 32052}, "rpcbind": {112, 32053}, "statd": {663, 32054}}
 			for _, p := range svc.Spec.Ports {
 				w := want[strings.TrimSuffix(p.Name, "-udp")]
 				if p.Port != w[0] || p.NodePort != w[1] || p.TargetPort.String() != p.Name {
 					t.Errorf("port %s: %d -> %s, node port %d; want %d -> %s, node port %d", p.Name, p.Port, p.TargetPort.String(), p.NodePort, w[0], p.Name, w[1])
 				}
 			}
-			if len(svc.Spec.Ports) != 10 {
-				t.Errorf("%d ports, want 10", len(svc.Spec.Ports))
+			if len(svc.Spec.Ports) != 12 {
+				t.Errorf("%d ports, want 12", len(svc.Spec.Ports))
 			}
 		}},
 		{key: "service.clusterIP", with: map[string]any{"service": map[string]any{"clusterIP": "10.96.0.50"}}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
