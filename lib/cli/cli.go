@@ -159,9 +159,31 @@ func (o *Common) Validate() error {
 	if o.RetryIntervalStart <= 0 || o.RetryIntervalMax < o.RetryIntervalStart {
 		errs = append(errs, errors.New("--retry-interval-start must be more than 0 and at most --retry-interval-max"))
 	}
+	errs = append(errs, o.validateLeaderElection()...)
+	errs = append(errs, o.validateEndpoint()...)
+	return errors.Join(errs...)
+}
+
+func (o *Common) validateLeaderElection() []error {
+	var errs []error
 	if o.LeaderElection && !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
 		errs = append(errs, errors.New("need --leader-election-lease-duration > --leader-election-renew-deadline > --leader-election-retry-period > 0"))
 	}
+	for k, v := range o.LeaseLabels {
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--leader-election-labels: key %q: %s", k, strings.Join(msgs, "; ")))
+		}
+		if msgs := validation.IsValidLabelValue(v); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--leader-election-labels: value %q of %q: %s", v, k, strings.Join(msgs, "; ")))
+		}
+	}
+	return errs
+}
+
+// validateEndpoint checks the HTTP endpoint's flags: one address, under
+// either name, and what is served there.
+func (o *Common) validateEndpoint() []error {
+	var errs []error
 	if o.HTTPEndpoint != "" && o.MetricsAddress != "" {
 		errs = append(errs, errors.New("only one of --metrics-address and --http-endpoint can be set (--metrics-address is its deprecated name)"))
 	}
@@ -173,21 +195,13 @@ func (o *Common) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", flag, err))
 		}
 	}
-	for k, v := range o.LeaseLabels {
-		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("--leader-election-labels: key %q: %s", k, strings.Join(msgs, "; ")))
-		}
-		if msgs := validation.IsValidLabelValue(v); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("--leader-election-labels: value %q of %q: %s", v, k, strings.Join(msgs, "; ")))
-		}
-	}
 	if o.EnablePprof && o.endpoint() == "" {
 		errs = append(errs, errors.New("--enable-pprof needs --http-endpoint: the profiles are served there"))
 	}
 	if !strings.HasPrefix(o.MetricsPath, "/") {
 		errs = append(errs, errors.New("--metrics-path must start with /"))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // endpoint is the address of the HTTP endpoint, under either name.

@@ -54,21 +54,9 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 	if c.failures.exhausted(claimFailures(claim), claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
 		return nil
 	}
-	ref := claimReference(claim)
-	className := ClaimClass(claim)
-	class, err := c.classes.Get(className)
-	if apierrors.IsNotFound(err) {
-		// A class created just before its claim may not be in the cache yet.
-		class, err = c.client.StorageV1().StorageClasses().Get(ctx, className, metav1.GetOptions{})
-	}
-	if apierrors.IsNotFound(err) {
-		return c.provisionFailed(ctx, claim, className, fmt.Errorf("StorageClass %q not found: create it or fix spec.storageClassName", className))
-	}
-	if err != nil {
+	class, err := c.claimClass(ctx, claim)
+	if class == nil || err != nil {
 		return err
-	}
-	if !c.names.Has(class.Provisioner) {
-		return nil
 	}
 	selectedNode := claim.Annotations[AnnSelectedNode]
 	if class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer && selectedNode == "" {
@@ -79,7 +67,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 	}
 	node, err := c.selectedNode(ctx, selectedNode)
 	if apierrors.IsNotFound(err) {
-		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.events.event(claimReference(claim), class.Name, corev1.EventTypeWarning, EventProvisioningFailed,
 			"Selected node %s no longer exists, asking the scheduler for another node", selectedNode)
 		return c.dropSelectedNode(ctx, claim)
 	}
@@ -90,46 +78,78 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 	if _, err := c.volumes.Get(pvName); err == nil || c.saves.get(pvName) != nil {
 		return nil
 	}
+	if !c.canServe(ctx, claim, class.Name) {
+		return nil
+	}
+	return c.provision(ctx, ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNodeName: selectedNode, SelectedNode: node})
+}
+
+// claimClass returns the claim's StorageClass when this controller serves
+// it; nil when it does not, or with the error (a missing class gets its
+// Warning event here).
+func (c *ProvisionController) claimClass(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*storagev1.StorageClass, error) {
+	className := ClaimClass(claim)
+	class, err := c.classes.Get(className)
+	if apierrors.IsNotFound(err) {
+		// A class created just before its claim may not be in the cache yet.
+		class, err = c.client.StorageV1().StorageClasses().Get(ctx, className, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, c.provisionFailed(ctx, claim, className, fmt.Errorf("StorageClass %q not found: create it or fix spec.storageClassName", className))
+	}
+	if err != nil || !c.names.Has(class.Provisioner) {
+		return nil, err
+	}
+	return class, nil
+}
+
+// canServe says, with a Warning event, what of the claim no volume of this
+// provisioner can give: a selector, volumeMode Block, a data source.
+func (c *ProvisionController) canServe(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string) bool {
+	ref := claimReference(claim)
 	if claim.Spec.Selector != nil {
 		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
 			"Claims with spec.selector cannot be dynamically provisioned: remove the selector, or bind the claim to an existing PersistentVolume")
-		return nil
+		return false
 	}
 	if claim.Spec.VolumeMode != nil && *claim.Spec.VolumeMode == corev1.PersistentVolumeBlock {
 		if b, ok := c.provisioner.(BlockProvisioner); !ok || !b.SupportsBlock(ctx) {
 			c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
 				"Provisioner %s does not support volumeMode Block: use volumeMode Filesystem or another StorageClass", c.name)
-			return nil
+			return false
 		}
 	}
-
 	if source := dataSource(claim); source != nil {
 		if d, ok := c.provisioner.(DataSourceProvisioner); !ok || !d.SupportsDataSource(ctx, claim) {
 			c.refuseDataSource(claim, className, source)
-			return nil
+			return false
 		}
 	}
+	return true
+}
 
+// provision records the operation, calls Provision and saves its PV.
+func (c *ProvisionController) provision(ctx context.Context, options ProvisionOptions) error {
+	claim, class, pvName := options.PVC, options.StorageClass, options.PVName
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "pv", pvName)
 	ctx = klog.NewContext(ctx, logger)
-	entry := journalEntry{Claim: claim, Class: class, SelectedNode: selectedNode}
+	entry := journalEntry{Claim: claim, Class: class, SelectedNode: options.SelectedNodeName}
 	// The record must be durable before any asset can exist: it is how a
 	// restarted controller finds an asset whose PV was never saved.
-	err = c.journal.record(ctx, pvName, entry)
+	err := c.journal.record(ctx, pvName, entry)
 	c.access.observe(ctx, c.journal.describe(), err)
 	if err != nil {
-		return c.recordFailed(ctx, claim, className, err)
+		return c.recordFailed(ctx, claim, class.Name, err)
 	}
 	op := c.operations.track(pvName, claimKey(claim), entry, false)
 	// Recorded again under this term: whatever another holder did before,
 	// what follows is this instance's own operation.
 	op.leaseChange = ""
-	c.events.event(ref, className, corev1.EventTypeNormal, EventProvisioning,
+	c.events.event(claimReference(claim), class.Name, corev1.EventTypeNormal, EventProvisioning,
 		"External provisioner is provisioning volume for claim %q", claimKey(claim))
 	logger.V(2).Info("Provisioning")
 
-	options := ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNodeName: selectedNode, SelectedNode: node,
-		RecordAssetID: c.assetRecorder(ctx, pvName)}
+	options.RecordAssetID = c.assetRecorder(ctx, pvName)
 	pv, state, err := c.callProvision(ctx, options)
 	if err == nil {
 		return c.saveVolume(ctx, op, options, pv)
@@ -140,11 +160,20 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		c.endOperation(pvName)
 		return nil
 	}
+	return c.provisionCallFailed(ctx, op, options, state, err)
+}
+
+// provisionCallFailed settles a failed Provision: the selected node given
+// back to the scheduler, a retry while the asset may still appear, or the
+// failure counted against the threshold.
+func (c *ProvisionController) provisionCallFailed(ctx context.Context, op *operation, options ProvisionOptions, state ProvisioningState, err error) error {
+	claim, className := options.PVC, options.StorageClass.Name
+	ref := claimReference(claim)
 	c.metrics.provisionFailed.WithLabelValues(className, sourceLabel(claim)).Inc()
 	c.settle(op, state)
-	if state == ProvisioningReschedule && selectedNode != "" {
+	if state == ProvisioningReschedule && options.SelectedNodeName != "" {
 		c.events.event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
-			"Failed to provision volume on node %s, asking the scheduler for another node: %v", selectedNode, err)
+			"Failed to provision volume on node %s, asking the scheduler for another node: %v", options.SelectedNodeName, err)
 		return c.dropSelectedNode(ctx, claim)
 	}
 	if op.inBackground.Load() {

@@ -456,94 +456,130 @@ func FromEnv(lookup func(string) (string, bool)) (*Config, error) {
 // validate checks c, naming the keys at fault as k spells them, picks the
 // mode and fills defaults.
 func validate(c *Config, k keyNames) (*Config, error) {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	from := c.Source
+	p := &problems{from: c.Source}
 	switch {
 	case c.CinderEndpoint != "" && c.AuthURL != "":
-		bad("%s: both %s (Keystone) and %s (noauth) are set; set one", from, k.authURL, k.cinderEndpoint)
+		p.add("both %s (Keystone) and %s (noauth) are set; set one", k.authURL, k.cinderEndpoint)
 	case c.CinderEndpoint != "":
-		c.Mode = AuthNoAuth
-		if err := checkURL(c.CinderEndpoint); err != nil {
-			bad("%s: %s: %v", from, k.cinderEndpoint, err)
-		}
-		if c.Project() == "" {
-			bad("%s: noauth needs %s or %s: Cinder puts the project in every URL", from, k.tenantID, k.tenantName)
-		}
+		validateNoAuth(c, k, p)
 	case c.AuthURL != "":
-		c.Mode = AuthKeystone
-		if err := checkURL(c.AuthURL); err != nil {
-			bad("%s: %s: %v", from, k.authURL, err)
-		}
-		switch {
-		case c.Token != "":
-			// The token is the login: Keystone rescopes it to the project or
-			// trust when one is given, and keeps its own scope otherwise.
-			if c.Username != "" || c.UserID != "" || c.Password != "" || c.ApplicationCredential() || c.TrusteeID != "" || c.TrusteePassword != "" {
-				bad("%s: %s replaces %s, %s, %s and the application credential keys; set one way to log in", from, k.token, k.username, k.userID, k.password)
-			}
-		case c.ApplicationCredential():
-			// The credential carries its project: no scope, no password.
-			if c.ApplicationCredentialSecret == "" {
-				bad("%s: an application credential needs %s", from, k.appCredSecret)
-			}
-			if c.ApplicationCredentialID == "" && c.Username == "" && c.UserID == "" {
-				bad("%s: %s needs %s or %s (or use %s)", from, k.appCredName, k.username, k.userID, k.appCredID)
-			}
-			if c.TrustID != "" {
-				bad("%s: %s cannot be used with an application credential, which carries its own scope", from, k.trustID)
-			}
-		default:
-			if c.ApplicationCredentialSecret != "" {
-				bad("%s: %s is set without %s or %s", from, k.appCredSecret, k.appCredID, k.appCredName)
-			}
-			if c.Username == "" && c.UserID == "" && c.TrusteeID == "" {
-				bad("%s: Keystone needs %s or %s, or %s", from, k.username, k.userID, k.appCredID)
-			}
-			if c.Password == "" && c.TrusteePassword == "" {
-				bad("%s: Keystone needs %s (or an application credential)", from, k.password)
-			}
-			if c.Project() == "" && c.TrustID == "" {
-				bad("%s: Keystone needs %s, %s or %s: the token must be scoped to the project that owns the volumes", from, k.tenantID, k.tenantName, k.trustID)
-			}
-			if c.TrustID == "" && (c.TrusteeID != "" || c.TrusteePassword != "") {
-				bad("%s: %s and %s are used only with %s", from, k.trusteeID, k.trusteePassword, k.trustID)
-			}
-		}
-		for _, d := range []struct{ id, name, keys string }{
-			{c.DomainID, c.DomainName, k.domain}, {c.UserDomainID, c.UserDomainName, k.userDomain}, {c.ProjectDomainID, c.ProjectDomainName, k.projectDomain},
-		} {
-			if d.id != "" && d.name != "" {
-				bad("%s: set one of %s, not both", from, d.keys)
-			}
-		}
-		if c.DomainID == "" && c.DomainName == "" && c.UserDomainID == "" && c.UserDomainName == "" && c.ProjectDomainID == "" && c.ProjectDomainName == "" {
-			c.DomainID = DefaultDomainID
-		}
-		switch c.EndpointType {
-		case "", "public", "internal", "admin":
-		case "publicURL", "internalURL", "adminURL":
-			c.EndpointType = strings.TrimSuffix(c.EndpointType, "URL")
-		default:
-			bad("%s: %s: %q is not public, internal or admin", from, k.endpointType, c.EndpointType)
-		}
+		validateKeystone(c, k, p)
 	default:
-		bad("%s: set %s (Keystone) or %s (noauth)", from, k.authURL, k.cinderEndpoint)
+		p.add("set %s (Keystone) or %s (noauth)", k.authURL, k.cinderEndpoint)
 	}
+	validateTLSFiles(c, k, p)
+	if err := errors.Join(p.errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// problems collects what is wrong with a configuration, each prefixed with
+// where it came from, so that one error names every problem at once.
+type problems struct {
+	from string
+	errs []error
+}
+
+func (p *problems) add(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("%s: "+format, append([]any{p.from}, args...)...))
+}
+
+func validateNoAuth(c *Config, k keyNames, p *problems) {
+	c.Mode = AuthNoAuth
+	if err := checkURL(c.CinderEndpoint); err != nil {
+		p.add("%s: %v", k.cinderEndpoint, err)
+	}
+	if c.Project() == "" {
+		p.add("noauth needs %s or %s: Cinder puts the project in every URL", k.tenantID, k.tenantName)
+	}
+}
+
+func validateKeystone(c *Config, k keyNames, p *problems) {
+	c.Mode = AuthKeystone
+	if err := checkURL(c.AuthURL); err != nil {
+		p.add("%s: %v", k.authURL, err)
+	}
+	switch {
+	case c.Token != "":
+		// The token is the login: Keystone rescopes it to the project or
+		// trust when one is given, and keeps its own scope otherwise.
+		if c.Username != "" || c.UserID != "" || c.Password != "" || c.ApplicationCredential() || c.TrusteeID != "" || c.TrusteePassword != "" {
+			p.add("%s replaces %s, %s, %s and the application credential keys; set one way to log in", k.token, k.username, k.userID, k.password)
+		}
+	case c.ApplicationCredential():
+		validateApplicationCredential(c, k, p)
+	default:
+		validatePasswordLogin(c, k, p)
+	}
+	validateDomains(c, k, p)
+	switch c.EndpointType {
+	case "", "public", "internal", "admin":
+	case "publicURL", "internalURL", "adminURL":
+		c.EndpointType = strings.TrimSuffix(c.EndpointType, "URL")
+	default:
+		p.add("%s: %q is not public, internal or admin", k.endpointType, c.EndpointType)
+	}
+}
+
+// validateApplicationCredential: the credential carries its project: no
+// scope, no password.
+func validateApplicationCredential(c *Config, k keyNames, p *problems) {
+	if c.ApplicationCredentialSecret == "" {
+		p.add("an application credential needs %s", k.appCredSecret)
+	}
+	if c.ApplicationCredentialID == "" && c.Username == "" && c.UserID == "" {
+		p.add("%s needs %s or %s (or use %s)", k.appCredName, k.username, k.userID, k.appCredID)
+	}
+	if c.TrustID != "" {
+		p.add("%s cannot be used with an application credential, which carries its own scope", k.trustID)
+	}
+}
+
+func validatePasswordLogin(c *Config, k keyNames, p *problems) {
+	if c.ApplicationCredentialSecret != "" {
+		p.add("%s is set without %s or %s", k.appCredSecret, k.appCredID, k.appCredName)
+	}
+	if c.Username == "" && c.UserID == "" && c.TrusteeID == "" {
+		p.add("Keystone needs %s or %s, or %s", k.username, k.userID, k.appCredID)
+	}
+	if c.Password == "" && c.TrusteePassword == "" {
+		p.add("Keystone needs %s (or an application credential)", k.password)
+	}
+	if c.Project() == "" && c.TrustID == "" {
+		p.add("Keystone needs %s, %s or %s: the token must be scoped to the project that owns the volumes", k.tenantID, k.tenantName, k.trustID)
+	}
+	if c.TrustID == "" && (c.TrusteeID != "" || c.TrusteePassword != "") {
+		p.add("%s and %s are used only with %s", k.trusteeID, k.trusteePassword, k.trustID)
+	}
+}
+
+// validateDomains: one of id and name per domain; none at all means the
+// default domain.
+func validateDomains(c *Config, k keyNames, p *problems) {
+	for _, d := range []struct{ id, name, keys string }{
+		{c.DomainID, c.DomainName, k.domain}, {c.UserDomainID, c.UserDomainName, k.userDomain}, {c.ProjectDomainID, c.ProjectDomainName, k.projectDomain},
+	} {
+		if d.id != "" && d.name != "" {
+			p.add("set one of %s, not both", d.keys)
+		}
+	}
+	if c.DomainID == "" && c.DomainName == "" && c.UserDomainID == "" && c.UserDomainName == "" && c.ProjectDomainID == "" && c.ProjectDomainName == "" {
+		c.DomainID = DefaultDomainID
+	}
+}
+
+func validateTLSFiles(c *Config, k keyNames, p *problems) {
 	for _, f := range []struct{ path, key string }{{c.CAFile, k.caFile}, {c.CertFile, k.certFile}, {c.KeyFile, k.keyFile}} {
 		if f.path != "" {
 			if _, err := os.Stat(f.path); err != nil {
-				bad("%s: %s: %v", from, f.key, err)
+				p.add("%s: %v", f.key, err)
 			}
 		}
 	}
 	if (c.CertFile == "") != (c.KeyFile == "") {
-		bad("%s: a client certificate needs both %s and %s", from, k.certFile, k.keyFile)
+		p.add("a client certificate needs both %s and %s", k.certFile, k.keyFile)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 // userDomain and projectDomain are the domains Keystone gets: the specific
