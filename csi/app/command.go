@@ -153,7 +153,9 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 		// Only the active replica (the leader) publishes: two would each
-		// create objects for the same class and segment.
+		// create objects for the same class and segment. With
+		// --node-deployment every instance is active and publishes its
+		// own node's segment only.
 		ctrlOpts = append(ctrlOpts, controller.WithActiveTask(func(ctx context.Context) {
 			if err := capacityController.Run(ctx); err != nil {
 				klog.FromContext(ctx).Error(err, "Storage capacity tracking stopped")

@@ -268,6 +268,8 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 		observe: func(err error) { c.access.observe(ctx, leaseName, err) },
 	}
 	var led atomic.Bool
+	leading := c.metrics.leader.WithLabelValues(meta.Name)
+	leading.Set(0)
 	done := make(chan error, 1)
 	// The elector gets a context of its own, ended only once the workers
 	// have stopped after ctx ended: ReleaseOnCancel then hands the Lease
@@ -296,6 +298,7 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(leadCtx context.Context) {
 				led.Store(true)
+				leading.Set(1)
 				logger.Info("Became leader")
 				// Work ends when ctx ends or leadership is lost.
 				workCtx, stopWork := context.WithCancel(leadCtx)
@@ -305,7 +308,10 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 				close(workersStopped)
 				done <- err
 			},
-			OnStoppedLeading: func() { logger.Info("Stopped leading") },
+			OnStoppedLeading: func() {
+				leading.Set(0)
+				logger.Info("Stopped leading")
+			},
 		},
 	})
 	if err != nil {

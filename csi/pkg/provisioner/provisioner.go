@@ -553,3 +553,44 @@ func currentSpelling(legacy string) string {
 	}
 	return ""
 }
+
+// HasCapacity asks the driver (GetCapacity) whether it has room now for the
+// claim's volume on the node: with the volume capabilities and parameters
+// CreateVolume would get, in each segment CreateVolume would require (or
+// once without topology). True when one of them has at least the requested
+// bytes, or when the claim requests none or the driver cannot tell
+// (no GET_CAPACITY capability). An error means the answer is unknown.
+func (p *Provisioner) HasCapacity(ctx context.Context, o controller.ProvisionOptions) (bool, error) {
+	size := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
+	if size.IsZero() || !p.cfg.Capabilities.GetCapacity {
+		return true, nil
+	}
+	params, err := parseParameters(o.StorageClass.Parameters)
+	if err != nil {
+		return false, err
+	}
+	req, _, err := p.createRequest(o, params)
+	if err != nil {
+		return false, err
+	}
+	requirement, err := p.topologyRequirements(ctx, o.StorageClass, o.PVC, o.SelectedNodeName)
+	if err != nil {
+		return false, err
+	}
+	segments := []*csi.Topology{nil}
+	if len(requirement.GetRequisite()) > 0 {
+		segments = requirement.GetRequisite()
+	}
+	for _, segment := range segments {
+		rsp, err := p.cfg.Controller.GetCapacity(ctx, &csi.GetCapacityRequest{
+			VolumeCapabilities: req.VolumeCapabilities, Parameters: req.Parameters, AccessibleTopology: segment,
+		})
+		if err != nil {
+			return false, fmt.Errorf("CSI driver %s: GetCapacity: %w", p.cfg.DriverName, err)
+		}
+		if size.Value() <= rsp.GetAvailableCapacity() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
