@@ -350,8 +350,9 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 	wg.Go(func() { c.work(ctx, c.saveQueue, c.syncSave) })
 	logger.Info("Workers started", "threadiness", c.cfg.threadiness)
 	var tasks sync.WaitGroup
+	taskCtx := context.WithValue(ctx, operationsKey{}, c.operations)
 	for _, task := range c.cfg.activeTasks {
-		tasks.Go(func() { task(ctx) })
+		tasks.Go(func() { task(taskCtx) })
 	}
 	<-ctx.Done()
 	tasks.Wait()
