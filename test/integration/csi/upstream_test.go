@@ -135,7 +135,7 @@ func TestUpstreamDeploymentArguments(t *testing.T) {
 			t.Errorf("controller_persistentvolumeclaim_provision_total has no series of class %s", class.Name)
 		}
 		// client-go's leader election gauge, which the sidecars serve: 1
-		// on the leader, labelled with the Lease's name.
+		// on the leader, labeled with the Lease's name.
 		if f := families["leader_election_master_status"]; f == nil || len(f.Metric) != 1 ||
 			!hasSeries(f, map[string]string{"name": app.UpstreamLeaseName(e.name)}) || f.Metric[0].GetGauge().GetValue() != 1 {
 			t.Errorf("leader_election_master_status %v, want one series {name=%q} of value 1", f.GetMetric(), app.UpstreamLeaseName(e.name))
