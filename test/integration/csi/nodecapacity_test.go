@@ -43,13 +43,7 @@ func TestNodeDeploymentCapacity(t *testing.T) {
 	nodeA, nodeB := e.createNode(zoneA, true), e.createNode(zoneB, true)
 	e.inProcess.SetCapacity("", map[string]string{zoneKey: zoneA}, 1<<30)
 	e.inProcess.SetCapacity("", map[string]string{zoneKey: zoneB}, 10<<30)
-	user := uniqueName("csi-provisioner")
-	home := cp.CreateTestNamespace(t, "csi-home")
-	e.grantDeployRBAC(user, home)
-	_, kubeconfig, err := cp.AddUser(user, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	user, home, kubeconfig := e.deployUser()
 	wffc := e.createClass(nil, waitForFirstConsumer)
 	immediate := e.createClass(nil)
 	// Node a's instance looks at Immediate claims first, so that without

@@ -38,13 +38,7 @@ func TestNodeDeployment(t *testing.T) {
 	nodeB := e.createNode(zoneB, true)
 	nodes[nodeA], nodes[nodeB] = zoneA, zoneB
 	// Both run with exactly the permissions csi/deploy grants.
-	user := uniqueName("csi-provisioner")
-	home := cp.CreateTestNamespace(t, "csi-home")
-	e.grantDeployRBAC(user, home)
-	_, kubeconfig, err := cp.AddUser(user, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	user, home, kubeconfig := e.deployUser()
 	instances := map[string]*framework.Process{}
 	for _, node := range []string{nodeA, nodeB} {
 		instances[node] = e.startReplica(backend.Replica{

@@ -71,13 +71,7 @@ func TestSnapshotProtection(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.installSnapshotCRDs(dyn)
-	user := uniqueName("csi-provisioner")
-	home := cp.CreateTestNamespace(t, "csi-home")
-	e.grantDeployRBAC(user, home)
-	_, kubeconfig, err := cp.AddUser(user, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	user, home, kubeconfig := e.deployUser()
 	start := func() *framework.Process {
 		p := e.startReplica(backend.Replica{Args: []string{"--kubeconfig=" + kubeconfig, "--leader-election-namespace=" + home,
 			"--timeout=2s", "--retry-interval-max=2s"}})
