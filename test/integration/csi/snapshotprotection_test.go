@@ -82,7 +82,7 @@ func TestSnapshotProtection(t *testing.T) {
 	}
 	e.prov = start()
 	class := e.createClass(nil)
-	for _, name := range []string{"snap", "bound", "failing", "orphan", "resumed"} {
+	for _, name := range []string{"snap", "bound", "failing", "swept", "resumed"} {
 		handle := "handle-" + name
 		if err := e.inProcess.AddSnapshot(handle, 1<<30); err != nil {
 			t.Fatal(err)
@@ -168,7 +168,7 @@ func TestSnapshotProtection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := dyn.Resource(snapshotResource).Namespace(e.ns).Patch(e.ctx, "orphan", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if _, err := dyn.Resource(snapshotResource).Namespace(e.ns).Patch(e.ctx, "swept", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		// A restore under way when the provisioner stops, whose claim and
@@ -182,7 +182,8 @@ func TestSnapshotProtection(t *testing.T) {
 		e.deleteClaim(claim)
 		deleteSnapshot(t, "resumed")
 		e.prov = start()
-		e.expectSnapshot(dyn, "orphan", "unprotected")
+		// The sweep lists in name order: "resumed" was looked at first.
+		e.expectSnapshot(dyn, "swept", "unprotected")
 		if got := e.snapshotState(dyn, "resumed"); got != "protected deleting" {
 			t.Fatalf("snapshot of a restore resumed after the restart: %s, want protected deleting", got)
 		}
