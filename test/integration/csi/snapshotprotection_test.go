@@ -72,9 +72,9 @@ func TestSnapshotProtection(t *testing.T) {
 	}
 	e.installSnapshotCRDs(dyn)
 	user, home, kubeconfig := e.deployUser()
-	start := func() *framework.Process {
-		p := e.startReplica(backend.Replica{Args: []string{"--kubeconfig=" + kubeconfig, "--leader-election-namespace=" + home,
-			"--timeout=2s", "--retry-interval-max=2s"}})
+	start := func(args ...string) *framework.Process {
+		p := e.startReplica(backend.Replica{Args: append([]string{"--kubeconfig=" + kubeconfig, "--leader-election-namespace=" + home,
+			"--timeout=2s", "--retry-interval-max=2s"}, args...)})
 		if err := p.WaitReady(e.ctx, time.Minute); err != nil {
 			t.Fatal(err)
 		}
@@ -181,11 +181,15 @@ func TestSnapshotProtection(t *testing.T) {
 		}
 		e.deleteClaim(claim)
 		deleteSnapshot(t, "resumed")
-		e.prov = start()
-		// The sweep lists in name order: "resumed" was looked at first.
+		// Sweeps every second; the resumed restore, answered Aborted while
+		// the driver still holds the first call, is asked again only after
+		// 5 s: sweeps meet it in flight but not being provisioned.
+		e.prov = start("--snapshot-orphan-sweep-interval=1s", "--retry-interval-start=5s", "--retry-interval-max=5s")
 		e.expectSnapshot(dyn, "swept", "unprotected")
-		if got := e.snapshotState(dyn, "resumed"); got != "protected deleting" {
-			t.Fatalf("snapshot of a restore resumed after the restart: %s, want protected deleting", got)
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			if got := e.snapshotState(dyn, "resumed"); got != "protected deleting" {
+				t.Fatalf("snapshot of a restore resumed after the restart: %s, want protected deleting", got)
+			}
 		}
 		release()
 		e.expectSnapshot(dyn, "resumed", "gone")
