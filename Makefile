@@ -12,11 +12,16 @@ GO_MODULES := $(MODULES) test
 STANDALONE := $(shell hack/modules.sh --standalone)
 GO_TEST_FLAGS ?= -race
 INTEGRATION_TIMEOUT ?= 40m
+# Fuzz targets make test runs beyond their seeds, each for FUZZ_TIME:
+# module/package:target.
+FUZZ_TARGETS := lib/controller:FuzzSettledDecoding
+FUZZ_TIME ?= 20s
 
 .DEFAULT_GOAL := help
-CHARTS := $(notdir $(wildcard charts/*))
+# charts/common is the library the others depend on: packaged inside each.
+CHARTS := $(filter-out common,$(notdir $(wildcard charts/*)))
 
-.PHONY: help chart build test test-phases prepare test-unit test-integration test-csi-process test-fresh test-faults test-e2e deps deps-node controlplane node cluster lint tidy verify demo bench image push clean
+.PHONY: help chart build test test-phases prepare test-unit test-fuzz test-integration test-csi-process test-fresh test-faults test-e2e deps deps-node controlplane node cluster lint tidy verify demo bench image push clean
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z0-9/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -27,7 +32,7 @@ build/%:
 	@if [ -f $*/Makefile ]; then $(MAKE) --no-print-directory -C $* build; fi
 
 # The phases of `make test`, in order; .ci/run runs and times them one by one.
-TEST_PHASES := prepare test-unit test-integration test-csi-process test-fresh
+TEST_PHASES := prepare test-unit test-fuzz test-integration test-csi-process test-fresh
 
 test: ## Everything CI runs: install test dependencies and build the control plane (in parallel), then run all tests.
 	@hack/phases.sh $(TEST_PHASES)
@@ -41,6 +46,13 @@ prepare: ## Install the Debian packages of every test backend while the control 
 test-unit: $(MODULES:%=test/%) ## Unit tests of every released module.
 test/%:
 	cd $* && go test $(GO_TEST_FLAGS) -count=1 ./...
+
+test-fuzz: ## Fuzz each of FUZZ_TARGETS for FUZZ_TIME (beyond the seeds every go test runs); a failure is saved under the package's testdata/fuzz.
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; module=$${pkg%%/*}; \
+	  echo "[fuzz] $$t for $(FUZZ_TIME)"; \
+	  (cd $$module && go test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZ_TIME) -parallel 1 ./$${pkg#*/}); \
+	done
 
 test-integration: controlplane node ## Integration tests against the real control plane and backends, and the e2e suite on real nodes (test/e2e, test/cluster).
 	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./...

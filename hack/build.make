@@ -55,7 +55,12 @@ VERSION_PKG := github.com/kubeprov/external-storage/lib/version
 LDFLAGS := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION)
 # Static, reproducible binaries built from the module alone (as released,
 # without go.work). The same flags for every target keep the build cache warm.
-GO_BUILD := CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags '$(LDFLAGS)'
+# On a release tag go.mod requires lib by version with no replace
+# (hack/release.sh): lib then comes from the repository's tags, zipped as a
+# proxy serves them (hack/modproxy.sh; evaluated only when a target builds).
+# Everywhere else the replace builds against ../lib.
+LIB_BY_VERSION_ENV = $(if $(shell grep -qs '^replace github.com/kubeprov/external-storage/lib =>' go.mod && echo replaced),,$(shell $(ROOT)/hack/modproxy.sh))
+GO_BUILD = CGO_ENABLED=0 GOWORK=off $(LIB_BY_VERSION_ENV) go build -trimpath -ldflags '$(LDFLAGS)'
 
 BIN := $(OUTPUT)/bin/$(BINARY)
 LAYOUT := $(OUTPUT)/images/$(BINARY)

@@ -10,14 +10,14 @@
 #   hack/tools.sh --path NAME   print the path only (for make rules)
 #
 # NAME is golangci-lint or apidiff (the versions pinned in hack/tools/go.mod)
-# or imagebuild (the project's own, hack/tools/cmd/imagebuild, versioned by a
-# hash of its sources). The key also holds the Go version, so a Go upgrade
+# or one of the project's own, imagebuild or modproxy (hack/tools/cmd/NAME,
+# versioned by a hash of its sources). The key also holds the Go version, so a Go upgrade
 # rebuilds tools that must understand the code they read:
 #
 #   ${KUBEPROV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeprov}/tools/<name>-<version>-<go version>
 set -euo pipefail
 usage() {
-  echo "usage: $0 [--path] golangci-lint|apidiff|imagebuild" >&2
+  echo "usage: $0 [--path] golangci-lint|apidiff|imagebuild|modproxy" >&2
   exit 2
 }
 path_only=
@@ -43,9 +43,9 @@ case $name in
     pkg=golang.org/x/exp/cmd/apidiff
     version=$(module_version golang.org/x/exp)
     ;;
-  imagebuild)
-    pkg=./cmd/imagebuild
-    version=src-$(cd "$tools" && cat go.mod go.sum cmd/imagebuild/*.go | sha256sum | cut -c1-16)
+  imagebuild | modproxy)
+    pkg=./cmd/$name
+    version=src-$(cd "$tools" && cat go.mod go.sum "cmd/$name"/*.go | sha256sum | cut -c1-16)
     ;;
   *) usage ;;
 esac

@@ -25,6 +25,14 @@ step "lib depends on no sibling module and has no replace"
 grep -q 'kubeprov/external-storage/' <(grep -v '^module' lib/go.mod) && fail "lib/go.mod requires a sibling module"
 grep -q '^replace' lib/go.mod && fail "lib/go.mod has a replace directive"
 
+step "provisioners build against ../lib; each released module has a CHANGELOG.md"
+for m in $(hack/modules.sh); do
+  [[ -f "$m/CHANGELOG.md" ]] || fail "$m/CHANGELOG.md is missing (docs/releasing.md#changelogs)"
+  [[ "$m" == lib ]] && continue
+  grep -q '^replace github.com/kubeprov/external-storage/lib => \.\./lib$' "$m/go.mod" ||
+    fail "$m/go.mod lacks replace github.com/kubeprov/external-storage/lib => ../lib (only a release commit requires lib by version: docs/releasing.md)"
+done
+
 step "go.work matches versions.yaml"
 expected=$( (hack/modules.sh; echo test) | sort)
 actual=$(sed -n 's#^\s*\./\([a-z0-9/-]*\)$#\1#p' go.work | sort)

@@ -131,6 +131,13 @@ func (o *Options) Run(ctx context.Context) error {
 		// --retry-interval-max, as the upstream sidecar does.
 		controller.WithFailedProvisionThreshold(0),
 		controller.WithFailedDeleteThreshold(0),
+		// As sig-storage-lib v13 under the upstream sidecar: static PVs of
+		// the driver and PVs migrated to it are deleted too.
+		controller.WithUnprovisionedVolumeDeletion(true),
+	}
+	if inTree := prov.InTreePluginName(); inTree != "" {
+		logger.Info("Also serving the StorageClasses of the in-tree plugin this driver replaces (CSI migration)", "driver", info.Name, "inTreePlugin", inTree)
+		ctrlOpts = append(ctrlOpts, controller.WithExtraProvisionerNames(inTree))
 	}
 	if info.Capabilities.CloneVolume {
 		// The lib's claim cache, shared: no second copy of every claim.

@@ -2,7 +2,10 @@ module github.com/kubeprov/external-storage/hack/tools
 
 go 1.26.0
 
-require github.com/google/go-containerregistry v0.22.1
+require (
+	github.com/google/go-containerregistry v0.22.1
+	golang.org/x/mod v0.42.0
+)
 
 require (
 	4d63.com/gocheckcompilerdirectives v1.4.0 // indirect
@@ -210,7 +213,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/exp v0.0.0-20261014143641-f0251eb4aa3e // indirect
 	golang.org/x/exp/typeparams v0.0.0-20260811152304-ee035b5b010f // indirect
-	golang.org/x/mod v0.42.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.41.0 // indirect

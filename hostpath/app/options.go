@@ -66,7 +66,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Common.AddFlags(fs)
 	fs.StringVar(&o.PVDir, "pv-dir", o.PVDir, "Absolute directory on the node under which a directory is created per volume.")
 	fs.StringVar(&o.Config, "config", o.Config,
-		"config.json in rancher/local-path-provisioner's shape (nodePathMap or sharedFileSystemPath), usually mounted from a ConfigMap; replaces --pv-dir.")
+		"config.json in rancher/local-path-provisioner's shape (nodePathMap, sharedFileSystemPath or storageClassConfigs), usually mounted from a ConfigMap; replaces --pv-dir.")
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval, "How often --config is read again; an invalid file is logged and the last valid one stays in use.")
 	fs.StringVar(&o.NodeLabelKey, "node-label-key", o.NodeLabelKey,
 		"Node label the volumes' node affinity uses; with a key other than kubernetes.io/hostname its value is read from the selected Node.")

@@ -346,7 +346,7 @@ func (o *Common) Run(ctx context.Context, clients *Clients, provisionerName stri
 		srv := &http.Server{
 			Addr: addr,
 			Handler: httpendpoint.NewHandler(httpendpoint.Options{
-				Gatherer: registry, MetricsPath: o.MetricsPath, Live: live, Ready: ready, Pprof: o.EnablePprof,
+				Gatherer: registry, Registerer: registry, MetricsPath: o.MetricsPath, Live: live, Ready: ready, Pprof: o.EnablePprof,
 			}),
 			ReadHeaderTimeout: 10 * time.Second,
 		}

@@ -63,6 +63,7 @@ type ProvisionController struct {
 	operations *operations
 	saves      pendingSaves
 	failures   failures
+	syncLog    *syncFailures
 	deleted    deletedVolumes
 
 	synced chan struct{} // closed once the informer caches have synced
@@ -139,6 +140,7 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 		operations:     newOperations(m.inFlight.WithLabelValues("provision")),
 		synced:         make(chan struct{}),
 		leaderHealth:   leaderelection.NewLeaderHealthzAdaptor(cfg.leaderHealthTimeout),
+		syncLog:        newSyncFailures(),
 	}
 	if r, ok := provisioner.(ClaimMetadataReader); ok {
 		c.journal.metadataKeys = r.ClaimMetadataKeys
@@ -344,10 +346,10 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 	}
 	wg.Go(func() { c.journal.run(ctx) })
 	for range c.cfg.threadiness {
-		wg.Go(func() { c.work(ctx, c.claimQueue, c.syncClaim) })
-		wg.Go(func() { c.work(ctx, c.volumeQueue, c.syncVolume) })
+		wg.Go(func() { c.work(ctx, "claims", c.claimQueue, c.syncClaim) })
+		wg.Go(func() { c.work(ctx, "volumes", c.volumeQueue, c.syncVolume) })
 	}
-	wg.Go(func() { c.work(ctx, c.saveQueue, c.syncSave) })
+	wg.Go(func() { c.work(ctx, "volume-saves", c.saveQueue, c.syncSave) })
 	logger.Info("Workers started", "threadiness", c.cfg.threadiness)
 	var tasks sync.WaitGroup
 	taskCtx := context.WithValue(ctx, operationsKey{}, c.operations)
@@ -499,7 +501,7 @@ func retryUntil(ctx context.Context, start, maxInterval time.Duration, f func() 
 }
 
 // work is the classic worker loop: get, sync, forget or requeue with backoff.
-func (c *ProvisionController) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
+func (c *ProvisionController) work(ctx context.Context, queue string, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
 	for {
 		key, quit := q.Get()
 		if quit {
@@ -517,10 +519,11 @@ func (c *ProvisionController) work(ctx context.Context, q workqueue.TypedRateLim
 				}
 			}()
 			if err := sync(ctx, key); err != nil {
-				klog.FromContext(ctx).V(2).Info("Will retry", "key", key, "err", err)
+				c.syncLog.failed(ctx, queue, key, err)
 				q.AddRateLimited(key)
 				return
 			}
+			c.syncLog.succeeded(queue, key)
 			q.Forget(key)
 		}()
 	}
@@ -542,6 +545,7 @@ func (c *ProvisionController) panicked(ctx context.Context, operation, key strin
 func (c *ProvisionController) claimChanged(obj any) {
 	claim, ok := obj.(*corev1.PersistentVolumeClaim)
 	if !ok {
+		unexpectedObject("claim changed", obj)
 		return
 	}
 	key := claim.Namespace + "/" + claim.Name
@@ -557,6 +561,7 @@ func (c *ProvisionController) claimDeleted(obj any) {
 	}
 	claim, ok := obj.(*corev1.PersistentVolumeClaim)
 	if !ok {
+		unexpectedObject("claim deleted", obj)
 		return
 	}
 	c.failures.reset(claimFailures(claim))
@@ -568,7 +573,11 @@ func (c *ProvisionController) claimDeleted(obj any) {
 
 func (c *ProvisionController) volumeChanged(obj any) {
 	pv, ok := obj.(*corev1.PersistentVolume)
-	if !ok || !c.provisionedByUs(pv) {
+	if !ok {
+		unexpectedObject("volume changed", obj)
+		return
+	}
+	if !c.volumeIsOurs(pv) {
 		return
 	}
 	// A PV that ends its operation may already be released: a claim deleted
@@ -585,14 +594,11 @@ func (c *ProvisionController) volumeDeleted(obj any) {
 	}
 	pv, ok := obj.(*corev1.PersistentVolume)
 	if !ok {
+		unexpectedObject("volume deleted", obj)
 		return
 	}
 	c.deleted.remove(pv.UID)
 	c.failures.reset(volumeFailures(pv))
-}
-
-func (c *ProvisionController) provisionedByUs(pv *corev1.PersistentVolume) bool {
-	return c.names.Has(pv.Annotations[AnnProvisionedBy])
 }
 
 // operationSaved ends the operation of a PV that has appeared, whoever saved it.

@@ -25,7 +25,7 @@ func (c *ProvisionController) syncVolume(ctx context.Context, name string) error
 	if err != nil {
 		return err
 	}
-	if !c.provisionedByUs(pv) || c.deleted.has(pv.UID) {
+	if !c.volumeIsOurs(pv) || c.deleted.has(pv.UID) {
 		return nil
 	}
 	ours := c.hasOwnFinalizer(pv)
@@ -45,6 +45,24 @@ func (c *ProvisionController) syncVolume(ctx context.Context, name string) error
 		return nil
 	}
 	return c.deleteVolume(ctx, pv)
+}
+
+// volumeIsOurs tells whether the controller deletes the PV once it is
+// Released: one it provisioned and, with WithUnprovisionedVolumeDeletion, the
+// others sig-storage-lib-external-provisioner v13 deletes (its
+// isProvisionerForVolume): a PV that another provisioner made for a name
+// migrated to ours, a static CSI PV of our driver, a static in-tree PV
+// migrated to it. Anyone who can write PVs can set these annotations and
+// fields: the provisioner's Delete checks the volume source before it deletes.
+func (c *ProvisionController) volumeIsOurs(pv *corev1.PersistentVolume) bool {
+	migratedToUs := c.cfg.unprovisionedDeletion && c.names.Has(pv.Annotations[AnnMigratedTo])
+	if provisioner, ok := pv.Annotations[AnnProvisionedBy]; ok {
+		return c.names.Has(provisioner) || migratedToUs
+	}
+	if pv.Spec.CSI != nil {
+		return c.cfg.unprovisionedDeletion && c.names.Has(pv.Spec.CSI.Driver)
+	}
+	return migratedToUs
 }
 
 func (c *ProvisionController) deleteVolume(ctx context.Context, pv *corev1.PersistentVolume) error {

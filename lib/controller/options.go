@@ -41,6 +41,9 @@ const (
 	OutOfClusterNamespace   = "default"
 	DefaultVolumeNamePrefix = "pvc"
 	DefaultAddFinalizer     = false
+	// DefaultUnprovisionedVolumeDeletion leaves PVs the controller did not
+	// provision alone (WithUnprovisionedVolumeDeletion).
+	DefaultUnprovisionedVolumeDeletion = false
 	// DefaultEventFlushInterval is how long Normal events are gathered before
 	// they are written; during a burst the gathered ones are aggregated.
 	DefaultEventFlushInterval = 1 * time.Second
@@ -110,6 +113,7 @@ type config struct {
 	eventClient              kubernetes.Interface
 	eventFlushInterval       time.Duration
 	activeTasks              []func(context.Context)
+	unprovisionedDeletion    bool
 }
 
 func defaultConfig() config {
@@ -132,11 +136,12 @@ func defaultConfig() config {
 		journalNamespace:         namespace,
 		// As in sig-storage-lib-external-provisioner: a second replica of a
 		// Deployment must not provision the same claims.
-		leaderElection:     inCluster,
-		leaderNamespace:    namespace,
-		addFinalizer:       DefaultAddFinalizer,
-		finalizer:          VolumeFinalizer,
-		eventFlushInterval: DefaultEventFlushInterval,
+		leaderElection:        inCluster,
+		leaderNamespace:       namespace,
+		addFinalizer:          DefaultAddFinalizer,
+		unprovisionedDeletion: DefaultUnprovisionedVolumeDeletion,
+		finalizer:             VolumeFinalizer,
+		eventFlushInterval:    DefaultEventFlushInterval,
 		volumeName: func(claim *corev1.PersistentVolumeClaim) string {
 			return DefaultVolumeNamePrefix + "-" + string(claim.UID)
 		},
@@ -399,4 +404,18 @@ func WithActiveTask(task func(ctx context.Context)) Option {
 		c.activeTasks = append(c.activeTasks, task)
 		return nil
 	})
+}
+
+// WithUnprovisionedVolumeDeletion makes the controller also delete, once
+// Released with reclaim policy Delete, the PVs sig-storage-lib-external-provisioner
+// v13 deletes that it did not provision: statically created CSI PVs (no
+// pv.kubernetes.io/provisioned-by annotation) whose spec.csi.driver is one
+// of its provisioner names, and PVs whose pv.kubernetes.io/migrated-to
+// annotation names one (in-tree volumes handed over by CSI migration). It
+// is for CSI provisioners, whose provisioner name is the driver's: their
+// Delete receives such PVs as they are and must check the volume source
+// itself (returning an IgnoredError for any other). Default
+// DefaultUnprovisionedVolumeDeletion.
+func WithUnprovisionedVolumeDeletion(enabled bool) Option {
+	return optionFunc(func(c *config) error { c.unprovisionedDeletion = enabled; return nil })
 }

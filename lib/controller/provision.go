@@ -24,6 +24,8 @@ import (
 func (c *ProvisionController) syncClaim(ctx context.Context, key string) error {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
+		// Only this package queues keys: say so rather than retry forever.
+		klog.FromContext(ctx).Error(err, "Dropping a malformed claim key", "key", key)
 		return nil
 	}
 	claim, err := c.claims.PersistentVolumeClaims(namespace).Get(name)
@@ -343,7 +345,13 @@ func (c *ProvisionController) completeVolume(pv *corev1.PersistentVolume, option
 	if pv.Annotations == nil {
 		pv.Annotations = map[string]string{}
 	}
+	// The class's provisioner, one of the controller's names, as
+	// kube-controller-manager expects: for an in-tree plugin's name it
+	// marks the PV migrated to the CSI driver that serves it.
 	pv.Annotations[AnnProvisionedBy] = c.name
+	if options.StorageClass != nil && c.names.Has(options.StorageClass.Provisioner) {
+		pv.Annotations[AnnProvisionedBy] = options.StorageClass.Provisioner
+	}
 	if c.cfg.addFinalizer && !slices.Contains(pv.Finalizers, c.cfg.finalizer) {
 		pv.Finalizers = append(pv.Finalizers, c.cfg.finalizer)
 	}

@@ -13,8 +13,13 @@ import (
 
 // Annotations and labels the controller reads and writes.
 const (
-	// AnnProvisionedBy names the provisioner that created a PV.
+	// AnnProvisionedBy names the provisioner that created a PV: the
+	// provisioner of its StorageClass.
 	AnnProvisionedBy = "pv.kubernetes.io/provisioned-by"
+	// AnnMigratedTo is set by kube-controller-manager on claims and PVs of
+	// an in-tree volume plugin migrated to CSI: the CSI driver that now
+	// provisions and deletes them.
+	AnnMigratedTo = "pv.kubernetes.io/migrated-to"
 	// AnnStorageProvisioner is set on claims by kube-controller-manager.
 	AnnStorageProvisioner = "volume.kubernetes.io/storage-provisioner"
 	// AnnBetaStorageProvisioner is the older spelling of AnnStorageProvisioner.

@@ -314,7 +314,7 @@ func TestWorkerSurvivesAPanicInSync(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.c.work(f.ctx, q, func(context.Context, string) error {
+		f.c.work(f.ctx, "claims", q, func(context.Context, string) error {
 			q.ShutDown() // one item is enough; the requeue after the panic is dropped
 			panic("sync bug")
 		})

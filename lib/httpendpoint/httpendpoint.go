@@ -54,6 +54,11 @@ func Cached(c Check, ttl time.Duration) Check {
 type Options struct {
 	// Gatherer provides the metrics; nil serves no /metrics.
 	Gatherer prometheus.Gatherer
+	// Registerer, usually the Gatherer's registry, receives the metrics
+	// handler's own promhttp_metric_handler_requests_total and
+	// _requests_in_flight, which the CSI sidecars serve and dashboards
+	// written for them read; nil leaves them out.
+	Registerer prometheus.Registerer
 	// MetricsPath defaults to DefaultMetricsPath.
 	MetricsPath string
 	// Live checks answer /healthz: failing means the process should restart.
@@ -75,7 +80,11 @@ func NewHandler(o Options) http.Handler {
 		if path == "" {
 			path = DefaultMetricsPath
 		}
-		mux.Handle(path, promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
+		metrics := promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})
+		if o.Registerer != nil {
+			metrics = promhttp.InstrumentMetricHandler(o.Registerer, metrics)
+		}
+		mux.Handle(path, metrics)
 	}
 	if o.Pprof {
 		// Registered on this mux, not through the package's import side

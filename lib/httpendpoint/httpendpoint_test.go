@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // However often /readyz is asked, a cached backend check runs once per TTL.
@@ -86,6 +88,31 @@ func TestEachCheckAlone(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 		if rec.Code != want {
 			t.Errorf("%s answered %d, want %d:\n%s", path, rec.Code, want, rec.Body)
+		}
+	}
+}
+
+// TestMetricsHandlerCountsItsScrapes: as the CSI sidecars' endpoint, /metrics
+// serves promhttp_metric_handler_requests_total (by status code) and
+// _requests_in_flight; the second scrape sees the first counted.
+func TestMetricsHandlerCountsItsScrapes(t *testing.T) {
+	registry := prometheus.NewRegistry()
+	h := NewHandler(Options{Gatherer: registry, Registerer: registry})
+	var body string
+	for range 2 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("/metrics answered %d:\n%s", rec.Code, rec.Body)
+		}
+		body = rec.Body.String()
+	}
+	for _, want := range []string{
+		`promhttp_metric_handler_requests_total{code="200"} 1`,
+		"promhttp_metric_handler_requests_in_flight 1",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the second scrape has no line %q:\n%s", want, body)
 		}
 	}
 }

@@ -98,6 +98,12 @@ func Expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string, r 
 			return Expand(r.Default, pvc, pvName, strict)
 		}
 	}
+	return checkExpanded(pattern, rel, r)
+}
+
+// checkExpanded applies the rules every expanded pattern obeys: r's bound,
+// and a plain relative path that cannot leave the root.
+func checkExpanded(pattern, rel string, r Rules) (string, error) {
 	if r.MaxBytes > 0 && len(rel) > r.MaxBytes {
 		return "", fmt.Errorf("%w %q: it expands to a path of %d bytes, more than the %d %s",
 			ErrPathPattern, pattern, len(rel), r.MaxBytes, r.MaxBytesReason)
@@ -147,8 +153,14 @@ func ValidateRelative(rel string) error {
 }
 
 // MetadataKeys returns the claim labels and annotations pattern reads, for
-// controller.ClaimMetadataReader.
+// controller.ClaimMetadataReader, in either spelling (TemplateKeys; a
+// template whose reads cannot be listed reads none, since ExpandTemplate
+// refuses it).
 func MetadataKeys(pattern string) (labels, annotations []string) {
+	if IsTemplate(pattern) {
+		labels, annotations, _ = TemplateKeys(pattern)
+		return labels, annotations
+	}
 	for _, m := range patternVariable.FindAllStringSubmatch(pattern, -1) {
 		switch expr := m[1]; {
 		case strings.HasPrefix(expr, ".PVC.labels."):

@@ -38,14 +38,14 @@ import (
 )
 
 const (
-	// MaxNameLength keeps pod names usable as host names and label values.
-	MaxNameLength = 63
+	// maxNameLength keeps pod names usable as host names and label values.
+	maxNameLength = 63
 	// MaxMessageBytes bounds each piece of a pod's text (termination
 	// message, status message) quoted in an error, so that events stay
 	// readable.
 	MaxMessageBytes = 512
-	// DeleteTimeout bounds the deletion of a finished pod.
-	DeleteTimeout = 30 * time.Second
+	// deleteTimeout bounds the deletion of a finished pod.
+	deleteTimeout = 30 * time.Second
 )
 
 var (
@@ -149,7 +149,7 @@ func (r Runner) Wait(ctx context.Context, pod *corev1.Pod, bound time.Time) (*co
 // result is read, or it is given up. A failure is logged; the next attempt
 // finds the pod, reads its result and deletes it.
 func (r Runner) Delete(ctx context.Context, pod *corev1.Pod) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DeleteTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
 	defer cancel()
 	uid := pod.UID
 	err := r.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
@@ -160,16 +160,16 @@ func (r Runner) Delete(ctx context.Context, pod *corev1.Pod) {
 	}
 }
 
-// ShortName keeps names of up to MaxNameLength characters and otherwise
+// ShortName keeps names of up to maxNameLength characters and otherwise
 // cuts them, ending with a hash of the whole name so that they stay
 // distinct.
 func ShortName(s string) string {
-	if len(s) <= MaxNameLength {
+	if len(s) <= maxNameLength {
 		return s
 	}
 	sum := sha256.Sum256([]byte(s))
 	h := hex.EncodeToString(sum[:])[:10]
-	return strings.TrimRight(s[:MaxNameLength-len(h)-1], "-.") + "-" + h
+	return strings.TrimRight(s[:maxNameLength-len(h)-1], "-.") + "-" + h
 }
 
 // LabelValue makes a name (of a PV, say) usable as a label value.

@@ -347,13 +347,13 @@ func TestNames(t *testing.T) {
 	}
 	long := strings.Repeat("a", 80)
 	a, b := ShortName(long+"1"), ShortName(long+"2")
-	if len(a) > MaxNameLength || a == b || a != ShortName(long+"1") {
+	if len(a) > maxNameLength || a == b || a != ShortName(long+"1") {
 		t.Errorf("capped names %q %q", a, b)
 	}
 	if ShortName(strings.Repeat("a", 50) + "-.-" + strings.Repeat("b", 20))[49:51] != "a-" {
 		t.Errorf("a cut name ends in - or . before its hash")
 	}
-	if v := LabelValue(long); len(v) > MaxNameLength {
+	if v := LabelValue(long); len(v) > maxNameLength {
 		t.Errorf("label value %q", v)
 	}
 	if v := LabelValue("pvc-1"); v != "pvc-1" {

@@ -73,10 +73,17 @@ func ProvisionerNamespaces() ([]string, error) {
 // ServiceAccounts of the releases too.
 const chartNamespacePrefix = "chart-"
 
+// upstreamNamespacePrefix starts the name of every namespace the suite
+// installs csi-provisioner into in the shape of upstream's manifests
+// (TestCSIUpstreamShapes), so that CheckProvisionersNeverForbidden covers
+// their ServiceAccounts too.
+const upstreamNamespacePrefix = "upstream-"
+
 // CheckProvisionersNeverForbidden fails if the API server refused (403) any
 // request of a ServiceAccount of a provisioner's namespace
-// (ProvisionerNamespaces) or of a namespace a chart was installed into (its
-// name starts with chartNamespacePrefix) since the cluster started, from
+// (ProvisionerNamespaces) or of a namespace a chart or upstream's shape was
+// installed into (its name starts with chartNamespacePrefix or
+// upstreamNamespacePrefix) since the cluster started, from
 // its audit log (cluster Options.AuditLog): the RBAC a deploy/
 // kustomization or a chart grants lacks something its provisioner calls. The error lists every such request. Run
 // it once the provisioners are uninstalled, so that their last requests (a
@@ -86,11 +93,11 @@ func CheckProvisionersNeverForbidden(ctx context.Context, c *cluster.Cluster) er
 	if err != nil {
 		return err
 	}
-	prefixes := make([]string, len(namespaces), len(namespaces)+1)
+	prefixes := make([]string, len(namespaces), len(namespaces)+2)
 	for i, ns := range namespaces {
 		prefixes[i] = "system:serviceaccount:" + ns + ":"
 	}
-	prefixes = append(prefixes, "system:serviceaccount:"+chartNamespacePrefix)
+	prefixes = append(prefixes, "system:serviceaccount:"+chartNamespacePrefix, "system:serviceaccount:"+upstreamNamespacePrefix)
 	refused, err := c.Forbidden(ctx, func(user string) bool {
 		return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(user, p) })
 	})
@@ -104,6 +111,6 @@ func CheckProvisionersNeverForbidden(ctx context.Context, c *cluster.Cluster) er
 	for i, e := range refused {
 		lines[i] = "  " + e.Username() + ": " + e.String()
 	}
-	return fmt.Errorf("the API server refused %d request(s) of provisioner ServiceAccounts (namespaces %s, %s*): their deploy/ or chart RBAC lacks something they call:\n%s",
-		len(refused), strings.Join(namespaces, ", "), chartNamespacePrefix, strings.Join(lines, "\n"))
+	return fmt.Errorf("the API server refused %d request(s) of provisioner ServiceAccounts (namespaces %s, %s*, %s*): their deploy/ or chart RBAC lacks something they call:\n%s",
+		len(refused), strings.Join(namespaces, ", "), chartNamespacePrefix, upstreamNamespacePrefix, strings.Join(lines, "\n"))
 }

@@ -42,12 +42,25 @@ import (
 // volume's directory on the node the pod ran on. Deleting the claim deletes
 // the PV and the directory.
 func TestHostpathChart(t *testing.T) {
+	checkHostpathChart(t, nil)
+}
+
+// TestHostpathChartHelperPods installs charts/hostpath with mode
+// helper-pods (one Deployment, local-path-provisioner's way): the chart's
+// RBAC is all the provisioner has, and the helper pods it runs on the
+// claim's node make and remove the directory, as in TestHostpathChart.
+func TestHostpathChartHelperPods(t *testing.T) {
+	checkHostpathChart(t, map[string]any{"mode": "helper-pods"})
+}
+
+// checkHostpathChart is TestHostpathChart with values.
+func checkHostpathChart(t *testing.T, values map[string]any) {
 	ctx := framework.TestContext(t, 10*time.Minute)
 	ref, err := PushImage(ctx, c, "hostpath")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := installChart(t, ctx, chartInstall{chart: "hostpath", image: ref, podSecurity: "privileged"})
+	r := installChart(t, ctx, chartInstall{chart: "hostpath", image: ref, podSecurity: "privileged", values: values})
 
 	claims := c.CreateTestNamespace(t, "hostpath-chart-claims")
 	const name = "writer"

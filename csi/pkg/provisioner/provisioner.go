@@ -113,6 +113,8 @@ type Provisioner struct {
 	attachSynced   cache.InformerSynced
 	// legacyWarned holds the deprecated keys already logged about.
 	legacyWarned sync.Map
+	// migration is nil unless the driver replaces an in-tree plugin.
+	migration *migration
 	// snapshotUsers counts, by namespace/name, the Provision calls between
 	// protecting a VolumeSnapshot and letting it go; snapshotMu orders
 	// them with the sweep, which leaves those snapshots alone.
@@ -148,7 +150,7 @@ func New(cfg Config) (*Provisioner, error) {
 	if cfg.Identity == "" {
 		cfg.Identity = NewIdentity(cfg.DriverName, time.Now())
 	}
-	p := &Provisioner{cfg: cfg}
+	p := &Provisioner{cfg: cfg, migration: newMigration(cfg.DriverName)}
 	attachments := cfg.Informers.Storage().V1().VolumeAttachments().Informer()
 	if err := attachments.AddIndexers(cache.Indexers{attachedPVIndex: attachedPV}); err != nil {
 		return nil, fmt.Errorf("indexing VolumeAttachments: %w", err)
@@ -199,6 +201,19 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	if err := checkDataSourceKind(o.PVC); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
+	migrated := p.migration.migrates(o.StorageClass)
+	if p.migration != nil {
+		if err := p.migration.checkClaim(o.PVC, p.cfg.DriverName); err != nil {
+			return nil, controller.ProvisioningFinished, err
+		}
+	}
+	if migrated {
+		class, err := p.migration.translateClass(ctx, o.StorageClass, p.cfg.DriverName)
+		if err != nil {
+			return nil, controller.ProvisioningNoChange, err
+		}
+		o.StorageClass = class
+	}
 	params, err := parseParameters(o.StorageClass.Parameters)
 	if err != nil {
 		return nil, controller.ProvisioningNoChange, err
@@ -229,13 +244,13 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	}
 
 	if snapshot == nil {
-		return p.create(ctx, o, req, fsType, refs)
+		return p.create(ctx, o, req, fsType, refs, migrated)
 	}
 	done, err := p.protectSnapshot(ctx, snapshot)
 	if err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
-	pv, state, err := p.create(ctx, o, req, fsType, refs)
+	pv, state, err := p.create(ctx, o, req, fsType, refs, migrated)
 	// Protected until the restore is over: the driver may still be
 	// restoring from it after an answer that leaves it in progress.
 	if releaseErr := done(ctx, state != controller.ProvisioningInBackground); releaseErr != nil {
@@ -246,8 +261,9 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	return pv, state, err
 }
 
-// create calls CreateVolume with the complete request and returns the PV.
-func (p *Provisioner) create(ctx context.Context, o controller.ProvisionOptions, req *csi.CreateVolumeRequest, fsType string, refs secretRefs) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
+// create calls CreateVolume with the complete request and returns the PV,
+// in its in-tree form for a migrated class.
+func (p *Provisioner) create(ctx context.Context, o controller.ProvisionOptions, req *csi.CreateVolumeRequest, fsType string, refs secretRefs, migrated bool) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Calling CreateVolume", "name", req.Name, "parameters", req.Parameters, "capacity", req.CapacityRange)
 	rsp, err := p.cfg.Controller.CreateVolume(ctx, req)
@@ -260,9 +276,16 @@ func (p *Provisioner) create(ctx context.Context, o controller.ProvisionOptions,
 		return nil, controller.ProvisioningFinished, fmt.Errorf("CSI driver %s: CreateVolume %s returned no volume id", p.cfg.DriverName, req.Name)
 	}
 	if required := req.GetCapacityRange().GetRequiredBytes(); vol.GetCapacityBytes() != 0 && vol.GetCapacityBytes() < required {
-		return p.undoTooSmall(ctx, vol, req)
+		return p.undoCreate(ctx, vol, req, fmt.Errorf("CSI driver %s: CreateVolume %s returned %d bytes, less than the %d requested",
+			p.cfg.DriverName, req.Name, vol.GetCapacityBytes(), required))
 	}
-	return p.newVolume(o, vol, fsType, refs), controller.ProvisioningFinished, nil
+	pv := p.newVolume(o, vol, fsType, refs)
+	if migrated {
+		if pv, err = p.migration.toInTree(pv); err != nil {
+			return p.undoCreate(ctx, vol, req, err)
+		}
+	}
+	return pv, controller.ProvisioningFinished, nil
 }
 
 // createRequest builds the CreateVolume request without topology, content
@@ -448,20 +471,25 @@ func onlyReadOnlyMany(claim *corev1.PersistentVolumeClaim) bool {
 	return len(modes) > 0 && !slices.ContainsFunc(modes, func(m corev1.PersistentVolumeAccessMode) bool { return m != corev1.ReadOnlyMany })
 }
 
-// undoTooSmall deletes a volume smaller than asked for. If that fails the
-// volume still exists, so the operation stays in the background.
-func (p *Provisioner) undoTooSmall(ctx context.Context, vol *csi.Volume, req *csi.CreateVolumeRequest) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
-	tooSmall := fmt.Errorf("CSI driver %s: CreateVolume %s returned %d bytes, less than the %d requested",
-		p.cfg.DriverName, req.Name, vol.GetCapacityBytes(), req.GetCapacityRange().GetRequiredBytes())
+// undoCreate deletes a created volume that cannot become a PV, for cause.
+// If that fails the volume still exists, so the operation stays in the
+// background.
+func (p *Provisioner) undoCreate(ctx context.Context, vol *csi.Volume, req *csi.CreateVolumeRequest, cause error) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
 	if err := p.deleteVolume(ctx, vol.GetVolumeId(), req.Secrets); err != nil {
-		return nil, controller.ProvisioningInBackground, fmt.Errorf("%w; deleting it failed: %w", tooSmall, err)
+		return nil, controller.ProvisioningInBackground, fmt.Errorf("%w; deleting the volume failed: %w", cause, err)
 	}
-	return nil, controller.ProvisioningFinished, fmt.Errorf("%w; it was deleted", tooSmall)
+	return nil, controller.ProvisioningFinished, fmt.Errorf("%w; the volume was deleted", cause)
 }
 
 // Delete deletes the PV's volume with DeleteVolume, with the provisioner
-// secret recorded on the PV. A volume the driver does not know is gone already.
+// secret recorded on the PV. A volume the driver does not know is gone
+// already. A PV of the in-tree plugin the driver replaces is deleted by its
+// CSI translation; any other PV that is not of this driver is ignored.
 func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
+	pv, err := p.migration.toCSI(ctx, pv)
+	if err != nil {
+		return err
+	}
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.cfg.DriverName {
 		return controller.Ignore("PersistentVolume %s is not a volume of CSI driver %s", pv.Name, p.cfg.DriverName)
 	}
@@ -590,6 +618,13 @@ func (p *Provisioner) HasCapacity(ctx context.Context, o controller.ProvisionOpt
 	size := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
 	if size.IsZero() || !p.cfg.Capabilities.GetCapacity {
 		return true, nil
+	}
+	if p.migration.migrates(o.StorageClass) {
+		class, err := p.migration.translateClass(ctx, o.StorageClass, p.cfg.DriverName)
+		if err != nil {
+			return false, err
+		}
+		o.StorageClass = class
 	}
 	params, err := parseParameters(o.StorageClass.Parameters)
 	if err != nil {

@@ -70,7 +70,9 @@ func (f *fakeController) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRe
 func newTestProvisioner(t *testing.T, cfg Config, objects ...runtime.Object) (*Provisioner, *fakeController) {
 	t.Helper()
 	fc := &fakeController{}
-	cfg.DriverName = testDriver
+	if cfg.DriverName == "" {
+		cfg.DriverName = testDriver
+	}
 	cfg.Identity = testIdentity
 	cfg.Controller = fc
 	client := fake.NewClientset(objects...)

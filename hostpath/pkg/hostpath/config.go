@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,20 @@ var ErrConfig = errors.New("invalid configuration")
 
 // fileConfig is config.json as written: the shape of local-path's.
 type fileConfig struct {
+	classPaths
+	// StorageClassConfigs gives each StorageClass, by name, paths of its
+	// own; it excludes the top-level paths.
+	StorageClassConfigs map[string]classPaths `json:"storageClassConfigs"`
+	// Keys of local-path's that configure its setup and teardown scripts:
+	// read only to refuse them by name, with what to use instead.
+	SetupCommand      json.RawMessage `json:"setupCommand"`
+	TeardownCommand   json.RawMessage `json:"teardownCommand"`
+	CmdTimeoutSeconds json.RawMessage `json:"cmdTimeoutSeconds"`
+}
+
+// classPaths is where volumes go: on each node, or on one filesystem every
+// node mounts.
+type classPaths struct {
 	NodePathMap          []nodePaths `json:"nodePathMap"`
 	SharedFileSystemPath string      `json:"sharedFileSystemPath"`
 }
@@ -40,16 +55,32 @@ type nodePaths struct {
 }
 
 // PathMap is a checked configuration: where volumes go on each node, or the
-// one filesystem every node mounts at the same path.
+// one filesystem every node mounts at the same path; or, from
+// storageClassConfigs, one such configuration per StorageClass (ForClass).
 type PathMap struct {
 	// Shared is the sharedFileSystemPath; when set, nodes is empty.
-	Shared string
-	nodes  map[string][]string
+	Shared  string
+	nodes   map[string][]string
+	classes map[string]*PathMap
 }
 
 // SinglePath is the configuration of --pv-dir alone: one path on every node.
 func SinglePath(dir string) *PathMap {
 	return &PathMap{nodes: map[string][]string{DefaultNode: {filepath.Clean(dir)}}}
+}
+
+// ForClass returns the paths of the volumes of StorageClass class: its
+// storageClassConfigs entry, or m itself when there are none. A class the
+// entries do not name is an error, as in local-path.
+func (m *PathMap) ForClass(class string) (*PathMap, error) {
+	if m.classes == nil {
+		return m, nil
+	}
+	if c, ok := m.classes[class]; ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("StorageClass %q has no entry in config.json's storageClassConfigs (it has %s): add one, or use a class it lists",
+		class, strings.Join(slices.Sorted(maps.Keys(m.classes)), ", "))
 }
 
 // PathsFor returns the paths volumes may use on node, and false when node is
@@ -65,78 +96,166 @@ func (m *PathMap) PathsFor(node string) ([]string, bool) {
 	return paths, len(paths) > 0
 }
 
-// AllPaths returns every configured path, sorted, for helper pods and
-// deletion checks.
+// AllPaths returns every configured path, of every class, sorted, for
+// helper pods and deletion checks.
 func (m *PathMap) AllPaths() []string {
+	all := []string{}
 	if m.Shared != "" {
-		return []string{m.Shared}
+		all = append(all, m.Shared)
 	}
-	var all []string
 	for _, paths := range m.nodes {
 		all = append(all, paths...)
+	}
+	for _, c := range m.classes {
+		all = append(all, c.AllPaths()...)
 	}
 	slices.Sort(all)
 	return slices.Compact(all)
 }
 
 // ParseConfig reads config.json: unknown keys, relative paths, "/", duplicate
-// nodes and paths, and a nodePathMap together with a sharedFileSystemPath are
-// refused with a message naming what to change.
+// nodes and paths, a nodePathMap together with a sharedFileSystemPath, and
+// either beside storageClassConfigs are refused with a message naming what
+// to change; so are local-path's keys of its setup and teardown commands,
+// with what to use instead.
 func ParseConfig(data []byte) (*PathMap, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var fc fileConfig
 	if err := dec.Decode(&fc); err != nil {
 		if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return nil, fmt.Errorf("%w: unknown key %s: hostpath-provisioner understands nodePathMap and sharedFileSystemPath", ErrConfig, field)
+			return nil, fmt.Errorf("%w: unknown key %s: hostpath-provisioner understands nodePathMap, sharedFileSystemPath and storageClassConfigs", ErrConfig, field)
 		}
 		return nil, fmt.Errorf("%w: not valid JSON: %w", ErrConfig, err)
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("%w: more than one JSON object", ErrConfig)
 	}
+	if err := refuseScriptKeys(fc); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if fc.StorageClassConfigs == nil {
+		m, errs := parsePaths(fc.classPaths, "")
+		if err := errors.Join(errs...); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		return m, nil
+	}
+	if len(fc.NodePathMap) > 0 || fc.SharedFileSystemPath != "" {
+		return nil, fmt.Errorf("%w: storageClassConfigs excludes a top-level nodePathMap and sharedFileSystemPath: set nodePathMap to [], and move the paths into the classes' entries", ErrConfig)
+	}
+	if len(fc.StorageClassConfigs) == 0 {
+		return nil, fmt.Errorf("%w: storageClassConfigs is empty: give an entry per StorageClass, or remove it and set nodePathMap", ErrConfig)
+	}
+	m := &PathMap{classes: map[string]*PathMap{}}
 	var errs []error
-	if fc.SharedFileSystemPath != "" {
-		if len(fc.NodePathMap) > 0 {
-			return nil, fmt.Errorf("%w: nodePathMap and sharedFileSystemPath exclude each other: set nodePathMap to [] to use sharedFileSystemPath", ErrConfig)
-		}
-		if err := checkPath(fc.SharedFileSystemPath); err != nil {
-			return nil, fmt.Errorf("%w: sharedFileSystemPath %w", ErrConfig, err)
-		}
-		return &PathMap{Shared: filepath.Clean(fc.SharedFileSystemPath)}, nil
+	for _, class := range slices.Sorted(maps.Keys(fc.StorageClassConfigs)) {
+		c, classErrs := parsePaths(fc.StorageClassConfigs[class], fmt.Sprintf("storageClassConfigs[%q]: ", class))
+		errs = append(errs, classErrs...)
+		m.classes[class] = c
 	}
-	if len(fc.NodePathMap) == 0 {
-		return nil, fmt.Errorf("%w: neither nodePathMap nor sharedFileSystemPath is set", ErrConfig)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	return m, nil
+}
+
+// parsePaths checks one nodePathMap or sharedFileSystemPath; where prefixes
+// its messages.
+func parsePaths(cp classPaths, where string) (*PathMap, []error) {
+	if cp.SharedFileSystemPath != "" {
+		if len(cp.NodePathMap) > 0 {
+			return nil, []error{fmt.Errorf("%snodePathMap and sharedFileSystemPath exclude each other: set nodePathMap to [] to use sharedFileSystemPath", where)}
+		}
+		if err := checkPath(cp.SharedFileSystemPath); err != nil {
+			return nil, []error{fmt.Errorf("%ssharedFileSystemPath %w", where, err)}
+		}
+		return &PathMap{Shared: filepath.Clean(cp.SharedFileSystemPath)}, nil
+	}
+	if len(cp.NodePathMap) == 0 {
+		return nil, []error{fmt.Errorf("%sneither nodePathMap nor sharedFileSystemPath is set", where)}
+	}
+	var errs []error
 	m := &PathMap{nodes: map[string][]string{}}
-	for _, np := range fc.NodePathMap {
+	for _, np := range cp.NodePathMap {
 		if np.Node == "" {
-			errs = append(errs, fmt.Errorf("a nodePathMap entry has no node: name a node or %s", DefaultNode))
+			errs = append(errs, fmt.Errorf("%sa nodePathMap entry has no node: name a node or %s", where, DefaultNode))
 			continue
 		}
 		if _, dup := m.nodes[np.Node]; dup {
-			errs = append(errs, fmt.Errorf("node %s is listed twice in nodePathMap", np.Node))
+			errs = append(errs, fmt.Errorf("%snode %s is listed twice in nodePathMap", where, np.Node))
 			continue
 		}
 		paths := []string{}
 		for _, p := range np.Paths {
 			if err := checkPath(p); err != nil {
-				errs = append(errs, fmt.Errorf("node %s: path %w", np.Node, err))
+				errs = append(errs, fmt.Errorf("%snode %s: path %w", where, np.Node, err))
 				continue
 			}
 			p = filepath.Clean(p)
 			if slices.Contains(paths, p) {
-				errs = append(errs, fmt.Errorf("node %s: path %s is listed twice", np.Node, p))
+				errs = append(errs, fmt.Errorf("%snode %s: path %s is listed twice", where, np.Node, p))
 				continue
 			}
 			paths = append(paths, p)
 		}
 		m.nodes[np.Node] = paths
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	return m, errs
+}
+
+// What local-path runs and hostpath-provisioner does not, and why: each
+// directory is made and removed by this provisioner's own code, which
+// refuses symbolic links and paths that leave the node path (lib/nofollow);
+// a script could promise neither.
+const (
+	scriptsRefused = "hostpath-provisioner runs no setup or teardown script or command: it makes each directory itself " +
+		"(mode --dir-mode; on other nodes through --helper-pods) and removes it, and per-volume quotas are not supported"
+	helperPodRefused = "the helper pods of --helper-pods run this provisioner's own image and code, not a template: " +
+		"set --helper-image, --helper-toleration (local-path's default template tolerates node.kubernetes.io/disk-pressure:NoSchedule) " +
+		"and --helper-node-selector instead"
+)
+
+// refuseScriptKeys names the keys of local-path's scripts that config.json
+// sets.
+func refuseScriptKeys(fc fileConfig) error {
+	var errs []error
+	for key, raw := range map[string]json.RawMessage{"setupCommand": fc.SetupCommand, "teardownCommand": fc.TeardownCommand} {
+		if raw != nil {
+			errs = append(errs, fmt.Errorf("key %s is not supported: %s; remove it", key, scriptsRefused))
+		}
 	}
-	return m, nil
+	if fc.CmdTimeoutSeconds != nil {
+		var seconds int
+		if json.Unmarshal(fc.CmdTimeoutSeconds, &seconds) != nil || seconds <= 0 {
+			seconds = 120
+		}
+		errs = append(errs, fmt.Errorf("key cmdTimeoutSeconds is not supported: set --helper-timeout=%ds, the bound of each helper pod of --helper-pods, instead, and remove it", seconds))
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+// scriptFiles are the keys of local-path's ConfigMap beside config.json,
+// files beside it where the ConfigMap is mounted, with why each is refused.
+var scriptFiles = []struct{ name, refused string }{
+	{"setup", scriptsRefused},
+	{"teardown", scriptsRefused},
+	{"helperPod.yaml", helperPodRefused},
+}
+
+// refuseScriptFiles names local-path's script and template files found
+// beside the configuration file at path: left there they would look
+// applied.
+func refuseScriptFiles(path string) error {
+	var errs []error
+	for _, f := range scriptFiles {
+		if _, err := os.Lstat(filepath.Join(filepath.Dir(path), f.name)); err == nil {
+			errs = append(errs, fmt.Errorf("%s is beside %s (a key of its ConfigMap), and it is not supported: %s; remove the key %s",
+				f.name, filepath.Base(path), f.refused, f.name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func checkPath(p string) error {
@@ -158,6 +277,11 @@ func LoadConfig(path string) (*PathMap, []byte, error) {
 		return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	m, err := ParseConfig(data)
+	if err == nil {
+		if err = refuseScriptFiles(path); err != nil {
+			err = fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}

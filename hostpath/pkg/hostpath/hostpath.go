@@ -20,7 +20,8 @@
 // Beyond the minimum it speaks rancher/local-path-provisioner's language: a
 // config.json with a nodePathMap (several paths per node, the one with the
 // most free space wins) or a sharedFileSystemPath (RWX, no node affinity),
-// volumeType hostPath or local, pathPattern, and helper pods that make the
+// or either per StorageClass (storageClassConfigs), volumeType hostPath or
+// local, pathPattern in either spelling, and helper pods that make the
 // directories on other nodes (helper.go).
 //
 // It sets no size limit: the capacity on the PV is the claim's request, and a
@@ -35,6 +36,7 @@ import (
 	"io/fs"
 	"maps"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -75,9 +77,23 @@ const (
 	// KeyNodePath chooses one of the node's paths instead of the one with
 	// the most free space.
 	KeyNodePath = "nodePath"
-	// KeyPathPattern names each volume's directory (lib/pathpattern).
+	// KeyPathPattern names each volume's directory (lib/pathpattern), in
+	// its ${.PVC.name} or local-path's {{ .PVC.Name }} spelling.
 	KeyPathPattern = pathpattern.Key
+	// KeyAllowUnsafePathPattern ("true"), a class parameter or annotation,
+	// lifts local-path's rule that a Go-template pathPattern names a
+	// directory under <namespace>/<claim>/. The rules every pattern obeys
+	// stay: a plain relative path, no other volume's directory, no link.
+	KeyAllowUnsafePathPattern = "allowUnsafePathPattern"
+	// KeyNodeAffinityKey is local-path's per-class node label of the node
+	// affinity; here it must be --node-label-key, which is every class's.
+	KeyNodeAffinityKey = "nodeAffinityKey"
 )
+
+// localPathScriptKeys are local-path's class parameters and annotations
+// that only feed its setup script (VOL_USER, VOL_GROUP, VOL_PERM), which
+// hostpath-provisioner does not run.
+var localPathScriptKeys = []string{"userPattern", "groupPattern", "permPattern"}
 
 // Volume types.
 const (
@@ -97,8 +113,9 @@ type Config struct {
 	// Dir is the absolute path under which volume directories are created on
 	// every node: the simple case, when ConfigFile is empty.
 	Dir string
-	// ConfigFile is a config.json (nodePathMap or sharedFileSystemPath), read
-	// again every ReloadInterval. It replaces Dir.
+	// ConfigFile is a config.json (nodePathMap, sharedFileSystemPath or
+	// storageClassConfigs), read again every ReloadInterval. It replaces
+	// Dir.
 	ConfigFile string
 	// ReloadInterval is how often ConfigFile is read again; zero means
 	// DefaultReloadInterval.
@@ -214,7 +231,9 @@ func (p *Provisioner) ShouldProvision(_ context.Context, claim *corev1.Persisten
 	if !selected {
 		return !p.cfg.NodeLocal
 	}
-	if !p.cfg.NodeLocal && (p.anyNode || p.Paths().Shared != "") {
+	// A class the configuration lacks is reported by Provision.
+	paths, err := p.Paths().ForClass(controller.ClaimClass(claim))
+	if !p.cfg.NodeLocal && (p.anyNode || (err == nil && paths.Shared != "")) {
 		return true
 	}
 	return node == p.cfg.Node
@@ -222,7 +241,14 @@ func (p *Provisioner) ShouldProvision(_ context.Context, claim *corev1.Persisten
 
 // Provision creates the claim's directory and returns its PV.
 func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
-	paths := p.Paths()
+	var className string
+	if o.StorageClass != nil {
+		className = o.StorageClass.Name
+	}
+	paths, err := p.Paths().ForClass(className)
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
 	node := o.SelectedNodeName
 	if node == "" {
 		node = p.cfg.Node
@@ -326,8 +352,15 @@ type volumeParams struct {
 func (p *Provisioner) parse(o controller.ProvisionOptions, paths *PathMap) (volumeParams, error) {
 	vp := volumeParams{volumeType: VolumeTypeHostPath}
 	if class := o.StorageClass; class != nil {
-		if err := controller.CheckParameters(class, KeyVolumeType, KeyNodePath, KeyPathPattern); err != nil {
+		if err := refuseScriptPatterns(class); err != nil {
+			return vp, err
+		}
+		if err := controller.CheckParameters(class, KeyVolumeType, KeyNodePath, KeyPathPattern, KeyAllowUnsafePathPattern, KeyNodeAffinityKey); err != nil {
 			return vp, fmt.Errorf("StorageClass %s: %w; remove them", class.Name, err)
+		}
+		if key := class.Parameters[KeyNodeAffinityKey]; key != "" && key != p.cfg.NodeLabelKey {
+			return vp, fmt.Errorf("StorageClass %s parameter %s %s: this provisioner pins the volumes of every class by one node label, %s (--node-label-key): start it with --node-label-key=%s, or remove the parameter",
+				class.Name, KeyNodeAffinityKey, key, p.cfg.NodeLabelKey, key)
 		}
 		if len(class.MountOptions) > 0 {
 			return vp, fmt.Errorf("StorageClass %s: mountOptions are not supported: hostPath volumes are not mounted; remove them", class.Name)
@@ -340,7 +373,7 @@ func (p *Provisioner) parse(o controller.ProvisionOptions, paths *PathMap) (volu
 		}
 		vp.nodePath = class.Parameters[KeyNodePath]
 		if pattern := class.Parameters[KeyPathPattern]; pattern != "" {
-			rel, err := pathpattern.Expand(pattern, o.PVC, o.PVName, pathpattern.Rules{Root: "the node path"})
+			rel, err := expandPattern(class, pattern, o)
 			if err != nil {
 				return vp, fmt.Errorf("StorageClass %s parameter %s: %w", class.Name, KeyPathPattern, err)
 			}
@@ -382,6 +415,68 @@ func (p *Provisioner) parse(o controller.ProvisionOptions, paths *PathMap) (volu
 	// uses one is pinned there by its node affinity: ReadWriteMany and
 	// ReadOnlyMany are as sound as ReadWriteOnce (the single-node mode).
 	return vp, nil
+}
+
+// refuseScriptPatterns refuses local-path's userPattern, groupPattern and
+// permPattern, as class parameters or annotations: they only reach its
+// setup script.
+func refuseScriptPatterns(class *storagev1.StorageClass) error {
+	for _, key := range localPathScriptKeys {
+		_, param := class.Parameters[key]
+		_, ann := class.Annotations[key]
+		if param || ann {
+			return fmt.Errorf("StorageClass %s: %s is not supported: local-path hands it to its setup script, and hostpath-provisioner runs none: "+
+				"new directories are root's with mode --dir-mode (%#o by default, writable by every user); give pods an fsGroup, or an init container that sets the owner, and remove %s",
+				class.Name, key, uint32(DefaultDirMode), key)
+		}
+	}
+	return nil
+}
+
+// expandPattern is the volume's directory that the class's pathPattern
+// names. A Go-template pattern (local-path's spelling) obeys local-path's
+// rule too: the directory is <namespace>/<claim> or under it, unless the
+// class sets allowUnsafePathPattern; ${...} patterns never had that rule.
+func expandPattern(class *storagev1.StorageClass, pattern string, o controller.ProvisionOptions) (string, error) {
+	rules := pathpattern.Rules{Root: "the node path"}
+	if !pathpattern.IsTemplate(pattern) {
+		return pathpattern.Expand(pattern, o.PVC, o.PVName, rules)
+	}
+	unsafe, err := allowUnsafePathPattern(class)
+	if err != nil {
+		return "", err
+	}
+	rel, err := pathpattern.ExpandTemplate(pattern, o.PVC, o.PVName, rules)
+	if err != nil || unsafe {
+		return rel, err
+	}
+	claimDir := o.PVC.Namespace + "/" + o.PVC.Name
+	if rel != claimDir && !strings.HasPrefix(rel, claimDir+"/") {
+		return "", fmt.Errorf("%w %q: it expands to %q, which is not under %s/ ({{ .PVC.Namespace }}/{{ .PVC.Name }}/, so that each claim's directory is its own, as in local-path): "+
+			"start the pattern with {{ .PVC.Namespace }}/{{ .PVC.Name }}/, or set the class parameter %s: \"true\" (paths that leave the node path or overlap another volume stay refused)",
+			pathpattern.ErrPathPattern, pattern, rel, claimDir, KeyAllowUnsafePathPattern)
+	}
+	return rel, nil
+}
+
+// allowUnsafePathPattern reads the class parameter, or else the class
+// annotation, as local-path does; a value that is not a boolean is an
+// error, not false.
+func allowUnsafePathPattern(class *storagev1.StorageClass) (bool, error) {
+	v, ok := class.Parameters[KeyAllowUnsafePathPattern]
+	where := "parameter"
+	if !ok {
+		v, ok = class.Annotations[KeyAllowUnsafePathPattern]
+		where = "annotation"
+	}
+	if !ok {
+		return false, nil
+	}
+	allow, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s %s %q is not a boolean: write \"true\" or \"false\"", where, KeyAllowUnsafePathPattern, v)
+	}
+	return allow, nil
 }
 
 // multiNodeMode names the flag by which this instance puts volumes on
@@ -436,7 +531,10 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	// The PV object can be edited; the directory removed is only ever one
 	// this provisioner would make for it: its directory under a path the
 	// configuration gives its node.
-	paths := p.Paths()
+	paths, err := p.Paths().ForClass(pv.Spec.StorageClassName)
+	if err != nil {
+		return fmt.Errorf("refusing to delete: %w", err)
+	}
 	roots, _ := paths.PathsFor(node)
 	got := volumePathOf(pv)
 	var root string

@@ -60,7 +60,7 @@ func TestParseConfig(t *testing.T) {
 		`{"nodePathMap":[],"sharedFileSystemPath":"s"}`:                               `sharedFileSystemPath "s" must be absolute`,
 		`{}`:                                 "neither nodePathMap nor sharedFileSystemPath is set",
 		`{"nodePathMap":[{"paths":["/a"]}]}`: "a nodePathMap entry has no node",
-		`{"storageClassConfigs":{}}`:         `unknown key "storageClassConfigs"`,
+		`{"storageClassConfigs":{}}`:         "storageClassConfigs is empty",
 		`{"nodePathMap":[{"node":"n1","path":["/a"]}]}`: `unknown key "path"`,
 		`{"nodePathMap":[# comment]}`:                   "not valid JSON",
 	} {
@@ -373,6 +373,12 @@ func TestClaimMetadataKeys(t *testing.T) {
 	l, a := p.ClaimMetadataKeys(&storagev1.StorageClass{Parameters: map[string]string{KeyPathPattern: "${.PVC.labels.app}/${.PVC.annotations.team}"}})
 	if strings.Join(l, ",") != "app" || strings.Join(a, ",") != "team,volumeType" {
 		t.Errorf("keys %v %v", l, a)
+	}
+	// local-path's spelling: the keys a template reads are kept too.
+	l, a = p.ClaimMetadataKeys(&storagev1.StorageClass{Parameters: map[string]string{
+		KeyPathPattern: `{{ .PVC.Namespace }}/{{ .PVC.Name }}/{{ .PVC.Labels.app }}/{{ index .PVC.Annotations "example.com/team" }}`}})
+	if strings.Join(l, ",") != "app" || strings.Join(a, ",") != "example.com/team,volumeType" {
+		t.Errorf("template keys %v %v", l, a)
 	}
 }
 

@@ -32,6 +32,9 @@ func Kubelet(ctx context.Context, t testing.TB, c kubernetes.Interface, ns strin
 			if !ok || ev.Type != watch.Added {
 				continue
 			}
+			// The fake clientset's watch may hand out the object it stores:
+			// change a copy (the race detector saw readers of the original).
+			pod = pod.DeepCopy()
 			seen <- pod.DeepCopy()
 			pod.Status = status(pod)
 			if _, err := c.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {

@@ -37,6 +37,7 @@ func (p pairing) String() string { return p.chart + "=" + p.kustomize }
 var pairings = []pairing{
 	{chart: "hostpath", kustomize: "hostpath/deploy"},
 	{chart: "hostpath", values: map[string]any{"mode": "single-node"}, kustomize: "hostpath/deploy/single-node"},
+	{chart: "hostpath", values: map[string]any{"mode": "helper-pods"}, kustomize: "hostpath/deploy/helper-pods"},
 	{chart: "csi", kustomize: "csi/deploy"},
 	{chart: "csi", values: map[string]any{"mode": "node"}, kustomize: "csi/deploy/node-deployment"},
 	{chart: "cinder", kustomize: "cinder/deploy"},

@@ -5,7 +5,6 @@ package charts
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	chartcommon "helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -390,29 +390,40 @@ func TestLint(t *testing.T) {
 	}
 }
 
-// TestChartsShareHelpers: templates/_helpers.tpl is one file copied into
-// every chart (a chart cannot include files outside its directory), and
-// each Chart.yaml names the next release of its module in versions.yaml.
+// TestChartsShareHelpers: the helpers every chart uses live once, in the
+// library chart charts/common, which each chart declares as its
+// file://../common dependency and links at charts/kubeprov-common (so helm
+// install from the directory needs no helm dependency build); no chart
+// defines a kubeprov.* helper of its own. And each Chart.yaml names the
+// next release of its module in versions.yaml.
 func TestChartsShareHelpers(t *testing.T) {
 	root := repoRoot(t)
-	want, err := os.ReadFile(filepath.Join(root, "charts", "hostpath", "templates", "_helpers.tpl"))
+	library, err := loader.LoadDir(filepath.Join(root, "charts", "common"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if library.Metadata.Type != "library" {
+		t.Fatalf("charts/common is a %q chart, want a library", library.Metadata.Type)
+	}
 	for _, p := range charts() {
-		got, err := os.ReadFile(filepath.Join(root, "charts", p.chart, "templates", "_helpers.tpl"))
-		if err != nil {
-			t.Fatal(err)
+		ch := loadChart(t, p.chart)
+		deps := ch.Metadata.Dependencies
+		if len(deps) != 1 || deps[0].Name != library.Name() || deps[0].Repository != "file://../common" || deps[0].Version != library.Metadata.Version {
+			t.Errorf("charts/%s/Chart.yaml dependencies %+v, want only %s %s from file://../common", p.chart, deps, library.Name(), library.Metadata.Version)
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("charts/%s/templates/_helpers.tpl differs from charts/hostpath's: copy it", p.chart)
+		if subs := ch.Dependencies(); len(subs) != 1 || subs[0].Name() != library.Name() {
+			t.Errorf("charts/%s loads %d subcharts, want the library (charts/%s/charts/%s -> ../../common)", p.chart, len(subs), p.chart, library.Name())
+		}
+		for _, tpl := range ch.Templates {
+			if bytes.Contains(tpl.Data, []byte(`define "kubeprov.`)) {
+				t.Errorf("charts/%s/%s defines a kubeprov.* helper: move it to charts/common", p.chart, tpl.Name)
+			}
 		}
 		module := strings.Split(p.kustomize, "/")[0]
 		version, err := release.Version(root, module)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ch := loadChart(t, p.chart)
 		if ch.Metadata.AppVersion != version || "v"+ch.Metadata.Version != version {
 			t.Errorf("charts/%s/Chart.yaml: version %s, appVersion %s; want %s and %s (versions.yaml's %s)", p.chart, ch.Metadata.Version, ch.Metadata.AppVersion, strings.TrimPrefix(version, "v"), version, module)
 		}

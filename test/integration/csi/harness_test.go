@@ -168,7 +168,15 @@ type env struct {
 // the provisioner is ready.
 func setup(t *testing.T, kind driverKind, opts csidriver.Options, args ...string) *env {
 	t.Helper()
-	e := newEnv(t, kind, opts)
+	return setupNamed(t, kind, generatedDriverName(), opts, args...)
+}
+
+// setupNamed is setup with a driver of the given name, such as the CSI
+// driver of an in-tree plugin (CSI migration). Tests that share a name must
+// not run at the same time.
+func setupNamed(t *testing.T, kind driverKind, driverName string, opts csidriver.Options, args ...string) *env {
+	t.Helper()
+	e := newNamedEnv(t, kind, driverName, opts)
 	e.prov = e.startProvisioner(args...)
 	if err := e.prov.WaitReady(e.ctx, time.Minute); err != nil {
 		t.Fatal(err)
@@ -179,6 +187,15 @@ func setup(t *testing.T, kind driverKind, opts csidriver.Options, args ...string
 // newEnv starts only the driver; it skips the test if kind takes no part
 // in this run.
 func newEnv(t *testing.T, kind driverKind, opts csidriver.Options) *env {
+	t.Helper()
+	return newNamedEnv(t, kind, generatedDriverName(), opts)
+}
+
+// generatedDriverName is a driver name no other test uses.
+func generatedDriverName() string { return uniqueName("csi") + ".test.kubeprov.io" }
+
+// newNamedEnv is newEnv with a driver of the given name.
+func newNamedEnv(t *testing.T, kind driverKind, driverName string, opts csidriver.Options) *env {
 	t.Helper()
 	process := processRun(t)
 	switch {
@@ -191,7 +208,7 @@ func newEnv(t *testing.T, kind driverKind, opts csidriver.Options) *env {
 	b, err := csibackend.NewWithOptions(ctx, backend.Config{
 		ControlPlane:    cp,
 		Namespace:       journalNamespace,
-		ProvisionerName: uniqueName("csi") + ".test.kubeprov.io",
+		ProvisionerName: driverName,
 		Dir:             t.TempDir(),
 		// Failing claims retried every 2 s would otherwise exhaust the
 		// default budget of 5 writes a second and delay the events tested.

@@ -162,19 +162,12 @@ func TestUpstreamTakeover(t *testing.T) {
 func (e *env) upstreamVolume(driver csispec.ControllerClient, claim *corev1.PersistentVolumeClaim, secretName, secretNS string) *corev1.PersistentVolume {
 	e.t.Helper()
 	name := pvName(claim)
-	rsp, err := driver.CreateVolume(e.ctx, &csispec.CreateVolumeRequest{
-		Name:          name,
-		CapacityRange: &csispec.CapacityRange{RequiredBytes: 1 << 30},
-		VolumeCapabilities: []*csispec.VolumeCapability{{
-			AccessType: &csispec.VolumeCapability_Mount{Mount: &csispec.VolumeCapability_MountVolume{}},
-			AccessMode: &csispec.VolumeCapability_AccessMode{Mode: csispec.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
-		}},
-	})
+	vol, err := createGiBVolume(e.ctx, driver, name)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	attributes := map[string]string{attrProvisionerID: upstreamProvisionerID + e.name}
-	for k, v := range rsp.GetVolume().GetVolumeContext() {
+	for k, v := range vol.GetVolumeContext() {
 		attributes[k] = v
 	}
 	pv := &corev1.PersistentVolume{
@@ -197,7 +190,7 @@ func (e *env) upstreamVolume(driver csispec.ControllerClient, claim *corev1.Pers
 				Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID,
 			},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-				Driver: e.name, VolumeHandle: rsp.GetVolume().GetVolumeId(), FSType: "ext4", VolumeAttributes: attributes,
+				Driver: e.name, VolumeHandle: vol.GetVolumeId(), FSType: "ext4", VolumeAttributes: attributes,
 			}},
 		},
 	}

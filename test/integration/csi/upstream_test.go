@@ -50,7 +50,8 @@ func upstreamArgs(socket string) []string {
 // upstreamMetrics are the metrics a CSI sidecar's dashboards read, with
 // their label names, as kubernetes-csi documents them (csi-lib-utils for
 // the CSI calls; sig-storage-lib-external-provisioner for the controller;
-// client-go's workqueue metrics).
+// client-go's workqueue metrics; the sidecar's metrics handler counting
+// its own scrapes).
 var upstreamMetrics = map[string][]string{
 	"csi_sidecar_operations_seconds":                              {"driver_name", "grpc_status_code", "method_name"},
 	"controller_persistentvolumeclaim_provision_total":            {"class", "source"},
@@ -59,6 +60,7 @@ var upstreamMetrics = map[string][]string{
 	"controller_persistentvolume_delete_duration_seconds":         {"class"},
 	"workqueue_adds_total":                                        {"name"},
 	"workqueue_depth":                                             {"name"},
+	"promhttp_metric_handler_requests_total":                      {"code"},
 }
 
 // TestUpstreamDeploymentArguments: csi-provisioner started with an upstream

@@ -4,6 +4,7 @@
 package hostpath
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeprov/external-storage/test/framework"
@@ -157,51 +159,176 @@ func TestSharedFileSystemRWX(t *testing.T) {
 
 // TestLocalPathReadmeStorageClass replays the StorageClass of
 // rancher/local-path-provisioner's README ("ssd-local-path": a nodePath of
-// the map and a pathPattern of namespace and claim), rewritten for this
-// provisioner: pathPattern's ${} spelling instead of a Go template. The
-// volume lands in <nodePath>/<namespace>/<claim>; the Go template spelling
-// is refused with an event that gives the rewrite.
+// the map and a pathPattern of namespace and claim), verbatim but for the
+// provisioner name, and rewritten in this provisioner's ${} spelling: either
+// way the volume lands in <nodePath>/<namespace>/<claim> and is removed with
+// its claim.
 func TestLocalPathReadmeStorageClass(t *testing.T) {
-	ctx := framework.TestContext(t, time.Minute)
 	ssd, other := newPVDir(t), newPVDir(t)
-	e := setup(t, "readme", func(sc *storagev1.StorageClass) {
-		sc.Parameters = map[string]string{"nodePath": ssd, "pathPattern": "${.PVC.namespace}/${.PVC.name}"}
-		sc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
-		sc.ReclaimPolicy = ptr.To(corev1.PersistentVolumeReclaimDelete)
-	})
 	config := filepath.Join(t.TempDir(), "config.json")
 	writeConfig(t, config, nodePathMap(nodeEntry("DEFAULT_PATH_FOR_NON_LISTED_NODES", other, ssd)))
-	startProvisioner(t, e.env(), e.args(node, "--config="+config)...)
-	e.createPVC(t, "db", func(pvc *corev1.PersistentVolumeClaim) {
-		pvc.Annotations = map[string]string{annSelectedNode: node}
-	})
-	pv := bound(ctx, t, e.ns, "db")
-	want := filepath.Join(ssd, e.ns, "db")
-	if pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != want {
-		t.Fatalf("PV source %+v, want hostPath %s", pv.Spec.PersistentVolumeSource, want)
+	for name, pattern := range map[string]string{"readme": "{{ .PVC.Namespace }}/{{ .PVC.Name }}/", "readme-dollar": "${.PVC.namespace}/${.PVC.name}"} {
+		t.Run(name, func(t *testing.T) {
+			ctx := framework.TestContext(t, time.Minute)
+			e := setup(t, name, func(sc *storagev1.StorageClass) {
+				sc.Parameters = map[string]string{"nodePath": ssd, "pathPattern": pattern}
+				sc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
+				sc.ReclaimPolicy = ptr.To(corev1.PersistentVolumeReclaimDelete)
+			})
+			startProvisioner(t, e.env(), e.args(node, "--config="+config)...)
+			e.createPVC(t, "db", func(pvc *corev1.PersistentVolumeClaim) {
+				pvc.Annotations = map[string]string{annSelectedNode: node}
+			})
+			pv := bound(ctx, t, e.ns, "db")
+			want := filepath.Join(ssd, e.ns, "db")
+			if pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != want {
+				t.Fatalf("PV source %+v, want hostPath %s", pv.Spec.PersistentVolumeSource, want)
+			}
+			if fi, err := os.Stat(want); err != nil || !fi.IsDir() {
+				t.Fatalf("%s: %v", want, err)
+			}
+			deletePVC(t, e.ns, "db")
+			if err := framework.WaitForPVDeleted(ctx, cp.Client, pv.Name); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(want); !os.IsNotExist(err) {
+				t.Errorf("%s after delete: %v", want, err)
+			}
+		})
 	}
-	if fi, err := os.Stat(want); err != nil || !fi.IsDir() {
-		t.Fatalf("%s: %v", want, err)
-	}
-	deletePVC(t, e.ns, "db")
-	if err := framework.WaitForPVDeleted(ctx, cp.Client, pv.Name); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(want); !os.IsNotExist(err) {
-		t.Errorf("%s after delete: %v", want, err)
-	}
+}
 
-	// The upstream spelling, verbatim.
-	goTemplate := setup(t, "readme-tmpl", func(sc *storagev1.StorageClass) {
-		sc.Parameters = map[string]string{"nodePath": ssd, "pathPattern": "{{ .PVC.Namespace }}/{{ .PVC.Name }}"}
+// TestLocalPathPathPatternRules: a Go-template pathPattern outside
+// <namespace>/<claim>/ (local-path's old default directory name) gets a
+// Warning event naming allowUnsafePathPattern; with it the claim is bound,
+// and a pattern that leaves the node path is refused all the same.
+func TestLocalPathPathPatternRules(t *testing.T) {
+	ctx := framework.TestContext(t, time.Minute)
+	const oldDefault = "{{ .PVName }}_{{ .PVC.Namespace }}_{{ .PVC.Name }}"
+	e := setup(t, "lp-unsafe", func(sc *storagev1.StorageClass) {
+		sc.Parameters = map[string]string{"pathPattern": oldDefault}
 	})
-	startProvisioner(t, goTemplate.env(), goTemplate.args(node, "--config="+config)...)
-	pvc := goTemplate.createPVC(t, "db", nil)
+	startProvisioner(t, e.env(), e.args(node)...)
+	pvc := e.createPVC(t, "refused", nil)
 	ev, err := framework.WaitForEvent(ctx, cp.Client, pvc, "ProvisioningFailed")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(ev.Message, "Go templates ({{ .PVC.Name }}) are not supported; write ${.PVC.namespace}") {
-		t.Errorf("event %q, want the ${} rewrite", ev.Message)
+	if want := "which is not under " + e.ns + "/refused/"; ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, want) ||
+		!strings.Contains(ev.Message, `allowUnsafePathPattern: "true"`) {
+		t.Errorf("event %s %q, want a Warning containing %q and the parameter", ev.Type, ev.Message, want)
+	}
+
+	unsafe := cp.CreateTestStorageClass(t, framework.NewStorageClass(e.ns+"-unsafe", e.provisioner,
+		map[string]string{"pathPattern": oldDefault, "allowUnsafePathPattern": "true"}))
+	escape := cp.CreateTestStorageClass(t, framework.NewStorageClass(e.ns+"-escape", e.provisioner,
+		map[string]string{"pathPattern": "{{ .PVC.Annotations.dir }}", "allowUnsafePathPattern": "true"}))
+	t.Cleanup(func() { deleteVolumesOfClass(context.Background(), t, unsafe.Name) })
+	claimOf := func(name, class string, annotations map[string]string) *corev1.PersistentVolumeClaim {
+		c := framework.NewPVC(e.ns, name, class, "1Gi")
+		c.Annotations = annotations
+		c, err := cp.Client.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, c, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	claimOf("old-name", unsafe.Name, nil)
+	pv := bound(ctx, t, e.ns, "old-name")
+	if want := filepath.Join(e.pvDir, pv.Name+"_"+e.ns+"_old-name"); pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != want {
+		t.Errorf("PV source %+v, want hostPath %s", pv.Spec.PersistentVolumeSource, want)
+	}
+	out := claimOf("escape", escape.Name, map[string]string{"dir": "../../etc"})
+	ev, err = framework.WaitForEvent(ctx, cp.Client, out, "ProvisioningFailed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `it expands to "../../etc", which could leave the node path`; !strings.Contains(ev.Message, want) {
+		t.Errorf("event %q, want %q", ev.Message, want)
+	}
+}
+
+// TestLocalPathStorageClassConfigs: config.json's storageClassConfigs give
+// each class its own paths (a nodePathMap for one, a sharedFileSystemPath
+// for another); a claim of a class it does not list gets a Warning event.
+func TestLocalPathStorageClassConfigs(t *testing.T) {
+	ctx := framework.TestContext(t, time.Minute)
+	e := setup(t, "lp-classes", nil)
+	shared := cp.CreateTestStorageClass(t, framework.NewStorageClass(e.ns+"-shared", e.provisioner, nil))
+	unlisted := cp.CreateTestStorageClass(t, framework.NewStorageClass(e.ns+"-unlisted", e.provisioner, nil))
+	t.Cleanup(func() { deleteVolumesOfClass(context.Background(), t, shared.Name) })
+	local, sharedDir := newPVDir(t), newPVDir(t)
+	config := filepath.Join(t.TempDir(), "config.json")
+	writeConfig(t, config, `{"nodePathMap":[],"storageClassConfigs":{`+
+		`"`+e.class.Name+`":`+nodePathMap(nodeEntry("DEFAULT_PATH_FOR_NON_LISTED_NODES", local))+`,`+
+		`"`+shared.Name+`":{"sharedFileSystemPath":"`+sharedDir+`"}}}`)
+	startProvisioner(t, e.env(), e.args(node, "--config="+config)...)
+
+	e.createPVC(t, "local", nil)
+	pv := bound(ctx, t, e.ns, "local")
+	checkVolume(t, pv, local, node)
+	rwx := framework.NewPVC(e.ns, "shared", shared.Name, "1Gi")
+	rwx.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+	if _, err := cp.Client.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, rwx, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	spv := bound(ctx, t, e.ns, "shared")
+	if spv.Spec.NodeAffinity != nil || spv.Spec.HostPath == nil || spv.Spec.HostPath.Path != filepath.Join(sharedDir, spv.Name) {
+		t.Errorf("PV %+v: want a hostPath under %s and no node affinity", spv.Spec, sharedDir)
+	}
+	other, err := cp.Client.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, framework.NewPVC(e.ns, "unlisted", unlisted.Name, "1Gi"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := framework.WaitForEvent(ctx, cp.Client, other, "ProvisioningFailed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `StorageClass "` + unlisted.Name + `" has no entry in config.json's storageClassConfigs`; ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, want) {
+		t.Errorf("event %s %q, want a Warning containing %q", ev.Type, ev.Message, want)
+	}
+	for _, c := range []struct{ claim, dir, pv string }{{"local", local, pv.Name}, {"shared", sharedDir, spv.Name}} {
+		deletePVC(t, e.ns, c.claim)
+		if err := framework.WaitForPVDeleted(ctx, cp.Client, c.pv); err != nil {
+			t.Fatal(err)
+		}
+		if got := entries(t, c.dir); len(got) != 0 {
+			t.Errorf("%s holds %v after its volume was deleted", c.dir, got)
+		}
+	}
+}
+
+// TestLocalPathScriptsRefused: local-path's ConfigMap keys setup, teardown
+// and helperPod.yaml, mounted beside config.json, stop the provisioner at
+// start with an error naming them and what to use instead: it would not run
+// them, and must not look as if it did.
+func TestLocalPathScriptsRefused(t *testing.T) {
+	ctx := framework.TestContext(t, time.Minute)
+	e := setup(t, "lp-scripts", nil)
+	dir := t.TempDir()
+	writeConfig(t, filepath.Join(dir, "config.json"), nodePathMap(nodeEntry("DEFAULT_PATH_FOR_NON_LISTED_NODES", e.pvDir)))
+	for _, f := range []string{"setup", "teardown", "helperPod.yaml"} {
+		writeConfig(t, filepath.Join(dir, f), "#!/bin/sh\nset -eu\nmkdir -m 0777 -p \"$VOL_DIR\"\n")
+	}
+	p, err := framework.StartProcess(ctx, framework.ProcessOptions{Binary: binary(t),
+		Args: append([]string{"--kubeconfig=" + cp.KubeconfigPath}, e.args(node, "--config="+filepath.Join(dir, "config.json"))...),
+		Env:  e.env(), LogPath: filepath.Join(t.TempDir(), "refused.log"), NoWait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Exited():
+	case <-ctx.Done():
+		_ = p.Kill()
+		t.Fatalf("the provisioner runs with setup, teardown and helperPod.yaml beside its config.json; log:\n%s", p.LogTail(20))
+	}
+	for _, want := range []string{
+		"setup is beside config.json (a key of its ConfigMap), and it is not supported: hostpath-provisioner runs no setup or teardown script",
+		"teardown is beside config.json",
+		"helperPod.yaml is beside config.json (a key of its ConfigMap), and it is not supported: the helper pods of --helper-pods run this provisioner's own image",
+	} {
+		if !p.HasLog(want) {
+			t.Errorf("log lacks %q:\n%s", want, p.LogTail(20))
+		}
 	}
 }

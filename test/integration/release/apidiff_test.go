@@ -48,6 +48,7 @@ func TestAPIDiff(t *testing.T) {
 
 	// After v1, a removal needs a major version.
 	r.setVersion("lib", "v1.0.0")
+	r.addChangelog("lib", "v1.0.0")
 	r.git("add", "-A")
 	r.git("commit", "--quiet", "-m", "lib v1")
 	r.must(".", skipTests, "hack/release.sh", "lib")

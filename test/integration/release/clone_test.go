@@ -156,3 +156,22 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// addChangelog puts a section for version at the top of module/CHANGELOG.md,
+// as hack/release.sh wants.
+func (r *repo) addChangelog(module, version string) {
+	r.t.Helper()
+	file := filepath.Join(module, "CHANGELOG.md")
+	data, err := os.ReadFile(filepath.Join(r.dir, file))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	text := string(data)
+	section := "## " + version + "\n\n- A change of the release test.\n\n"
+	if i := strings.Index(text, "\n## "); i >= 0 {
+		text = text[:i+1] + section + text[i+1:]
+	} else {
+		text += "\n" + section
+	}
+	r.write(file, text)
+}

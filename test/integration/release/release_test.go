@@ -36,7 +36,9 @@ func TestReleaseTag(t *testing.T) {
 		t.Fatalf("need two provisioners with a Makefile (one to tag, one untagged), found %v", provisioners)
 	}
 	p, untagged := provisioners[0], provisioners[1]
-	r := cloneWorkingTree(t, p.Dir, untagged.Dir)
+	r := cloneWorkingTree(t, "lib", p.Dir, untagged.Dir)
+	env := isolatedGoEnv(t)
+	releaseEnv := append(append([]string{}, env...), skipTests...)
 	version, err := Version(r.dir, p.Dir)
 	if err != nil {
 		t.Fatal(err)
@@ -56,34 +58,38 @@ func TestReleaseTag(t *testing.T) {
 		t.Errorf("release.sh test: err=%v; want a refusal (test is never released)", err)
 	}
 
-	out := r.must(".", skipTests, "hack/release.sh", p.Dir)
+	// A provisioner is released with the lib release it requires.
+	out := r.must(".", releaseEnv, "hack/release.sh", "lib", p.Dir)
 	if !strings.Contains(out, "tagged "+tag) {
 		t.Errorf("release.sh output %q does not say it tagged %s", out, tag)
 	}
 	if kind := r.git("cat-file", "-t", tag); kind != "tag" {
 		t.Errorf("%s is a %s, want an annotated tag", tag, kind)
 	}
-	head := r.git("rev-parse", "HEAD")
-	if at := r.git("rev-list", "-n1", tag); at != head {
-		t.Errorf("%s points at %s, want HEAD %s", tag, at, head)
+	// The tag is on the release commit; HEAD is the commit after it.
+	released := r.git("rev-parse", "HEAD~1")
+	if at := r.git("rev-list", "-n1", tag); at != released {
+		t.Errorf("%s points at %s, want the release commit %s", tag, at, released)
 	}
 	if _, err := r.run(".", skipTests, "hack/release.sh", p.Dir); err == nil || !strings.Contains(err.Error(), "exists already") {
 		t.Errorf("releasing %s twice: err=%v; want a refusal", tag, err)
 	}
 
-	// The tagged commit builds the released version.
-	r.must(p.Dir, nil, "make", "build")
-	checkVersionOutput(t, filepath.Join(r.dir, "_output", "bin", p.Binary), p.Binary, version, head)
-	if ref := r.must(p.Dir, nil, "make", "-s", "image-ref"); ref != "ghcr.io/kubeprov/"+p.Binary+":"+version {
+	// The tagged commit builds the released version, lib from its tag.
+	branch := r.git("rev-parse", "--abbrev-ref", "HEAD")
+	r.git("checkout", "--quiet", tag)
+	r.must(p.Dir, env, "make", "build")
+	checkVersionOutput(t, filepath.Join(r.dir, "_output", "bin", p.Binary), p.Binary, version, released)
+	if ref := r.must(p.Dir, env, "make", "-s", "image-ref"); ref != "ghcr.io/kubeprov/"+p.Binary+":"+version {
 		t.Errorf("make image-ref on %s = %s, want ghcr.io/kubeprov/%s:%s", tag, ref, p.Binary, version)
 	}
 	// One platform is enough here; tests/integration/images builds both.
-	r.must(p.Dir, nil, "make", "image", "PLATFORMS=linux/amd64")
+	r.must(p.Dir, env, "make", "image", "PLATFORMS=linux/amd64")
 	checkLayout(t, filepath.Join(r.dir, "_output", "images", p.Binary), version)
 
-	// The next commit is a development version after the tag, and a module
-	// without a tag has a dev version naming the commit.
-	r.git("commit", "--quiet", "--allow-empty", "-m", "after the release")
+	// The commit after the release is a development version after the
+	// tag, and a module without a tag has a dev version naming the commit.
+	r.git("checkout", "--quiet", branch)
 	short := r.git("rev-parse", "--short=7", "HEAD")
 	if got, want := r.must(p.Dir, nil, "make", "-s", "version"), version+"-1-g"+short; got != want {
 		t.Errorf("version one commit after %s = %s, want %s", tag, got, want)

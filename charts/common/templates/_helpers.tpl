@@ -2,9 +2,25 @@
 Copyright 2026 The external-storage Authors.
 SPDX-License-Identifier: Apache-2.0
 
-Helpers shared, word for word, by every chart under charts/ (the chart tests
-check that the copies are equal).
+The helpers every chart under charts/ includes (this library chart is their
+file://../common dependency). Values a chart's schema does not accept are
+absent, so each helper reads optional keys with "with" or "default".
 */}}
+
+{{/* Where the release's namespaced objects go: namespaceOverride (local-path's), else the release namespace. */}}
+{{- define "kubeprov.namespace" -}}
+{{- .Values.namespaceOverride | default .Release.Namespace }}
+{{- end }}
+
+{{/* Labels the user adds to every object and pod: labels (nfs-subdir's name) and commonLabels (local-path's). */}}
+{{- define "kubeprov.extraLabels" -}}
+{{- with .Values.labels }}
+{{ toYaml . }}
+{{- end }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
 
 {{- define "kubeprov.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
@@ -34,18 +50,72 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- include "kubeprov.extraLabels" . }}
 {{- end }}
 
+{{/* A pod template's labels: the selector's and the user's. */}}
+{{- define "kubeprov.podLabels" -}}
+{{ include "kubeprov.selectorLabels" . }}
+{{- include "kubeprov.extraLabels" . }}
+{{- end }}
+
+{{/*
+The pods' ServiceAccount. rbac.serviceAccountName (nfs-server-provisioner's
+key) names an existing one when rbac.create is false (with rbac.create
+true only its default, "default", is accepted).
+*/}}
 {{- define "kubeprov.serviceAccountName" -}}
-{{- if .Values.serviceAccount.create }}
+{{- $existing := (.Values.rbac).serviceAccountName }}
+{{- if .Values.rbac.create }}
+{{- /* There, with rbac.create, it is ignored: its default, "default", is too. */}}
+{{- if and $existing (ne $existing "default") }}
+{{- fail "rbac.serviceAccountName names an existing ServiceAccount only with rbac.create false; to name the chart's own, use serviceAccount.name" }}
+{{- end }}
+{{- $existing = "" }}
+{{- end }}
+{{- if $existing }}
+{{- $existing }}
+{{- else if .Values.serviceAccount.create }}
 {{- default (include "kubeprov.fullname" .) .Values.serviceAccount.name }}
 {{- else }}
 {{- required "serviceAccount.name: name the existing ServiceAccount to run as when serviceAccount.create is false" .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
 
+{{/*
+An image reference: privateRegistry.registryUrl (local-path's) before the
+repository, image.digest (nfs-ganesha's) instead of the tag. Call with
+(dict "ctx" . "image" $imageValues).
+*/}}
+{{- define "kubeprov.imageRef" -}}
+{{- $registry := "" }}
+{{- with .ctx.Values.privateRegistry }}
+{{- $registry = .registryUrl }}
+{{- end }}
+{{- $repository := .image.repository }}
+{{- if $registry }}
+{{- $repository = printf "%s/%s" $registry $repository }}
+{{- end }}
+{{- if .image.digest }}
+{{- printf "%s@%s" $repository .image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repository (.image.tag | default .ctx.Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The provisioner name: storageClass.provisionerName (the key of
+nfs-subdir-external-provisioner, local-path-provisioner and
+nfs-server-provisioner) when set, else provisionerName, else .default.
+Call with (dict "ctx" . "default" $theBinarysDefault).
+*/}}
+{{- define "kubeprov.provisionerName" -}}
+{{- $ctx := .ctx | default . }}
+{{- ($ctx.Values.storageClass).provisionerName | default $ctx.Values.provisionerName | default .default | default "" }}
+{{- end }}
+
 {{- define "kubeprov.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- include "kubeprov.imageRef" (dict "ctx" . "image" .Values.image) }}
 {{- end }}
 
 {{/*
@@ -54,7 +124,7 @@ empty unless leaderElection.enabled and leaderElection.namespace names
 another namespace. The Lease rule then moves to a Role there.
 */}}
 {{- define "kubeprov.leaseNamespace" -}}
-{{- if and .Values.leaderElection.enabled .Values.leaderElection.namespace (ne .Values.leaderElection.namespace .Release.Namespace) }}
+{{- if and .Values.leaderElection.enabled .Values.leaderElection.namespace (ne .Values.leaderElection.namespace (include "kubeprov.namespace" .)) }}
 {{- .Values.leaderElection.namespace }}
 {{- end }}
 {{- end }}
@@ -148,13 +218,13 @@ roleRef:
 subjects:
   - kind: ServiceAccount
     name: {{ $sa }}
-    namespace: {{ $ctx.Release.Namespace }}
+    namespace: {{ include "kubeprov.namespace" $ctx }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
   name: {{ $fullname }}
-  namespace: {{ $ctx.Release.Namespace }}
+  namespace: {{ include "kubeprov.namespace" $ctx }}
   labels:
     {{- include "kubeprov.labels" $ctx | nindent 4 }}
 rules:
@@ -170,7 +240,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
   name: {{ $fullname }}
-  namespace: {{ $ctx.Release.Namespace }}
+  namespace: {{ include "kubeprov.namespace" $ctx }}
   labels:
     {{- include "kubeprov.labels" $ctx | nindent 4 }}
 roleRef:
@@ -180,7 +250,7 @@ roleRef:
 subjects:
   - kind: ServiceAccount
     name: {{ $sa }}
-    namespace: {{ $ctx.Release.Namespace }}
+    namespace: {{ include "kubeprov.namespace" $ctx }}
 {{- if $leaseNamespace }}
 ---
 # leaderElection.namespace: the Lease lives there.
@@ -208,18 +278,18 @@ roleRef:
 subjects:
   - kind: ServiceAccount
     name: {{ $sa }}
-    namespace: {{ $ctx.Release.Namespace }}
+    namespace: {{ include "kubeprov.namespace" $ctx }}
 {{- end }}
 {{- end }}
 {{- end }}
 
 {{- define "kubeprov.serviceAccount" -}}
-{{- if .Values.serviceAccount.create }}
+{{- if and .Values.serviceAccount.create (or .Values.rbac.create (not (.Values.rbac).serviceAccountName)) }}
 apiVersion: v1
 kind: ServiceAccount
 metadata:
   name: {{ include "kubeprov.serviceAccountName" . }}
-  namespace: {{ .Release.Namespace }}
+  namespace: {{ include "kubeprov.namespace" . }}
   labels:
     {{- include "kubeprov.labels" . | nindent 4 }}
   {{- with .Values.serviceAccount.annotations }}
@@ -229,10 +299,15 @@ metadata:
 {{- end }}
 {{- end }}
 
-{{/* The StorageClass from storageClass.*; provisioner is its provisioner name. */}}
+{{/*
+The StorageClass from storageClass.*: provisioner is its provisioner name;
+optional: volumeBindingMode, parameters and mountOptions computed by the
+chart (instead of storageClass.*'s), and sc, another storageClass-shaped
+dict with its name (local-path's storageClassConfigs).
+*/}}
 {{- define "kubeprov.storageClass" -}}
 {{- $ctx := .ctx }}
-{{- $sc := $ctx.Values.storageClass }}
+{{- $sc := .sc | default $ctx.Values.storageClass }}
 {{- if $sc.create }}
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
@@ -240,10 +315,13 @@ metadata:
   name: {{ required "storageClass.name is required when storageClass.create is true" $sc.name }}
   labels:
     {{- include "kubeprov.labels" $ctx | nindent 4 }}
-  {{- if or $sc.defaultClass $sc.annotations }}
+  {{- if or $sc.defaultClass $sc.annotations $sc.defaultVolumeType }}
   annotations:
     {{- if $sc.defaultClass }}
     storageclass.kubernetes.io/is-default-class: "true"
+    {{- end }}
+    {{- with $sc.defaultVolumeType }}
+    defaultVolumeType: {{ . | quote }}
     {{- end }}
     {{- with $sc.annotations }}
     {{- toYaml . | nindent 4 }}
@@ -255,13 +333,13 @@ volumeBindingMode: {{ .volumeBindingMode | default $sc.volumeBindingMode }}
 {{- with $sc.allowVolumeExpansion }}
 allowVolumeExpansion: {{ . }}
 {{- end }}
-{{- with $sc.parameters }}
+{{- with (hasKey . "parameters" | ternary .parameters $sc.parameters) }}
 parameters:
   {{- range $k, $v := . }}
   {{ $k }}: {{ $v | toString | quote }}
   {{- end }}
 {{- end }}
-{{- with $sc.mountOptions }}
+{{- with .mountOptions | default $sc.mountOptions }}
 mountOptions:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -274,7 +352,11 @@ allowedTopologies:
 
 {{/* Scheduling and pod-level settings every workload shares. */}}
 {{- define "kubeprov.podScheduling" -}}
-{{- with .Values.imagePullSecrets }}
+{{- $pullSecrets := .Values.imagePullSecrets | default list }}
+{{- with (.Values.defaultSettings).registrySecret }}
+{{- $pullSecrets = append $pullSecrets (dict "name" .) }}
+{{- end }}
+{{- with $pullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -311,9 +393,56 @@ readinessProbe:
     port: http
 {{- end }}
 
+{{/*
+extraArgs: a list of arguments, or (nfs-ganesha's form) a map of flag
+names to values, each given as --name=value.
+*/}}
+{{/* A map as key=value,... (the form of a map flag). */}}
+{{- define "kubeprov.commaPairs" -}}
+{{- $pairs := list }}
+{{- range $k, $v := . }}
+{{- $pairs = append $pairs (printf "%s=%v" $k $v) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
 {{- define "kubeprov.extraArgs" -}}
+{{- if kindIs "map" .Values.extraArgs }}
+{{- range $name, $value := .Values.extraArgs }}
+- {{ printf "--%s=%v" $name $value | quote }}
+{{- end }}
+{{- else }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+podDisruptionBudget.enabled: a PodDisruptionBudget over the release's pods
+with the other podDisruptionBudget keys as its spec (maxUnavailable,
+minAvailable, unhealthyPodEvictionPolicy), maxUnavailable 1 when neither
+bound is given.
+*/}}
+{{- define "kubeprov.podDisruptionBudget" -}}
+{{- $pdb := .Values.podDisruptionBudget | default dict }}
+{{- if $pdb.enabled }}
+{{- $spec := omit $pdb "enabled" }}
+{{- if not (or (hasKey $spec "maxUnavailable") (hasKey $spec "minAvailable")) }}
+{{- $_ := set $spec "maxUnavailable" 1 }}
+{{- end }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "kubeprov.fullname" . }}
+  namespace: {{ include "kubeprov.namespace" . }}
+  labels:
+    {{- include "kubeprov.labels" . | nindent 4 }}
+spec:
+  selector:
+    matchLabels:
+      {{- include "kubeprov.selectorLabels" . | nindent 6 }}
+  {{- toYaml $spec | nindent 2 }}
 {{- end }}
 {{- end }}
 
@@ -322,7 +451,7 @@ NOTES.txt: what helm uninstall leaves, the objects the provisioner writes at
 run time. Call with (dict "ctx" . "leader" $electsALeader).
 */}}
 {{- define "kubeprov.uninstallNotes" -}}
-{{- $ns := .ctx.Release.Namespace }}
+{{- $ns := include "kubeprov.namespace" .ctx }}
 {{- $selector := "app.kubernetes.io/managed-by=kubeprov-external-storage" -}}
 helm uninstall removes what the chart installed, not what the provisioner
 writes at run time: its in-flight journal, ConfigMaps in {{ $ns }} labelled
