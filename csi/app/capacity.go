@@ -134,9 +134,16 @@ func (o *Options) newCapacityController(ctx context.Context, clients *cli.Client
 			return nil, err
 		}
 	}
+	// With --node-deployment every instance publishes its own node's
+	// segment, as upstream's do.
+	var node string
+	if o.NodeDeployment.Enabled {
+		node = os.Getenv(NodeNameEnv)
+	}
 	logger.Info("Storage capacity tracking enabled", "namespace", namespace, "namespaceFrom", from, "owner", owner,
-		"pollInterval", o.Capacity.PollInterval, "forImmediateBinding", o.Capacity.ForImmediateBinding)
+		"pollInterval", o.Capacity.PollInterval, "forImmediateBinding", o.Capacity.ForImmediateBinding, "node", node)
 	return capacity.New(capacity.Config{
+		NodeName:            node,
 		DriverName:          info.Name,
 		Driver:              csi.NewControllerClient(conn),
 		Client:              client,

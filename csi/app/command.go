@@ -154,13 +154,28 @@ func (o *Options) Run(ctx context.Context) error {
 			}
 		}))
 	}
+	switch {
+	case o.SnapshotOrphanSweepInterval == 0:
+	case o.NodeDeployment.Enabled:
+		// Each instance knows only its own restores: its sweep could take
+		// the protection from another node's.
+		logger.Info("Not sweeping VolumeSnapshot protection finalizers: with --node-deployment each instance knows only its own restores",
+			"flag", "--snapshot-orphan-sweep-interval")
+	default:
+		// The active replica restores, so it lets go of the snapshots.
+		ctrlOpts = append(ctrlOpts, controller.WithActiveTask(func(ctx context.Context) {
+			prov.RunSnapshotProtectionSweep(ctx, o.SnapshotOrphanSweepInterval)
+		}))
+	}
 	if o.Capacity.Enabled {
 		capacityController, err := o.newCapacityController(ctx, clients, info, conn, factory, registry)
 		if err != nil {
 			return err
 		}
 		// Only the active replica (the leader) publishes: two would each
-		// create objects for the same class and segment.
+		// create objects for the same class and segment. With
+		// --node-deployment every instance is active and publishes its
+		// own node's segment only.
 		ctrlOpts = append(ctrlOpts, controller.WithActiveTask(func(ctx context.Context) {
 			if err := capacityController.Run(ctx); err != nil {
 				klog.FromContext(ctx).Error(err, "Storage capacity tracking stopped")
@@ -212,10 +227,6 @@ func (o *Options) ignoredFlags() []ignored {
 	var out []ignored
 	if given("automaxprocs") {
 		out = append(out, ignored{"--automaxprocs", "Go (1.25 and later) sets GOMAXPROCS from the container's CPU limit itself"})
-	}
-	if given("snapshot-orphan-sweep-interval") {
-		out = append(out, ignored{"--snapshot-orphan-sweep-interval",
-			"csi-provisioner puts no protection finalizer on snapshot sources, so there are no orphaned ones to sweep"})
 	}
 	return out
 }

@@ -61,9 +61,11 @@ type Options struct {
 	// CloningProtectionThreads: workers removing the cloning-protection
 	// finalizer from clone sources (csi/pkg/cloneprotection).
 	CloningProtectionThreads int
-	// AutoMaxProcs and SnapshotOrphanSweepInterval are accepted for
-	// compatibility and have no effect (see ignoredFlags).
-	AutoMaxProcs                bool
+	// AutoMaxProcs is accepted for compatibility and has no effect (see
+	// ignoredFlags).
+	AutoMaxProcs bool
+	// SnapshotOrphanSweepInterval: how often the snapshot protection
+	// finalizers no restore needs are removed (also at start); 0 never.
 	SnapshotOrphanSweepInterval time.Duration
 
 	featureGate featuregate.MutableVersionedFeatureGate
@@ -126,7 +128,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.AutoMaxProcs, "automaxprocs", o.AutoMaxProcs,
 		"Accepted for compatibility with external-provisioner; has no effect: Go sets GOMAXPROCS from the container's CPU limit itself.")
 	fs.DurationVar(&o.SnapshotOrphanSweepInterval, "snapshot-orphan-sweep-interval", o.SnapshotOrphanSweepInterval,
-		"Accepted for compatibility with external-provisioner; has no effect: csi-provisioner puts no protection finalizer on snapshot sources.")
+		"How often to remove the finalizer "+provisioner.SnapshotProtectionFinalizer+" from VolumeSnapshots no restore in flight needs "+
+			"(left by a stop at the wrong moment, or by another sidecar); also done at start. 0 disables it.")
 	o.featureGate.AddFlag(fs)
 	o.Capacity.AddFlags(fs)
 	o.NodeDeployment.AddFlags(fs)
@@ -168,6 +171,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--volume-name-uuid-length must be -1 (the whole uid) or more than 0, got %d", o.VolumeNameUUIDLength))
 	}
 	errs = append(errs, validKeys("--forward-pvc-labels", o.ForwardPVCLabels), validKeys("--forward-pvc-annotations", o.ForwardPVCAnnotations))
+	if o.SnapshotOrphanSweepInterval < 0 {
+		errs = append(errs, fmt.Errorf("--snapshot-orphan-sweep-interval must not be negative, got %v", o.SnapshotOrphanSweepInterval))
+	}
 	if o.CloningProtectionThreads < 1 {
 		errs = append(errs, fmt.Errorf("--cloning-protection-threads must be at least 1, got %d", o.CloningProtectionThreads))
 	}

@@ -131,7 +131,7 @@ func TestUpstreamArguments(t *testing.T) {
 	if o.CSIAddress != "/csi/csi.sock" || o.Timeout != time.Minute || !o.ExtraCreateMetadata || o.DefaultFSType != "ext4" ||
 		!o.LeaderElection || o.LeaderElectionNamespace != "kube-system" || o.HTTPEndpoint != ":8080" || !o.EnablePprof ||
 		o.Master != "https://127.0.0.1:6443" || !o.ControllerPublishReadOnly || o.PreventVolumeModeConversion ||
-		o.CloningProtectionThreads != 2 || o.Capacity.OwnerrefLevel != 0 {
+		o.CloningProtectionThreads != 2 || o.Capacity.OwnerrefLevel != 0 || o.SnapshotOrphanSweepInterval != time.Minute {
 		t.Errorf("options not as given: %+v", o)
 	}
 	if want := map[string]string{"a": "b", "example.com/c": "d"}; !maps.Equal(o.LeaseLabels, want) {
@@ -144,7 +144,7 @@ func TestUpstreamArguments(t *testing.T) {
 	for _, f := range o.ignoredFlags() {
 		got = append(got, f.flag)
 	}
-	want := []string{"--automaxprocs", "--snapshot-orphan-sweep-interval"}
+	want := []string{"--automaxprocs"}
 	if !slices.Equal(got, want) {
 		t.Errorf("ignored flags %v, want %v", got, want)
 	}

@@ -6,8 +6,10 @@ package cli
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -211,5 +213,43 @@ func TestLeaseReleasedAfterTheWorkersStop(t *testing.T) {
 	r.err <- nil // for the cleanup
 	if h := r.holder(); h != "" {
 		t.Errorf("Lease holder %q after a graceful stop, want it released", h)
+	}
+}
+
+// leaderGauge is the value of leader_election_master_status{name=<Lease>}
+// served at /metrics: "" when there is no such series.
+func (r *leaderRun) leaderGauge(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + r.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := `leader_election_master_status{name="` + controller.LeaseName(leaderTestName) + `"} `
+	for line := range strings.Lines(string(body)) {
+		if value, ok := strings.CutPrefix(line, series); ok {
+			return strings.TrimSpace(value)
+		}
+	}
+	return ""
+}
+
+// TestLeaderElectionMetric: client-go's leader gauge, as the CSI sidecars
+// serve it, is 1 while this instance leads and 0 once it lost the Lease.
+func TestLeaderElectionMetric(t *testing.T) {
+	r := startLeader(t, 300*time.Millisecond)
+	if got := r.leaderGauge(t); got != "1" {
+		t.Fatalf("leader_election_master_status of the leader: %q, want 1", got)
+	}
+	r.hangOneClaim(t) // keeps the process from stopping once the Lease is lost
+	r.renewFails.Store(true)
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return r.leaderGauge(t) == "0", nil
+	}); err != nil {
+		t.Fatalf("leader_election_master_status after the Lease was lost: %q, want 0", r.leaderGauge(t))
 	}
 }

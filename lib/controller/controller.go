@@ -276,6 +276,8 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 		},
 	}
 	var led atomic.Bool
+	leading := c.metrics.leader.WithLabelValues(meta.Name)
+	leading.Set(0)
 	done := make(chan error, 1)
 	// The elector gets a context of its own, ended only once the workers
 	// have stopped after ctx ended: ReleaseOnCancel then hands the Lease
@@ -304,6 +306,7 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(leadCtx context.Context) {
 				led.Store(true)
+				leading.Set(1)
 				logger.Info("Became leader")
 				// Work ends when ctx ends or leadership is lost.
 				workCtx, stopWork := context.WithCancel(leadCtx)
@@ -313,7 +316,10 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 				close(workersStopped)
 				done <- err
 			},
-			OnStoppedLeading: func() { logger.Info("Stopped leading") },
+			OnStoppedLeading: func() {
+				leading.Set(0)
+				logger.Info("Stopped leading")
+			},
 		},
 	})
 	if err != nil {
@@ -352,8 +358,9 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 	wg.Go(func() { c.work(ctx, "volume-saves", c.saveQueue, c.syncSave) })
 	logger.Info("Workers started", "threadiness", c.cfg.threadiness)
 	var tasks sync.WaitGroup
+	taskCtx := context.WithValue(ctx, operationsKey{}, c.operations)
 	for _, task := range c.cfg.activeTasks {
-		tasks.Go(func() { task(ctx) })
+		tasks.Go(func() { task(taskCtx) })
 	}
 	<-ctx.Done()
 	tasks.Wait()

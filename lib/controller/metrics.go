@@ -27,6 +27,7 @@ type metrics struct {
 	eventsWritten     *prometheus.CounterVec
 	journalWrites     prometheus.Counter
 	panics            *prometheus.CounterVec
+	leader            *prometheus.GaugeVec
 	queues            *queueMetrics
 }
 
@@ -78,6 +79,12 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Name: "controller_panics_recovered_total",
 			Help: "Panics recovered in the provisioner's Provision or Delete, or in the controller's own sync, by operation.",
 		}, []string{"operation"}),
+		// client-go's leader election gauge (component-base registers it
+		// for the CSI sidecars), here on the controller's own registry.
+		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "leader_election_master_status",
+			Help: "1 while this instance holds the leader Lease, 0 while it stands by; name is the Lease's name.",
+		}, []string{"name"}),
 	}
 	rg := &registrar{r: r}
 	m.provisionTotal = registerAs(rg, m.provisionTotal)
@@ -91,6 +98,7 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	m.eventsWritten = registerAs(rg, m.eventsWritten)
 	m.journalWrites = registerAs(rg, m.journalWrites)
 	m.panics = registerAs(rg, m.panics)
+	m.leader = registerAs(rg, m.leader)
 	m.queues = newQueueMetrics(rg)
 	return m, rg.err
 }

@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,32 @@ func (o *operations) forClaim(claimKey string) []*operation {
 		ops = append(ops, o.byPV[name])
 	}
 	return ops
+}
+
+// operationsKey carries the controller's operations in an active task's
+// context (InFlightClaims).
+type operationsKey struct{}
+
+// InFlightClaims returns, to a task started by WithActiveTask (ctx is its
+// context or one derived from it), the claims of the provisioning operations
+// in flight right now, each as it was when its operation began: those being
+// provisioned, those whose asset may still appear (ProvisioningInBackground),
+// and those resumed from the journal after a restart, also when the claim
+// itself is gone. A provisioner uses it to know which of the things it holds
+// for a claim (a finalizer on a data source) an operation may still need.
+// Outside an active task it returns nil.
+func InFlightClaims(ctx context.Context) []*corev1.PersistentVolumeClaim {
+	o, ok := ctx.Value(operationsKey{}).(*operations)
+	if !ok {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	claims := make([]*corev1.PersistentVolumeClaim, 0, len(o.byPV))
+	for _, op := range o.byPV {
+		claims = append(claims, op.entry.Claim)
+	}
+	return claims
 }
 
 // pendingSaves are provisioned PVs whose save failed and is retried in the

@@ -230,6 +230,13 @@ func (d *Driver) FailCreate(faults ...Fault) {
 	d.createFaults = append(d.createFaults, faults...)
 }
 
+// ClearCreateFaults drops the CreateVolume faults not used yet.
+func (d *Driver) ClearCreateFaults() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.createFaults = nil
+}
+
 // FailDelete queues faults for the next DeleteVolume calls, one per call.
 func (d *Driver) FailDelete(faults ...Fault) {
 	d.mu.Lock()

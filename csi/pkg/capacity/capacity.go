@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strings"
@@ -37,6 +38,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -61,6 +63,34 @@ const (
 	// the same as upstream's, so that switching keeps the objects.
 	DefaultManagedBy = "external-provisioner"
 )
+
+// NodeManagedBy is ManagedByLabel's value for the instance of a node, as
+// upstream's external-provisioner makes it with --node-deployment, so that
+// switching keeps the objects: "external-provisioner-<node>", or, when that
+// is longer than a label value may be, a shortened form with a hash of the
+// base.
+func NodeManagedBy(node string) string {
+	const maxLength = content.LabelValueMaxLength
+	base := DefaultManagedBy
+	name := base + "-" + node
+	if len(name) <= maxLength {
+		return name
+	}
+	// Room left for the base beside "-<8 hex digits>-" and the node.
+	if baseLength := maxLength - 10 - len(node); baseLength > 0 {
+		return base[:baseLength] + "-" + fnv32a(base) + "-" + node
+	}
+	// The node name alone is too long: the base and a hash of everything.
+	short := base[:min(len(base), maxLength-9)] + "-" + fnv32a(name)
+	return short[:min(maxLength, len(short))]
+}
+
+// fnv32a is the FNV-1a hash of s in 8 hexadecimal digits.
+func fnv32a(s string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return fmt.Sprintf("%08x", h.Sum32())
+}
 
 // Defaults of Config.
 const (
@@ -95,8 +125,13 @@ type Config struct {
 	// Owner, if not nil, is the owner of every object created, so that the
 	// garbage collector removes them with the provisioner's deployment.
 	Owner *metav1.OwnerReference
-	// ManagedBy is ManagedByLabel's value; default DefaultManagedBy.
+	// ManagedBy is ManagedByLabel's value; default DefaultManagedBy, or
+	// NodeManagedBy(NodeName) for a node's instance.
 	ManagedBy string
+	// NodeName, if set, makes this a node's instance (--node-deployment):
+	// it publishes only that node's segment, beside the instances of the
+	// other nodes, each under a ManagedBy of its own.
+	NodeName string
 	// Topology: the driver reports VOLUME_ACCESSIBILITY_CONSTRAINTS, so
 	// capacity is asked per segment.
 	Topology bool
@@ -130,7 +165,8 @@ type Controller struct {
 	informer []cache.SharedIndexInformer // those the handlers are added to in Run
 	metrics  metrics
 
-	// Set in Run, before any handler is registered.
+	// Set in Run, before any handler is registered; capacities is read
+	// under mu by the metrics, which may be gathered before Run.
 	queue      workqueue.TypedRateLimitingInterface[item]
 	capacities cache.Indexer
 
@@ -158,6 +194,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.ManagedBy == "" {
 		cfg.ManagedBy = DefaultManagedBy
+		if cfg.NodeName != "" {
+			cfg.ManagedBy = NodeManagedBy(cfg.NodeName)
+		}
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = DefaultPollInterval
@@ -168,11 +207,12 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	m, err := newMetrics(cfg.Registerer)
+	c := &Controller{cfg: cfg}
+	m, err := newMetrics(cfg.Registerer, c)
 	if err != nil {
 		return nil, err
 	}
-	c := &Controller{cfg: cfg, metrics: m}
+	c.metrics = m
 	classes := cfg.Informers.Storage().V1().StorageClasses()
 	c.classes = classes.Lister()
 	c.informer = append(c.informer, classes.Informer())
@@ -223,7 +263,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	}}); err != nil {
 		return err
 	}
+	c.mu.Lock()
 	c.capacities = capInformer.GetIndexer()
+	c.mu.Unlock()
 
 	handlers := map[cache.SharedIndexInformer]cache.ResourceEventHandler{
 		c.informer[0]: cache.ResourceEventHandlerFuncs{AddFunc: c.classChanged, DeleteFunc: c.classChanged},
@@ -489,7 +531,8 @@ func (c *Controller) refreshSegments() (added, removed []string) {
 
 // clusterSegments returns, by segmentKey, the segment of each node whose
 // CSINode lists the driver with topology keys: the node's values of them.
-// Nodes without one of the keys as a label have no segment.
+// Nodes without one of the keys as a label have no segment. A node's
+// instance (NodeName) looks at its own node only.
 func (c *Controller) clusterSegments() map[string]map[string]string {
 	out := map[string]map[string]string{}
 	csiNodes, err := c.csiNodes.List(labels.Everything())
@@ -497,6 +540,9 @@ func (c *Controller) clusterSegments() map[string]map[string]string {
 		return out
 	}
 	for _, csiNode := range csiNodes {
+		if c.cfg.NodeName != "" && csiNode.Name != c.cfg.NodeName {
+			continue
+		}
 		var keys []string
 		registered := false
 		for _, d := range csiNode.Spec.Drivers {
@@ -683,7 +729,63 @@ type metrics struct {
 	failures *prometheus.CounterVec
 }
 
-func newMetrics(r prometheus.Registerer) (metrics, error) {
+// The object counts, under upstream's names (no labels), so that its
+// dashboards and alerts keep working.
+var (
+	objectsGoalDesc = prometheus.NewDesc("csistoragecapacities_desired_goal",
+		"CSIStorageCapacity objects that should exist: one per StorageClass and topology segment.", nil, nil)
+	objectsCurrentDesc = prometheus.NewDesc("csistoragecapacities_desired_current",
+		"CSIStorageCapacity objects that should exist and do.", nil, nil)
+	objectsObsoleteDesc = prometheus.NewDesc("csistoragecapacities_obsolete",
+		"CSIStorageCapacity objects managed here that should not exist (their class or segment is gone, or a duplicate) and will be deleted.", nil, nil)
+)
+
+// objectCounts collects the object counts of a Controller when gathered.
+type objectCounts struct{ c *Controller }
+
+func (o objectCounts) Describe(ch chan<- *prometheus.Desc) {
+	ch <- objectsGoalDesc
+	ch <- objectsCurrentDesc
+	ch <- objectsObsoleteDesc
+}
+
+func (o objectCounts) Collect(ch chan<- prometheus.Metric) {
+	goal, current, obsolete := o.c.objectCounts()
+	ch <- prometheus.MustNewConstMetric(objectsGoalDesc, prometheus.GaugeValue, float64(goal))
+	ch <- prometheus.MustNewConstMetric(objectsCurrentDesc, prometheus.GaugeValue, float64(current))
+	ch <- prometheus.MustNewConstMetric(objectsObsoleteDesc, prometheus.GaugeValue, float64(obsolete))
+}
+
+// objectCounts returns how many objects should exist, how many of those do,
+// and how many managed objects exist that should not (one per extra
+// duplicate too). All are 0 until Run has started (a standby replica).
+func (c *Controller) objectCounts() (goal, current, obsolete int) {
+	c.mu.Lock()
+	capacities := c.capacities
+	c.mu.Unlock()
+	if capacities == nil {
+		return 0, 0, 0
+	}
+	wanted := map[string]bool{}
+	for _, it := range c.wanted() {
+		wanted[it.String()] = true
+	}
+	have := map[string]int{}
+	for _, csc := range c.managed() {
+		have[itemOf(csc).String()]++
+	}
+	for key, n := range have {
+		if wanted[key] {
+			current++
+			obsolete += n - 1
+		} else {
+			obsolete += n
+		}
+	}
+	return len(wanted), current, obsolete
+}
+
+func newMetrics(r prometheus.Registerer, c *Controller) (metrics, error) {
 	m := metrics{
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "csistoragecapacity_getcapacity_failures_total",
@@ -691,8 +793,10 @@ func newMetrics(r prometheus.Registerer) (metrics, error) {
 		}, []string{"storage_class"}),
 	}
 	if r != nil {
-		if err := r.Register(m.failures); err != nil {
-			return metrics{}, fmt.Errorf("capacity metrics: %w", err)
+		for _, collector := range []prometheus.Collector{m.failures, objectCounts{c}} {
+			if err := r.Register(collector); err != nil {
+				return metrics{}, fmt.Errorf("capacity metrics: %w", err)
+			}
 		}
 	}
 	return m, nil

@@ -5,6 +5,7 @@ package capacity
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -94,9 +95,16 @@ type fixture struct {
 // Informers and Namespace filled in) until the test ends.
 func start(t *testing.T, cfg Config, objects ...runtime.Object) *fixture {
 	t.Helper()
+	return startWith(t, cfg, func(*fake.Clientset) {}, objects...)
+}
+
+// startWith is start with reactors added to the client first.
+func startWith(t *testing.T, cfg Config, react func(*fake.Clientset), objects ...runtime.Object) *fixture {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	client := fake.NewClientset(objects...)
+	react(client)
 	// The API server makes names from generateName; the fake does not.
 	var names atomic.Int64
 	client.PrependReactor("create", "csistoragecapacities", func(action clienttesting.Action) (bool, runtime.Object, error) {
@@ -308,5 +316,68 @@ func TestDeletedObjectIsRecreatedAndDuplicatesRemoved(t *testing.T) {
 func TestNewChecksConfig(t *testing.T) {
 	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "DriverName") || !strings.Contains(err.Error(), "Namespace") {
 		t.Errorf("New(empty config) = %v, want errors naming DriverName and Namespace", err)
+	}
+}
+
+// gauges reads the object count gauges as "goal current obsolete".
+func (f *fixture) gauges() string {
+	f.t.Helper()
+	families, err := f.registry.Gather()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	values := map[string]float64{}
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			values[mf.GetName()] = m.GetGauge().GetValue()
+		}
+	}
+	return fmt.Sprintf("%v %v %v", values["csistoragecapacities_desired_goal"], values["csistoragecapacities_desired_current"], values["csistoragecapacities_obsolete"])
+}
+
+// TestObjectCountGauges: upstream's gauges count the objects wanted, those
+// of them that exist, and the managed ones that should not exist (here one
+// whose deletion the API server keeps refusing).
+func TestObjectCountGauges(t *testing.T) {
+	obsolete := &storagev1.CSIStorageCapacity{
+		ObjectMeta:       metav1.ObjectMeta{Name: "obsolete", Namespace: namespace, Labels: map[string]string{DriverNameLabel: driverName, ManagedByLabel: DefaultManagedBy}},
+		StorageClassName: "gone",
+	}
+	objects := append([]runtime.Object{class("fast", storagev1.VolumeBindingWaitForFirstConsumer, nil), obsolete}, node("n1", "a", true)...)
+	objects = append(objects, node("n2", "b", true)...)
+	f := startWith(t, Config{Topology: true}, func(client *fake.Clientset) {
+		client.PrependReactor("delete", "csistoragecapacities", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			if action.(clienttesting.DeleteAction).GetName() == obsolete.Name {
+				return true, nil, errors.New("refused")
+			}
+			return false, nil, nil
+		})
+	}, objects...)
+	f.expect("fast a 10Gi", "fast b 20Gi", "gone nil <nil>")
+	if got, want := f.gauges(), "2 2 1"; got != want {
+		t.Errorf("gauges goal, current, obsolete: %s, want %s", got, want)
+	}
+}
+
+// TestNodeInstance: a node's instance publishes its node's segment only,
+// under its own managed-by value.
+func TestNodeInstance(t *testing.T) {
+	objects := append([]runtime.Object{class("fast", storagev1.VolumeBindingWaitForFirstConsumer, nil)}, node("n1", "a", true)...)
+	objects = append(objects, node("n2", "b", true)...)
+	f := start(t, Config{Topology: true, NodeName: "n1"}, objects...)
+	var got []string
+	err := wait.PollUntilContextTimeout(f.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		list, err := f.client.StorageV1().CSIStorageCapacities(namespace).List(f.ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		got = nil
+		for _, c := range list.Items {
+			got = append(got, c.Labels[ManagedByLabel]+" "+c.NodeTopology.MatchLabels[zoneKey])
+		}
+		return slices.Equal(got, []string{"external-provisioner-n1 a"}), nil
+	})
+	if err != nil {
+		t.Fatalf("objects (managed-by zone) %q, want [external-provisioner-n1 a]", got)
 	}
 }

@@ -16,7 +16,10 @@
 //   - absent, for an Immediate class, with ImmediateBinding: each instance
 //     waits (BaseDelay, doubled with each attempt of that instance on that
 //     claim up to MaxDelay), then, if its node is in the class's
-//     allowedTopologies, tries to write its node into the annotation with the
+//     allowedTopologies and the driver reports enough capacity for the claim
+//     there (GetCapacity, as CreateVolume would be asked; not asked of a
+//     driver without GET_CAPACITY, and an error counts as enough), tries to
+//     write its node into the annotation with the
 //     claim's resourceVersion as precondition. One write wins; the others
 //     fail with a conflict and see the winner's node when the claim comes
 //     back through the informer. The winner provisions the claim as a
@@ -169,6 +172,16 @@ func (p *Provisioner) QualifyClaim(ctx context.Context, claim *corev1.Persistent
 	if wait > 0 {
 		logger.V(4).Info("Waiting before trying to select this node", "delay", wait)
 		return false, wait
+	}
+	// As upstream, only a node with room competes, so that the claim goes
+	// to one that can host it; when the driver cannot answer, compete:
+	// provisioning then reports the problem on the claim.
+	switch fits, err := p.HasCapacity(ctx, controller.ProvisionOptions{StorageClass: class, PVC: claim, SelectedNodeName: p.cfg.NodeName}); {
+	case err != nil:
+		logger.V(3).Info("Could not ask the driver for this node's capacity; competing for the claim anyway", "err", err)
+	case !fits:
+		logger.V(4).Info("Not enough capacity on this node for the claim; will look again later")
+		return false, p.wait(claim.UID, now)
 	}
 	won, err := p.selectNode(ctx, claim)
 	switch {

@@ -87,22 +87,25 @@ func checkDataSourceKind(claim *corev1.PersistentVolumeClaim) error {
 	return controller.Ignore("data source %s %s (group %q) is for a volume populator", d.kind, d.name, d.apiGroup)
 }
 
-// contentSource returns what the new volume is filled from, nil for an empty volume.
-func (p *Provisioner) contentSource(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string) (*csi.VolumeContentSource, error) {
+// contentSource returns what the new volume is filled from, nil for an
+// empty volume, and for a restore the VolumeSnapshot to protect while
+// CreateVolume restores from it.
+func (p *Provisioner) contentSource(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string) (*csi.VolumeContentSource, *sourceSnapshot, error) {
 	d := claimDataSource(claim)
 	if d == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err := p.crossNamespaceAccess().Check(ctx, claim); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	switch {
 	case d.isClaim():
-		return p.cloneSource(ctx, claim, className, d.namespace, d.name)
+		source, err := p.cloneSource(ctx, claim, className, d.namespace, d.name)
+		return source, nil, err
 	case d.isSnapshot():
 		return p.snapshotSource(ctx, claim, d.namespace, d.name)
 	}
-	return nil, checkDataSourceKind(claim)
+	return nil, nil, checkDataSourceKind(claim)
 }
 
 // cloneSource checks that a claim can be cloned from the claim source and
@@ -168,36 +171,43 @@ func (p *Provisioner) protectCloneSource(ctx context.Context, src *corev1.Persis
 }
 
 // snapshotSource checks that a claim can be restored from a VolumeSnapshot
-// and returns the snapshot.
-func (p *Provisioner) snapshotSource(ctx context.Context, claim *corev1.PersistentVolumeClaim, namespace, name string) (*csi.VolumeContentSource, error) {
+// and returns the snapshot, as the driver knows it and as an object.
+func (p *Provisioner) snapshotSource(ctx context.Context, claim *corev1.PersistentVolumeClaim, namespace, name string) (*csi.VolumeContentSource, *sourceSnapshot, error) {
 	what := fmt.Sprintf("VolumeSnapshot %s/%s", namespace, name)
 	if !p.snapshotAPIInstalled(ctx) {
-		return nil, fmt.Errorf("the claim's data source is %s, but the VolumeSnapshot API (%s) is not installed in this cluster: "+
+		return nil, nil, fmt.Errorf("the claim's data source is %s, but the VolumeSnapshot API (%s) is not installed in this cluster: "+
 			"install the snapshot CRDs and snapshot controller, or remove the data source", what, snapshotGroupVersion.String())
 	}
 	snap, err := p.cfg.Dynamic.Resource(snapshotResource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%s does not exist: create it or fix the claim's data source", what)
+		return nil, nil, fmt.Errorf("%s does not exist: create it or fix the claim's data source", what)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", what, err)
+		return nil, nil, fmt.Errorf("reading %s: %w", what, err)
 	}
 	if snap.GetDeletionTimestamp() != nil {
-		return nil, fmt.Errorf("%s is being deleted", what)
+		// A restore that began before the deletion holds it with the
+		// protection finalizer: it goes on, so that the volume the driver
+		// may be making from it is finished (and deleted if its claim is
+		// gone), as upstream. A new restore may not begin.
+		if !slices.Contains(snap.GetFinalizers(), SnapshotProtectionFinalizer) {
+			return nil, nil, fmt.Errorf("%s is being deleted", what)
+		}
+		klog.FromContext(ctx).V(2).Info("VolumeSnapshot is being deleted, but a restore from it is in progress: going on", "snapshot", what)
 	}
 	ready, _, _ := unstructured.NestedBool(snap.Object, "status", "readyToUse")
 	contentName, _, _ := unstructured.NestedString(snap.Object, "status", "boundVolumeSnapshotContentName")
 	if !ready || contentName == "" {
-		return nil, fmt.Errorf("%s is not ready to use yet: the volume is made once it is", what)
+		return nil, nil, fmt.Errorf("%s is not ready to use yet: the volume is made once it is", what)
 	}
 	if restore, ok, err := nestedQuantity(snap, "status", "restoreSize"); err != nil {
-		return nil, fmt.Errorf("%s: status.restoreSize: %w", what, err)
+		return nil, nil, fmt.Errorf("%s: status.restoreSize: %w", what, err)
 	} else if size := claim.Spec.Resources.Requests[corev1.ResourceStorage]; ok && size.Cmp(restore) < 0 {
-		return nil, fmt.Errorf("the claim requests %s, less than the restore size of %s (%s): request at least %s", size.String(), what, restore.String(), restore.String())
+		return nil, nil, fmt.Errorf("the claim requests %s, less than the restore size of %s (%s): request at least %s", size.String(), what, restore.String(), restore.String())
 	}
 	content, err := p.cfg.Dynamic.Resource(contentResource).Get(ctx, contentName, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("reading VolumeSnapshotContent %s of %s: %w", contentName, what, err)
+		return nil, nil, fmt.Errorf("reading VolumeSnapshotContent %s of %s: %w", contentName, what, err)
 	}
 	driver, _, _ := unstructured.NestedString(content.Object, "spec", "driver")
 	refName, _, _ := unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "name")
@@ -207,25 +217,25 @@ func (p *Provisioner) snapshotSource(ctx context.Context, claim *corev1.Persiste
 	case refName != snap.GetName() || refNamespace != snap.GetNamespace():
 		// Only a content bound back to this snapshot may be used: otherwise
 		// a user could restore someone else's snapshot by naming its content.
-		return nil, fmt.Errorf("VolumeSnapshotContent %s does not belong to %s (it refers to %s/%s)", contentName, what, refNamespace, refName)
+		return nil, nil, fmt.Errorf("VolumeSnapshotContent %s does not belong to %s (it refers to %s/%s)", contentName, what, refNamespace, refName)
 	case driver != p.cfg.DriverName:
-		return nil, fmt.Errorf("%s was taken by CSI driver %q, not %s: restore it with a StorageClass of that driver", what, driver, p.cfg.DriverName)
+		return nil, nil, fmt.Errorf("%s was taken by CSI driver %q, not %s: restore it with a StorageClass of that driver", what, driver, p.cfg.DriverName)
 	case handle == "":
-		return nil, fmt.Errorf("%s is not ready to use yet: its VolumeSnapshotContent %s has no snapshot handle", what, contentName)
+		return nil, nil, fmt.Errorf("%s is not ready to use yet: its VolumeSnapshotContent %s has no snapshot handle", what, contentName)
 	}
 	if p.cfg.PreventVolumeModeConversion {
 		// A content made before the snapshotter recorded the mode has none:
 		// nothing to compare, as upstream.
 		sourceMode, _, _ := unstructured.NestedString(content.Object, "spec", "sourceVolumeMode")
 		if sourceMode != "" && corev1.PersistentVolumeMode(sourceMode) != volumeMode(claim) && content.GetAnnotations()[AnnAllowVolumeModeChange] != "true" {
-			return nil, fmt.Errorf("%s was taken of a volume with volumeMode %s, but the claim asks for %s: "+
+			return nil, nil, fmt.Errorf("%s was taken of a volume with volumeMode %s, but the claim asks for %s: "+
 				"use volumeMode %s, or have an administrator annotate VolumeSnapshotContent %s with %s: \"true\"",
 				what, sourceMode, volumeMode(claim), sourceMode, contentName, AnnAllowVolumeModeChange)
 		}
 	}
 	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
 		Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: handle},
-	}}, nil
+	}}, &sourceSnapshot{namespace: snap.GetNamespace(), name: snap.GetName(), uid: snap.GetUID()}, nil
 }
 
 // snapshotAPIInstalled asks discovery whether the VolumeSnapshot API is served.

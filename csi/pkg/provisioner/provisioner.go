@@ -115,6 +115,11 @@ type Provisioner struct {
 	legacyWarned sync.Map
 	// migration is nil unless the driver replaces an in-tree plugin.
 	migration *migration
+	// snapshotUsers counts, by namespace/name, the Provision calls between
+	// protecting a VolumeSnapshot and letting it go; snapshotMu orders
+	// them with the sweep, which leaves those snapshots alone.
+	snapshotMu    sync.Mutex
+	snapshotUsers map[string]int
 }
 
 var (
@@ -226,7 +231,8 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	if req.AccessibilityRequirements, err = p.topologyRequirements(ctx, o.StorageClass, o.PVC, o.SelectedNodeName); err != nil {
 		return nil, topologyState(err), err
 	}
-	if req.VolumeContentSource, err = p.contentSource(ctx, o.PVC, o.StorageClass.Name); err != nil {
+	var snapshot *sourceSnapshot
+	if req.VolumeContentSource, snapshot, err = p.contentSource(ctx, o.PVC, o.StorageClass.Name); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
 	if req.MutableParameters, err = p.mutableParameters(ctx, o.PVC); err != nil {
@@ -238,6 +244,27 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		}
 	}
 
+	if snapshot == nil {
+		return p.create(ctx, o, req, fsType, refs, migrated)
+	}
+	done, err := p.protectSnapshot(ctx, snapshot)
+	if err != nil {
+		return nil, controller.ProvisioningNoChange, err
+	}
+	pv, state, err := p.create(ctx, o, req, fsType, refs, migrated)
+	// Protected until the restore is over: the driver may still be
+	// restoring from it after an answer that leaves it in progress.
+	if releaseErr := done(ctx, state != controller.ProvisioningInBackground); releaseErr != nil {
+		// Still protected: the operation stays until it can let go, and
+		// CreateVolume, asked again, answers the same.
+		return nil, controller.ProvisioningInBackground, errors.Join(err, releaseErr)
+	}
+	return pv, state, err
+}
+
+// create calls CreateVolume with the complete request and returns the PV,
+// in its in-tree form for a migrated class.
+func (p *Provisioner) create(ctx context.Context, o controller.ProvisionOptions, req *csi.CreateVolumeRequest, fsType string, refs secretRefs, migrated bool) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
 	logger := klog.FromContext(ctx)
 	logger.V(4).Info("Calling CreateVolume", "name", req.Name, "parameters", req.Parameters, "capacity", req.CapacityRange)
 	rsp, err := p.cfg.Controller.CreateVolume(ctx, req)
@@ -611,4 +638,66 @@ func currentSpelling(legacy string) string {
 		}
 	}
 	return ""
+}
+
+// HasCapacity asks the driver (GetCapacity) whether it has room now for the
+// claim's volume: with the volume capabilities and parameters CreateVolume
+// would get, in the selected node's segment, or without one in each segment
+// CreateVolume would require (or once without topology). True when one of them has at least the requested
+// bytes, or when the claim requests none or the driver cannot tell
+// (no GET_CAPACITY capability). An error means the answer is unknown.
+func (p *Provisioner) HasCapacity(ctx context.Context, o controller.ProvisionOptions) (bool, error) {
+	size := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
+	if size.IsZero() || !p.cfg.Capabilities.GetCapacity {
+		return true, nil
+	}
+	if p.migration.migrates(o.StorageClass) {
+		class, err := p.migration.translateClass(ctx, o.StorageClass, p.cfg.DriverName)
+		if err != nil {
+			return false, err
+		}
+		o.StorageClass = class
+	}
+	params, err := parseParameters(o.StorageClass.Parameters)
+	if err != nil {
+		return false, err
+	}
+	req, _, err := p.createRequest(o, params)
+	if err != nil {
+		return false, err
+	}
+	segments := []*csi.Topology{nil}
+	if p.cfg.Capabilities.Topology && o.SelectedNodeName != "" {
+		// The node's own segment: the others' room is no room on it.
+		if err := p.waitForTopologyCaches(ctx); err != nil {
+			return false, err
+		}
+		keys, segment, err := p.nodeTopology(o.SelectedNodeName)
+		if err != nil {
+			return false, err
+		}
+		if len(keys) > 0 {
+			segments = []*csi.Topology{segment}
+		}
+	} else {
+		requirement, err := p.topologyRequirements(ctx, o.StorageClass, o.PVC, o.SelectedNodeName)
+		if err != nil {
+			return false, err
+		}
+		if len(requirement.GetRequisite()) > 0 {
+			segments = requirement.GetRequisite()
+		}
+	}
+	for _, segment := range segments {
+		rsp, err := p.cfg.Controller.GetCapacity(ctx, &csi.GetCapacityRequest{
+			VolumeCapabilities: req.VolumeCapabilities, Parameters: req.Parameters, AccessibleTopology: segment,
+		})
+		if err != nil {
+			return false, fmt.Errorf("CSI driver %s: GetCapacity: %w", p.cfg.DriverName, err)
+		}
+		if size.Value() <= rsp.GetAvailableCapacity() {
+			return true, nil
+		}
+	}
+	return false, nil
 }

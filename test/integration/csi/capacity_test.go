@@ -90,13 +90,7 @@ func (e *env) expectCapacities(ns string, want ...string) {
 // untouched.
 func TestCapacity(t *testing.T) {
 	e := newEnv(t, inProcessDriver, csidriver.Options{Topology: true})
-	user := uniqueName("csi-provisioner")
-	home := cp.CreateTestNamespace(t, "csi-home")
-	e.grantDeployRBAC(user, home)
-	_, kubeconfig, err := cp.AddUser(user, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	user, home, kubeconfig := e.deployUser()
 	// The provisioner's pod, as the downward API would name it: the owner
 	// at --capacity-ownerref-level=0. No kubelet runs it.
 	pod, err := cp.Client.CoreV1().Pods(home).Create(e.ctx, &corev1.Pod{

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,20 +27,18 @@ const annSelectedNode = "volume.kubernetes.io/selected-node"
 // node first, each exactly once; each volume is deleted once, by its node's
 // instance.
 func TestNodeDeployment(t *testing.T) {
-	e := newEnv(t, anyDriver, csidriver.Options{Topology: true})
+	// No GET_CAPACITY: every node has room as far as the instances know
+	// (TestNodeDeploymentCapacity checks the capacity check).
+	e := newEnv(t, anyDriver, csidriver.Options{Topology: true, ControllerCapabilities: []csi.ControllerServiceCapability_RPC_Type{
+		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
+	}})
 	zoneA, zoneB := uniqueName("zone-a"), uniqueName("zone-b")
 	nodes := map[string]string{} // node -> zone
 	nodeA := e.createNode(zoneA, true)
 	nodeB := e.createNode(zoneB, true)
 	nodes[nodeA], nodes[nodeB] = zoneA, zoneB
 	// Both run with exactly the permissions csi/deploy grants.
-	user := uniqueName("csi-provisioner")
-	home := cp.CreateTestNamespace(t, "csi-home")
-	e.grantDeployRBAC(user, home)
-	_, kubeconfig, err := cp.AddUser(user, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	user, home, kubeconfig := e.deployUser()
 	instances := map[string]*framework.Process{}
 	for _, node := range []string{nodeA, nodeB} {
 		instances[node] = e.startReplica(backend.Replica{

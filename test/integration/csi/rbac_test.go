@@ -21,6 +21,21 @@ import (
 	"github.com/kubeprov/external-storage/test/framework/manifests"
 )
 
+// deployUser makes a user with exactly the permissions of csi/deploy, its
+// Role in a new namespace home, and returns the user, home and a
+// kubeconfig of the user.
+func (e *env) deployUser() (user, home, kubeconfig string) {
+	e.t.Helper()
+	user = uniqueName("csi-provisioner")
+	home = cp.CreateTestNamespace(e.t, "csi-home")
+	e.grantDeployRBAC(user, home)
+	_, kubeconfig, err := cp.AddUser(user, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return user, home, kubeconfig
+}
+
 // grantDeployRBAC applies the rules csi/deploy renders (its rbac.yaml and
 // the library's) to user: the ClusterRole cluster-wide and the Role in
 // namespace ns.
@@ -71,13 +86,7 @@ func (e *env) grantDeployRBAC(user, ns string) {
 // deletion and a graceful stop. Nothing is forbidden (audit log).
 func TestDeployRBAC(t *testing.T) {
 	e := newEnv(t, inProcessDriver, csidriver.Options{Topology: true})
-	user := uniqueName("csi-provisioner")
-	home := cp.CreateTestNamespace(t, "csi-home")
-	e.grantDeployRBAC(user, home)
-	_, kubeconfig, err := cp.AddUser(user, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	user, home, kubeconfig := e.deployUser()
 	args := []string{"--kubeconfig=" + kubeconfig, "--leader-election", "--leader-election-namespace=" + home}
 	e.prov = e.startProvisioner(args...)
 	if err := e.prov.WaitReady(e.ctx, time.Minute); err != nil {

@@ -136,6 +136,12 @@ func TestUpstreamDeploymentArguments(t *testing.T) {
 		if f := families["controller_persistentvolumeclaim_provision_total"]; f != nil && !hasSeries(f, map[string]string{"class": class.Name}) {
 			t.Errorf("controller_persistentvolumeclaim_provision_total has no series of class %s", class.Name)
 		}
+		// client-go's leader election gauge, which the sidecars serve: 1
+		// on the leader, labeled with the Lease's name.
+		if f := families["leader_election_master_status"]; f == nil || len(f.Metric) != 1 ||
+			!hasSeries(f, map[string]string{"name": app.UpstreamLeaseName(e.name)}) || f.Metric[0].GetGauge().GetValue() != 1 {
+			t.Errorf("leader_election_master_status %v, want one series {name=%q} of value 1", f.GetMetric(), app.UpstreamLeaseName(e.name))
+		}
 	})
 }
 
@@ -206,21 +212,29 @@ func checkJSONLog(t *testing.T, log string) {
 
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
-	rsp, err := http.Get(url) //nolint:gosec,noctx // a loopback URL of the test's own process
+	families, err := scrapeFamilies(url)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return families
+}
+
+func scrapeFamilies(url string) (map[string]*dto.MetricFamily, error) {
+	rsp, err := http.Get(url) //nolint:gosec,noctx // a loopback URL of the test's own process
+	if err != nil {
+		return nil, err
 	}
 	defer func() { _ = rsp.Body.Close() }()
 	if rsp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(rsp.Body)
-		t.Fatalf("GET %s: %d %s", url, rsp.StatusCode, body)
+		return nil, fmt.Errorf("GET %s: %d %s", url, rsp.StatusCode, body)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(rsp.Body)
 	if err != nil {
-		t.Fatal(fmt.Errorf("parsing %s: %w", url, err))
+		return nil, fmt.Errorf("parsing %s: %w", url, err)
 	}
-	return families
+	return families, nil
 }
 
 func hasSeries(f *dto.MetricFamily, match map[string]string) bool {
