@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/csi/pkg/cloneprotection"
@@ -46,39 +47,11 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	conn, err := connection.Dial(o.CSIAddress, metrics.Interceptor())
+	conn, info, err := o.connectDriver(ctx, metrics)
 	if err != nil {
-		return fmt.Errorf("--csi-address: %w", err)
+		return err
 	}
 	defer func() { _ = conn.Close() }()
-	logger.Info("Connecting to the CSI driver", "address", o.CSIAddress)
-	if err := connection.WaitForConnection(ctx, conn); err != nil {
-		return err
-	}
-	if err := connection.WaitForDriver(ctx, conn, o.callTimeout()); err != nil {
-		return err
-	}
-	infoCtx, cancel := o.callContext(ctx)
-	info, err := connection.GetDriverInfo(infoCtx, conn)
-	cancel()
-	if err != nil {
-		return err
-	}
-	metrics.SetDriverName(info.Name)
-	logger.Info("Found the CSI driver", "driver", info.Name, "version", info.VendorVersion, "capabilities", info.Capabilities)
-	if info.Capabilities.Topology && !o.FeatureGates[string(Topology)] {
-		logger.Info("Ignoring the driver's topology: feature gate Topology is off", "driver", info.Name)
-		info.Capabilities.Topology = false
-	}
-	if !info.Capabilities.ControllerService || !info.Capabilities.CreateDeleteVolume {
-		return fmt.Errorf("CSI driver %s does not support CREATE_DELETE_VOLUME (ControllerGetCapabilities): "+
-			"it cannot create volumes, so csi-provisioner has nothing to do; remove it from this driver's deployment", info.Name)
-	}
-
-	if o.Capacity.Enabled && !info.Capabilities.GetCapacity {
-		return fmt.Errorf("--enable-capacity: CSI driver %s does not support GET_CAPACITY (ControllerGetCapabilities), "+
-			"so it cannot report the capacity to publish; remove --enable-capacity", info.Name)
-	}
 
 	clients, err := o.NewClients(BinaryName)
 	if err != nil {
@@ -139,49 +112,11 @@ func (o *Options) Run(ctx context.Context) error {
 		logger.Info("Also serving the StorageClasses of the in-tree plugin this driver replaces (CSI migration)", "driver", info.Name, "inTreePlugin", inTree)
 		ctrlOpts = append(ctrlOpts, controller.WithExtraProvisionerNames(inTree))
 	}
-	if info.Capabilities.CloneVolume {
-		// The lib's claim cache, shared: no second copy of every claim.
-		ctrlOpts = append(ctrlOpts, controller.WithInformerFactory(factory))
-		protection, err := cloneprotection.New(clients.Kube, factory.Core().V1().PersistentVolumeClaims(),
-			provisioner.CrossNamespaceAccess{Enabled: o.FeatureGates[string(CrossNamespaceVolumeDataSource)], Dynamic: dyn}, o.CloningProtectionThreads)
-		if err != nil {
-			return err
-		}
-		// The active replica clones, so it lets go of the sources.
-		ctrlOpts = append(ctrlOpts, controller.WithActiveTask(func(ctx context.Context) {
-			if err := protection.Run(ctx); err != nil {
-				klog.FromContext(ctx).Error(err, "Cloning protection stopped")
-			}
-		}))
+	tasks, err := o.activeTasks(ctx, activeTaskDeps{clients: clients, dyn: dyn, info: info, conn: conn, factory: factory, registry: registry, prov: prov})
+	if err != nil {
+		return err
 	}
-	switch {
-	case o.SnapshotOrphanSweepInterval == 0:
-	case o.NodeDeployment.Enabled:
-		// Each instance knows only its own restores: its sweep could take
-		// the protection from another node's.
-		logger.Info("Not sweeping VolumeSnapshot protection finalizers: with --node-deployment each instance knows only its own restores",
-			"flag", "--snapshot-orphan-sweep-interval")
-	default:
-		// The active replica restores, so it lets go of the snapshots.
-		ctrlOpts = append(ctrlOpts, controller.WithActiveTask(func(ctx context.Context) {
-			prov.RunSnapshotProtectionSweep(ctx, o.SnapshotOrphanSweepInterval)
-		}))
-	}
-	if o.Capacity.Enabled {
-		capacityController, err := o.newCapacityController(ctx, clients, info, conn, factory, registry)
-		if err != nil {
-			return err
-		}
-		// Only the active replica (the leader) publishes: two would each
-		// create objects for the same class and segment. With
-		// --node-deployment every instance is active and publishes its
-		// own node's segment only.
-		ctrlOpts = append(ctrlOpts, controller.WithActiveTask(func(ctx context.Context) {
-			if err := capacityController.Run(ctx); err != nil {
-				klog.FromContext(ctx).Error(err, "Storage capacity tracking stopped")
-			}
-		}))
-	}
+	ctrlOpts = append(ctrlOpts, tasks...)
 	var p controller.Provisioner = prov
 	if o.NodeDeployment.Enabled {
 		var nodeOptions []controller.Option // later options win
@@ -196,6 +131,118 @@ func (o *Options) Run(ctx context.Context) error {
 		Controller: ctrlOpts,
 		Registry:   registry,
 	})
+}
+
+// connectDriver dials the driver, waits for it, and returns its connection
+// and what it says of itself, refusing a driver that cannot create volumes
+// (or report capacity, with --enable-capacity).
+func (o *Options) connectDriver(ctx context.Context, metrics *connection.Metrics) (*grpc.ClientConn, connection.DriverInfo, error) {
+	logger := klog.FromContext(ctx)
+	conn, err := connection.Dial(o.CSIAddress, metrics.Interceptor())
+	if err != nil {
+		return nil, connection.DriverInfo{}, fmt.Errorf("--csi-address: %w", err)
+	}
+	info, err := o.driverInfo(ctx, conn)
+	if err != nil {
+		_ = conn.Close()
+		return nil, info, err
+	}
+	metrics.SetDriverName(info.Name)
+	logger.Info("Found the CSI driver", "driver", info.Name, "version", info.VendorVersion, "capabilities", info.Capabilities)
+	if info.Capabilities.Topology && !o.FeatureGates[string(Topology)] {
+		logger.Info("Ignoring the driver's topology: feature gate Topology is off", "driver", info.Name)
+		info.Capabilities.Topology = false
+	}
+	err = nil
+	if !info.Capabilities.ControllerService || !info.Capabilities.CreateDeleteVolume {
+		err = fmt.Errorf("CSI driver %s does not support CREATE_DELETE_VOLUME (ControllerGetCapabilities): "+
+			"it cannot create volumes, so csi-provisioner has nothing to do; remove it from this driver's deployment", info.Name)
+	} else if o.Capacity.Enabled && !info.Capabilities.GetCapacity {
+		err = fmt.Errorf("--enable-capacity: CSI driver %s does not support GET_CAPACITY (ControllerGetCapabilities), "+
+			"so it cannot report the capacity to publish; remove --enable-capacity", info.Name)
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, info, err
+	}
+	return conn, info, nil
+}
+
+// driverInfo waits for the driver to answer and asks its name and
+// capabilities.
+func (o *Options) driverInfo(ctx context.Context, conn *grpc.ClientConn) (connection.DriverInfo, error) {
+	klog.FromContext(ctx).Info("Connecting to the CSI driver", "address", o.CSIAddress)
+	if err := connection.WaitForConnection(ctx, conn); err != nil {
+		return connection.DriverInfo{}, err
+	}
+	if err := connection.WaitForDriver(ctx, conn, o.callTimeout()); err != nil {
+		return connection.DriverInfo{}, err
+	}
+	infoCtx, cancel := o.callContext(ctx)
+	defer cancel()
+	return connection.GetDriverInfo(infoCtx, conn)
+}
+
+// activeTaskDeps is what the active replica's tasks are built from.
+type activeTaskDeps struct {
+	clients  *cli.Clients
+	dyn      dynamic.Interface
+	info     connection.DriverInfo
+	conn     *grpc.ClientConn
+	factory  informers.SharedInformerFactory
+	registry *prometheus.Registry
+	prov     *provisioner.Provisioner
+}
+
+// activeTasks are the controller options for what only the active replica
+// runs beside provisioning: cloning protection, the snapshot protection
+// sweep, capacity publishing.
+func (o *Options) activeTasks(ctx context.Context, d activeTaskDeps) ([]controller.Option, error) {
+	var opts []controller.Option
+	if d.info.Capabilities.CloneVolume {
+		// The lib's claim cache, shared: no second copy of every claim.
+		opts = append(opts, controller.WithInformerFactory(d.factory))
+		protection, err := cloneprotection.New(d.clients.Kube, d.factory.Core().V1().PersistentVolumeClaims(),
+			provisioner.CrossNamespaceAccess{Enabled: o.FeatureGates[string(CrossNamespaceVolumeDataSource)], Dynamic: d.dyn}, o.CloningProtectionThreads)
+		if err != nil {
+			return nil, err
+		}
+		// The active replica clones, so it lets go of the sources.
+		opts = append(opts, controller.WithActiveTask(func(ctx context.Context) {
+			if err := protection.Run(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "Cloning protection stopped")
+			}
+		}))
+	}
+	switch {
+	case o.SnapshotOrphanSweepInterval == 0:
+	case o.NodeDeployment.Enabled:
+		// Each instance knows only its own restores: its sweep could take
+		// the protection from another node's.
+		klog.FromContext(ctx).Info("Not sweeping VolumeSnapshot protection finalizers: with --node-deployment each instance knows only its own restores",
+			"flag", "--snapshot-orphan-sweep-interval")
+	default:
+		// The active replica restores, so it lets go of the snapshots.
+		opts = append(opts, controller.WithActiveTask(func(ctx context.Context) {
+			d.prov.RunSnapshotProtectionSweep(ctx, o.SnapshotOrphanSweepInterval)
+		}))
+	}
+	if o.Capacity.Enabled {
+		capacityController, err := o.newCapacityController(ctx, d.clients, d.info, d.conn, d.factory, d.registry)
+		if err != nil {
+			return nil, err
+		}
+		// Only the active replica (the leader) publishes: two would each
+		// create objects for the same class and segment. With
+		// --node-deployment every instance is active and publishes its
+		// own node's segment only.
+		opts = append(opts, controller.WithActiveTask(func(ctx context.Context) {
+			if err := capacityController.Run(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "Storage capacity tracking stopped")
+			}
+		}))
+	}
+	return opts, nil
 }
 
 // UpstreamLeaseName is the name of the leader Lease the CSI

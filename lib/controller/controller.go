@@ -167,21 +167,27 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 	c.volumeQueue = newQueue("volumes")
 	c.saveQueue = newQueue("volume-saves")
 
+	if err := c.handleEvents(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// handleEvents queues the claims and volumes the informers report.
+func (c *ProvisionController) handleEvents() error {
 	if _, err := c.claimInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.claimChanged,
 		UpdateFunc: func(_, obj any) { c.claimChanged(obj) },
 		DeleteFunc: c.claimDeleted,
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	if _, err := c.volumeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err := c.volumeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.volumeChanged,
 		UpdateFunc: func(_, obj any) { c.volumeChanged(obj) },
 		DeleteFunc: c.volumeDeleted,
-	}); err != nil {
-		return nil, err
-	}
-	return c, nil
+	})
+	return err
 }
 
 // informers are the informers the controller reads.

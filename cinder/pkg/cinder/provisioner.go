@@ -268,6 +268,31 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		return ignoreNotFound(volumes.Unreserve(ctx, p.volumes, id).ExtractErr())
 	})
 
+	res, ann, err := p.connect(ctx, op, o, cp, id)
+	if err != nil {
+		return op.fail(ctx, err)
+	}
+	// The zone Cinder reports: it may have chosen one, or fallen back to
+	// its default (allow_availability_zone_fallback).
+	volZone := vol.AvailabilityZone
+	if volZone == "" {
+		volZone = zone
+	} else if zone != "" && volZone != zone {
+		logger.Info("Cinder put the volume in another availability zone than asked; the PV follows Cinder", "asked", zone, "zone", volZone)
+	}
+	logger.V(2).Info("Provisioned Cinder volume", "sizeGiB", vol.Size, "zone", volZone)
+	return o.NewVolume(controller.VolumeSpec{
+		Source:       res.Source,
+		Capacity:     *resource.NewQuantity(int64(vol.Size)*giB, resource.BinarySI),
+		NodeAffinity: p.nodeAffinity(volZone),
+		Annotations:  ann,
+	}), controller.ProvisioningFinished, nil
+}
+
+// connect exports the volume to this provisioner's connector and maps the
+// connection to a PV source, with the PV's annotations (and the Secret an
+// RBD connection needs). What it made is pushed onto op for undoing.
+func (p *Provisioner) connect(ctx context.Context, op *operation, o controller.ProvisionOptions, cp classParams, id string) (*mapper.Result, map[string]string, error) {
 	conn := p.cfg.connector
 	info, err := volumes.InitializeConnection(ctx, p.volumes, id, conn.initializeOpts()).Extract()
 	if err == nil || !refused(err) {
@@ -282,7 +307,7 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		if conn.Initiator == "" {
 			err = fmt.Errorf("%w (the provisioner has no --initiator-name; iSCSI backends need one)", err)
 		}
-		return op.fail(ctx, err)
+		return nil, nil, err
 	}
 
 	secretNS := p.cfg.secretNamespace
@@ -302,9 +327,9 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		RBDSecretNamespace: cp.rbdSecretNamespace,
 	})
 	if err != nil {
-		return op.fail(ctx, fmt.Errorf("cinder volume %s: %w", id, err))
+		return nil, nil, fmt.Errorf("cinder volume %s: %w", id, err)
 	}
-
+	klog.FromContext(ctx).V(2).Info("Mapped the volume's connection", "type", driverType)
 	ann := map[string]string{
 		AnnVolumeID:  id,
 		AnnIdentity:  p.identity,
@@ -312,25 +337,11 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	}
 	if res.Secret != nil {
 		if err := p.ensureSecret(ctx, res.Secret, o.PVName); err != nil {
-			return op.fail(ctx, err)
+			return nil, nil, err
 		}
 		ann[AnnAuthSecret] = res.Secret.Namespace + "/" + res.Secret.Name
 	}
-	// The zone Cinder reports: it may have chosen one, or fallen back to
-	// its default (allow_availability_zone_fallback).
-	volZone := vol.AvailabilityZone
-	if volZone == "" {
-		volZone = zone
-	} else if zone != "" && volZone != zone {
-		logger.Info("Cinder put the volume in another availability zone than asked; the PV follows Cinder", "asked", zone, "zone", volZone)
-	}
-	logger.V(2).Info("Provisioned Cinder volume", "type", driverType, "sizeGiB", vol.Size, "zone", volZone)
-	return o.NewVolume(controller.VolumeSpec{
-		Source:       res.Source,
-		Capacity:     *resource.NewQuantity(int64(vol.Size)*giB, resource.BinarySI),
-		NodeAffinity: p.nodeAffinity(volZone),
-		Annotations:  ann,
-	}), controller.ProvisioningFinished, nil
+	return res, ann, nil
 }
 
 // findOrCreate returns this PV's volume: the one an earlier attempt created,
