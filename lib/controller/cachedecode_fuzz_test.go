@@ -35,7 +35,7 @@ const liveEncodingsEnv = "KUBEPROV_LIVE_ENCODINGS"
 // correct but would let the shortcut silently stop working.
 func FuzzSettledDecoding(f *testing.F) {
 	for _, obj := range decodingSeeds() {
-		f.Add(encodeSeed(f, obj))
+		f.Add(encodeProtobuf(f, obj))
 	}
 	if dir := os.Getenv(liveEncodingsEnv); dir != "" {
 		n, err := addCorpusDir(f, dir)
@@ -244,16 +244,6 @@ func decodingSeeds() []runtime.Object {
 		&corev1.PersistentVolumeList{ListMeta: metav1.ListMeta{ResourceVersion: "41", Continue: "next"},
 			Items: []corev1.PersistentVolume{*settledTestVolume(), *released, *noClaim}},
 	}
-}
-
-func encodeSeed(f *testing.F, obj runtime.Object) []byte {
-	f.Helper()
-	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
-	data, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion), obj)
-	if err != nil {
-		f.Fatal(err)
-	}
-	return data
 }
 
 // addCorpusDir adds each file of dir written in Go's fuzz corpus format

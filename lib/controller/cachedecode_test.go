@@ -27,7 +27,7 @@ import (
 
 // encodeProtobuf encodes obj as kube-apiserver sends it: the protobuf
 // envelope with its type.
-func encodeProtobuf(t *testing.T, obj runtime.Object) []byte {
+func encodeProtobuf(t testing.TB, obj runtime.Object) []byte {
 	t.Helper()
 	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
 	data, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion), obj)
