@@ -380,7 +380,9 @@ func watchPodsSteady(ctx context.Context, namespaces ...string) error {
 		for _, ns := range namespaces {
 			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
-				if ctx.Err() != nil {
+				// The client's rate limiter refuses a wait that would pass
+				// the observation's end before the context is done.
+				if deadline, ok := ctx.Deadline(); ctx.Err() != nil || ok && time.Until(deadline) < 5*time.Second {
 					return nil
 				}
 				return err

@@ -38,7 +38,7 @@ var laxNamespaces = map[string]struct{ level, why string }{
 // and adds none.
 var rootWorkloads = map[string][]string{
 	"hostpath-provisioner":   {"DAC_OVERRIDE", "FOWNER"},
-	"nfs-provisioner":        {"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "SETUID", "SETGID", "NET_BIND_SERVICE"},
+	"nfs-provisioner":        {"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "SETUID", "SETGID", "NET_BIND_SERVICE", "SETPCAP"},
 	"nfs-subdir-provisioner": {"CHOWN", "FOWNER", "DAC_OVERRIDE", "FSETID"},
 }
 
