@@ -165,7 +165,8 @@ func (r *eventRecorder) event(ref corev1.ObjectReference, class, eventType, reas
 		e.due = now.Add(r.interval)
 		r.starting[ref.UID] = e
 		r.delayed = append(r.delayed, e)
-		return // written when due
+		// No early return: an idle writer waits without a timer and must
+		// learn of the first delayed event, or it is never written.
 	default:
 		if reason == EventProvisioningSucceeded {
 			if prev := r.starting[ref.UID]; prev != nil {

@@ -115,12 +115,25 @@ func TestProvisioningEventIsWrittenWhenDue(t *testing.T) {
 	done := make(chan struct{})
 	go func() { f.c.events.run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
+	// The writers go idle first (nothing delayed, so no timer): the delayed
+	// event alone must wake them.
+	first := claim("first", "gold")
+	provisioned(f.c.events, first)
+	waitForEvent(t, f, first, EventProvisioningSucceeded)
 	slow := claim("slow", "gold")
 	provisioningStarted(f.c.events, slow)
-	for len(f.eventsOn(slow)[EventProvisioning]) == 0 {
+	waitForEvent(t, f, slow, EventProvisioning)
+}
+
+// waitForEvent waits for an event the recorder's own loop writes; a bound
+// turns a lost wake-up into a failure instead of a hung test binary.
+func waitForEvent(t *testing.T, f *fixture, pvc *corev1.PersistentVolumeClaim, reason string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for len(f.eventsOn(pvc)[reason]) == 0 {
 		select {
-		case <-f.ctx.Done():
-			t.Fatal("no Provisioning event")
+		case <-deadline:
+			t.Fatalf("no %s event on %s: the recorder's writers were never woken", reason, pvc.Name)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
