@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubeprov/external-storage/lib/cli"
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/gidallocator"
 	"github.com/kubeprov/external-storage/lib/httpendpoint"
 	"github.com/kubeprov/external-storage/nfs/pkg/ganesha"
 	"github.com/kubeprov/external-storage/nfs/pkg/quota"
@@ -177,6 +178,7 @@ func (o *Options) serverMode(ctx context.Context, kube kubernetes.Interface) (*s
 		Identity:      identity,
 		Exports:       bus,
 		Quota:         q,
+		GIDs:          gidallocator.New(kube),
 	})
 	if err != nil {
 		return fail(err)

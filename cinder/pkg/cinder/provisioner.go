@@ -82,8 +82,6 @@ const (
 	DefaultStuckCreatingTimeout = 5 * time.Minute
 )
 
-const giB = 1 << 30
-
 // Option configures a Provisioner.
 type Option interface {
 	apply(*config) error
@@ -283,7 +281,7 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	logger.V(2).Info("Provisioned Cinder volume", "sizeGiB", vol.Size, "zone", volZone)
 	return o.NewVolume(controller.VolumeSpec{
 		Source:       res.Source,
-		Capacity:     *resource.NewQuantity(int64(vol.Size)*giB, resource.BinarySI),
+		Capacity:     *resource.NewQuantity(int64(vol.Size)*capacity.GiB, resource.BinarySI),
 		NodeAffinity: p.nodeAffinity(volZone),
 		Annotations:  ann,
 	}), controller.ProvisioningFinished, nil

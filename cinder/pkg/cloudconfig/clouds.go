@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"sigs.k8s.io/yaml"
 )
 
@@ -22,61 +23,26 @@ import (
 const cloudsFileName = "clouds.yaml"
 
 // cloudsSearchPath is where clouds.yaml is looked for, in order, after
-// OS_CLIENT_CONFIG_FILE: the working directory, the user's and the system's
-// OpenStack configuration (gophercloud's clientconfig order, which the
-// OpenStack cloud provider uses).
-func cloudsSearchPath() []string {
+// OS_CLIENT_CONFIG_FILE, as gophercloud's clouds.Parse documents it (the
+// python-openstackclient order): the working directory, the user's
+// configuration (${XDG_CONFIG_HOME:-$HOME/.config}/openstack) and
+// /etc/openstack. clouds.Parse does not say which file it read, which the
+// secure.yaml check and our messages need, so the search is done here.
+func cloudsSearchPath(lookup func(string) (string, bool)) []string {
 	path := []string{cloudsFileName}
-	if home, err := os.UserHomeDir(); err == nil {
+	if config, _ := lookup("XDG_CONFIG_HOME"); config != "" {
+		path = append(path, filepath.Join(config, "openstack", cloudsFileName))
+	} else if home, err := os.UserHomeDir(); err == nil {
 		path = append(path, filepath.Join(home, ".config", "openstack", cloudsFileName))
 	}
 	return append(path, filepath.Join("/etc", "openstack", cloudsFileName))
 }
 
 // cloudsYAML is the part of clouds.yaml that is read; each entry is decoded
-// strictly only once selected, so that other clouds may hold keys of other
-// tools.
+// strictly into gophercloud's clouds.Cloud only once selected, so that other
+// clouds may hold keys of other tools.
 type cloudsYAML struct {
 	Clouds map[string]json.RawMessage `json:"clouds"`
-}
-
-// cloudEntry is one cloud of clouds.yaml: every key it may hold is known,
-// and those that have no meaning here are refused in fill.
-type cloudEntry struct {
-	Auth struct {
-		AuthURL                     string `json:"auth_url"`
-		Token                       string `json:"token"`
-		Username                    string `json:"username"`
-		UserID                      string `json:"user_id"`
-		Password                    string `json:"password"`
-		ApplicationCredentialID     string `json:"application_credential_id"`
-		ApplicationCredentialName   string `json:"application_credential_name"`
-		ApplicationCredentialSecret string `json:"application_credential_secret"`
-		ProjectID                   string `json:"project_id"`
-		ProjectName                 string `json:"project_name"`
-		UserDomainID                string `json:"user_domain_id"`
-		UserDomainName              string `json:"user_domain_name"`
-		ProjectDomainID             string `json:"project_domain_id"`
-		ProjectDomainName           string `json:"project_domain_name"`
-		DomainID                    string `json:"domain_id"`
-		DomainName                  string `json:"domain_name"`
-		DefaultDomain               string `json:"default_domain"`
-		TrustID                     string `json:"trust_id"`
-		SystemScope                 string `json:"system_scope"`
-	} `json:"auth"`
-	AuthType           string          `json:"auth_type"`
-	RegionName         string          `json:"region_name"`
-	Regions            json.RawMessage `json:"regions"`
-	Interface          string          `json:"interface"`
-	EndpointType       string          `json:"endpoint_type"`
-	IdentityAPIVersion json.RawMessage `json:"identity_api_version"`
-	VolumeAPIVersion   json.RawMessage `json:"volume_api_version"`
-	Verify             *bool           `json:"verify"`
-	CACert             string          `json:"cacert"`
-	Cert               string          `json:"cert"`
-	Key                string          `json:"key"`
-	Profile            string          `json:"profile"`
-	Cloud              string          `json:"cloud"`
 }
 
 // fillFromClouds reads the cloud named name (else OS_CLOUD, else the only
@@ -110,15 +76,20 @@ func (c *Config) fillFromClouds(file, name string, lookup func(string) (string, 
 	if !ok {
 		return fmt.Errorf("%s has no cloud %q; it has %s", path, name, strings.Join(names, ", "))
 	}
-	var e cloudEntry
+	// gophercloud's schema, decoded strictly: a key it does not know is a
+	// typo or another tool's, and is refused rather than ignored.
+	var e clouds.Cloud
 	if err := yaml.UnmarshalStrict(raw, &e); err != nil {
 		// Key names only: the decoder quotes no values.
 		return fmt.Errorf("%s, cloud %q: %w", path, name, err)
 	}
-	if err := e.check(); err != nil {
+	if e.AuthInfo == nil {
+		e.AuthInfo = &clouds.AuthInfo{}
+	}
+	if err := check(&e); err != nil {
 		return fmt.Errorf("%s, cloud %q: %w", path, name, err)
 	}
-	a := e.Auth
+	a := e.AuthInfo
 	endpointType := e.Interface
 	if endpointType == "" {
 		endpointType = e.EndpointType
@@ -137,7 +108,7 @@ func (c *Config) fillFromClouds(file, name string, lookup func(string) (string, 
 		{&c.ProjectDomainID, a.ProjectDomainID}, {&c.ProjectDomainName, a.ProjectDomainName},
 		{&c.DomainID, a.DomainID}, {&c.DomainName, a.DomainName}, {&c.TrustID, a.TrustID},
 		{&c.Region, e.RegionName}, {&c.EndpointType, endpointType},
-		{&c.CAFile, e.CACert}, {&c.CertFile, e.Cert}, {&c.KeyFile, e.Key},
+		{&c.CAFile, e.CACertFile}, {&c.CertFile, e.ClientCertFile}, {&c.KeyFile, e.ClientKeyFile},
 	} {
 		if *f.dst == "" {
 			*f.dst = f.v
@@ -156,10 +127,11 @@ func (c *Config) fillFromClouds(file, name string, lookup func(string) (string, 
 
 // check refuses what clouds.yaml may say that has no meaning here, naming
 // what to use instead.
-func (e *cloudEntry) check() error {
+func check(e *clouds.Cloud) error {
 	var errs []error
-	switch strings.ToLower(e.AuthType) {
-	case "", "password", "v3password", "token", "v3token", "v3applicationcredential", "applicationcredential":
+	switch clouds.AuthType(strings.ToLower(string(e.AuthType))) {
+	case "", clouds.AuthPassword, clouds.AuthV3Password, clouds.AuthToken, clouds.AuthV3Token,
+		clouds.AuthV3ApplicationCredential, "applicationcredential":
 	default:
 		errs = append(errs, fmt.Errorf("auth_type %q is not supported: use password, token or v3applicationcredential", e.AuthType))
 	}
@@ -169,10 +141,10 @@ func (e *cloudEntry) check() error {
 	if e.Profile != "" || e.Cloud != "" {
 		errs = append(errs, errors.New("profile and cloud (clouds-public.yaml) are not read: write auth_url and the other keys into the cloud's entry"))
 	}
-	if e.Auth.SystemScope != "" {
+	if e.AuthInfo.SystemScope != "" {
 		errs = append(errs, errors.New("system_scope is not supported: volumes belong to a project; set project_id or project_name"))
 	}
-	if v := strings.Trim(string(e.VolumeAPIVersion), `"`); v != "" && v != "3" {
+	if v := e.VolumeAPIVersion; v != "" && v != "3" {
 		errs = append(errs, fmt.Errorf("volume_api_version %s is not supported: this provisioner speaks block storage v3", v))
 	}
 	// identity_api_version: as in gophercloud, auth_url decides (.../v3 or .../v2.0).
@@ -189,14 +161,14 @@ func findClouds(file string, lookup func(string) (string, bool)) (string, []byte
 		b, err := os.ReadFile(file) //nolint:gosec // G304: the administrator's clouds-file
 		return file, b, err
 	}
-	for _, p := range cloudsSearchPath() {
+	for _, p := range cloudsSearchPath(lookup) {
 		b, err := os.ReadFile(p) //nolint:gosec // G304: clouds.yaml's standard places
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		return p, b, err
 	}
-	return "", nil, fmt.Errorf("no clouds.yaml: set clouds-file, or put one at %s", strings.Join(cloudsSearchPath(), ", "))
+	return "", nil, fmt.Errorf("no clouds.yaml: set clouds-file, or put one at %s", strings.Join(cloudsSearchPath(lookup), ", "))
 }
 
 // refuseSecureYAML refuses a secure.yaml beside clouds.yaml (or named by

@@ -173,3 +173,27 @@ application-credential-secret=s
 		t.Errorf("--cloud-name without --cloud-config: %v", err)
 	}
 }
+
+// TestCloudsYAMLSearchPath: without clouds-file or OS_CLIENT_CONFIG_FILE,
+// clouds.yaml is looked for where gophercloud's clouds.Parse looks, the
+// user's configuration being ${XDG_CONFIG_HOME:-$HOME/.config}/openstack;
+// the error names every place looked at.
+func TestCloudsYAMLSearchPath(t *testing.T) {
+	xdg := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(xdg, "openstack"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(xdg, "openstack", "clouds.yaml"),
+		[]byte("clouds:\n  only:\n    auth: {auth_url: \"https://keystone/v3\", token: tok, project_id: p}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseCloud("[Global]\nuse-clouds=true\n", "cloud.conf", "", env(map[string]string{"XDG_CONFIG_HOME": xdg}))
+	if err != nil || c.Token != "tok" || !strings.Contains(c.Source, filepath.Join(xdg, "openstack", "clouds.yaml")) {
+		t.Fatalf("clouds.yaml under XDG_CONFIG_HOME: %v, %+v", err, c)
+	}
+	empty := t.TempDir()
+	_, err = ParseCloud("[Global]\nuse-clouds=true\n", "cloud.conf", "", env(map[string]string{"XDG_CONFIG_HOME": empty}))
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(empty, "openstack", "clouds.yaml")) || !strings.Contains(err.Error(), "/etc/openstack/clouds.yaml") {
+		t.Errorf("no clouds.yaml anywhere: %v; want the places looked at", err)
+	}
+}

@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,18 +116,9 @@ func NewInput(o controller.ProvisionOptions) (Input, error) {
 		return nil, fmt.Errorf("claim %s/%s: storage request: %w: request less", o.PVC.Namespace, o.PVC.Name, err)
 	}
 	in[KeyRequestBytes] = fmt.Sprint(bytes)
-	in[KeyRequestMiB] = ceilDiv(bytes, 1<<20)
-	in[KeyRequestGiB] = ceilDiv(bytes, 1<<30)
+	in[KeyRequestMiB] = strconv.FormatInt(capacity.RoundUp(bytes, 1<<20), 10)
+	in[KeyRequestGiB] = strconv.FormatInt(capacity.RoundUp(bytes, capacity.GiB), 10)
 	return in, nil
-}
-
-// ceilDiv returns ⌈n/d⌉ as a decimal string, without overflow near MaxInt64.
-func ceilDiv(n, d int64) string {
-	q, r := new(big.Int).QuoRem(big.NewInt(n), big.NewInt(d), new(big.Int))
-	if r.Sign() > 0 {
-		q.Add(q, big.NewInt(1))
-	}
-	return q.String()
 }
 
 // JSON is the input as the driver gets it; keys are sorted, so the same

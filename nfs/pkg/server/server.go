@@ -24,9 +24,11 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/gidallocator"
 	"github.com/kubeprov/external-storage/nfs/pkg/dirs"
 	"github.com/kubeprov/external-storage/nfs/pkg/ganesha"
 	"github.com/kubeprov/external-storage/nfs/pkg/params"
@@ -39,6 +41,11 @@ const (
 	AnnExportID      = "Export_Id"
 	AnnProvisionerID = "Provisioner_Id"
 )
+
+// KeyGIDAllocate gives each volume a group of its own from the class's
+// gidMin-gidMax range (the key of the efs and glusterfs provisioners of
+// kubernetes-incubator/external-storage), freed when the volume is deleted.
+const KeyGIDAllocate = "gidAllocate"
 
 // IdentityFile is the file in the export root holding this server's
 // identity, so that a replacement pod with the same volume keeps owning the
@@ -66,6 +73,9 @@ type Config struct {
 	Exports ganesha.ExportManager
 	// Quota, if set, limits each volume to its request.
 	Quota quota.Quota
+	// GIDs hands out the groups of classes with gidAllocate; without it
+	// such classes are refused.
+	GIDs *gidallocator.Allocator
 }
 
 // Provisioner implements controller.Provisioner for server mode.
@@ -149,12 +159,16 @@ type classParams struct {
 	gid          *int
 	squash       string
 	mountOptions []string
+	// allocate: gid comes from GIDs, with the range in params.
+	allocate bool
+	params   map[string]string
 }
 
 // parseParams reads the class's parameters; their keys are compared without
 // regard to case, as the classic nfs-provisioner did.
 func parseParams(o controller.ProvisionOptions) (classParams, error) {
-	known := []string{params.KeyGID, params.KeyRootSquash, params.KeyMountOptions}
+	known := []string{params.KeyGID, params.KeyRootSquash, params.KeyMountOptions,
+		KeyGIDAllocate, gidallocator.ParamGIDMin, gidallocator.ParamGIDMax}
 	class, err := params.FoldKeys(o.StorageClass, known...)
 	if err != nil {
 		return classParams{}, err
@@ -175,11 +189,63 @@ func parseParams(o controller.ProvisionOptions) (classParams, error) {
 	if err != nil {
 		return classParams{}, err
 	}
-	p := classParams{gid: gid, squash: ganesha.SquashNone, mountOptions: mountOptions}
+	allocate, err := allocateParams(o, gid != nil)
+	if err != nil {
+		return classParams{}, err
+	}
+	p := classParams{gid: gid, squash: ganesha.SquashNone, mountOptions: mountOptions, allocate: allocate, params: o.StorageClass.Parameters}
 	if rootSquash {
 		p.squash = ganesha.SquashRoot
 	}
 	return p, nil
+}
+
+// allocateParams checks gidAllocate and its range against the class's other
+// parameters, so that a bad range is refused before anything is made.
+func allocateParams(o controller.ProvisionOptions, fixedGID bool) (bool, error) {
+	allocate, _, err := params.Bool(o.StorageClass, KeyGIDAllocate, false)
+	if err != nil {
+		return false, err
+	}
+	name := o.StorageClass.Name
+	if !allocate {
+		for _, k := range []string{gidallocator.ParamGIDMin, gidallocator.ParamGIDMax} {
+			if _, ok := params.String(o.StorageClass, k); ok {
+				return false, fmt.Errorf("StorageClass %s parameter %s has no effect without %s: \"true\"; add it or remove %s", name, k, KeyGIDAllocate, k)
+			}
+		}
+		return false, nil
+	}
+	if fixedGID {
+		return false, fmt.Errorf("StorageClass %s has both %s and %s: \"true\"; a volume gets either the one group or one of its own, keep one", name, params.KeyGID, KeyGIDAllocate)
+	}
+	if _, _, err := gidallocator.Range(o.StorageClass.Parameters); err != nil {
+		return false, fmt.Errorf("StorageClass %s %w", name, err)
+	}
+	return true, nil
+}
+
+// allocateGID returns the volume's group from GIDs: the same one again for
+// a retried Provision of the same PV.
+func (p *Provisioner) allocateGID(ctx context.Context, o controller.ProvisionOptions, cp classParams) (*int, error) {
+	if p.cfg.GIDs == nil {
+		return nil, fmt.Errorf("StorageClass %s has %s, which this provisioner was started without", o.StorageClass.Name, KeyGIDAllocate)
+	}
+	gid, err := p.cfg.GIDs.Allocate(ctx, o.StorageClass.Name, o.PVName, cp.params)
+	if err != nil {
+		return nil, err
+	}
+	return &gid, nil
+}
+
+// releaseGID frees the group of PV pvName of class.
+func (p *Provisioner) releaseGID(class, pvName string) {
+	if p.cfg.GIDs != nil {
+		p.cfg.GIDs.Release(&corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: pvName},
+			Spec:       corev1.PersistentVolumeSpec{StorageClassName: class},
+		})
+	}
 }
 
 // Provision implements controller.Provisioner.
@@ -191,6 +257,22 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	if err := checkVolumeName(o.PVName); err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
+	if cp.allocate {
+		if cp.gid, err = p.allocateGID(ctx, o, cp); err != nil {
+			return nil, controller.ProvisioningFinished, err
+		}
+	}
+	pv, state, err := p.provision(ctx, o, cp)
+	if err != nil && cp.allocate && state == controller.ProvisioningFinished {
+		// Nothing was made: the group is free again. In the background
+		// case the retry gets it back.
+		p.releaseGID(o.StorageClass.Name, o.PVName)
+	}
+	return pv, state, err
+}
+
+// provision makes and exports the volume's directory.
+func (p *Provisioner) provision(ctx context.Context, o controller.ProvisionOptions, cp classParams) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
 	request := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
 	dir := filepath.Join(p.cfg.ExportRoot, o.PVName)
 	logger := klog.FromContext(ctx).WithValues("pv", o.PVName, "dir", dir)
@@ -202,6 +284,13 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		return nil, controller.ProvisioningFinished, err
 	}
 	block, found := file.ByPath(dir)
+	if found && cp.allocate {
+		// Made by an earlier attempt, perhaps before a restart that gave
+		// this PV another group: the directory gets the one the PV records.
+		if err := p.setGroup(o.PVName, cp.gid); err != nil {
+			return nil, controller.ProvisioningInBackground, err
+		}
+	}
 	if !found {
 		// A new volume: check the limits before creating anything.
 		if err := p.checkLimits(file, request); err != nil {
@@ -285,6 +374,19 @@ func (p *Provisioner) owned(path string) bool {
 	return filepath.Dir(filepath.Clean(path)) == p.cfg.ExportRoot
 }
 
+// setGroup gives the volume directory name the group gid.
+func (p *Provisioner) setGroup(name string, gid *int) error {
+	root, err := os.OpenRoot(p.cfg.ExportRoot)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
+	if err := dirs.SetGroup(root, name, gid); err != nil {
+		return fmt.Errorf("setting the group of the volume directory: %w", err)
+	}
+	return nil
+}
+
 func (p *Provisioner) createDir(ctx context.Context, name string, id uint16, request resource.Quantity, gid *int) error {
 	root, err := os.OpenRoot(p.cfg.ExportRoot)
 	if err != nil {
@@ -298,8 +400,8 @@ func (p *Provisioner) createDir(ctx context.Context, name string, id uint16, req
 	if _, err := dirs.Create(root, name, mode); err != nil {
 		return fmt.Errorf("creating the volume directory: %w", err)
 	}
-	if err := dirs.SetGroup(root, name, gid); err != nil {
-		return fmt.Errorf("setting the group of the volume directory: %w", err)
+	if err := p.setGroup(name, gid); err != nil {
+		return err
 	}
 	if p.cfg.Quota != nil {
 		if err := p.cfg.Quota.Set(ctx, filepath.Join(p.cfg.ExportRoot, name), uint32(id), request.Value()); err != nil {
@@ -392,6 +494,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	if err := dirs.Remove(root, filepath.Base(dir)); err != nil {
 		return fmt.Errorf("removing the volume directory %s: %w", dir, err)
 	}
+	p.releaseGID(pv.Spec.StorageClassName, pv.Name)
 	logger.V(2).Info("Volume deleted")
 	return nil
 }

@@ -9,18 +9,23 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/gidallocator"
 	"github.com/kubeprov/external-storage/nfs/pkg/ganesha"
+	"github.com/kubeprov/external-storage/nfs/pkg/params"
 )
 
 // fakeGanesha loads exports from the configuration file as Ganesha does.
@@ -119,7 +124,7 @@ func (f *fixture) restart(t *testing.T, maxExports int) *Provisioner {
 		t.Fatal(err)
 	}
 	p, err := New(Config{ExportRoot: f.root, GaneshaConfig: f.config, MaxExports: maxExports, Server: "10.0.0.1",
-		Identity: id, Exports: f.g, Quota: f.q})
+		Identity: id, Exports: f.g, Quota: f.q, GIDs: gidallocator.New(fake.NewClientset())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,5 +329,72 @@ func TestClassParametersIgnoreCase(t *testing.T) {
 	_, _, err = f.p.Provision(ctx, options("pvc-twice", "1Mi", map[string]string{"gid": "99", "GID": "100"}))
 	if err == nil || !strings.Contains(err.Error(), "GID and gid") {
 		t.Errorf("gid and GID: %v; want an error naming both", err)
+	}
+}
+
+// TestGIDAllocate: gidAllocate gives each volume a group of its own from
+// gidMin-gidMax, recorded in the PV and owning the directory; a deleted
+// volume's group is handed out again, and so is one whose Provision was
+// refused after taking it. Bad ranges are refused naming the key.
+func TestGIDAllocate(t *testing.T) {
+	f := newFixture(t, DefaultMaxExports)
+	_, ctx := ktesting.NewTestContext(t)
+	alloc := map[string]string{"gidAllocate": "true", "GIDMin": "3000", "gidmax": "3001"}
+	group := func(pv *corev1.PersistentVolume) string {
+		t.Helper()
+		st, err := os.Stat(pv.Spec.NFS.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode()&os.ModeSetgid == 0 || st.Mode().Perm() != 0o770 {
+			t.Errorf("directory of %s has mode %s, want setgid 0770", pv.Name, st.Mode())
+		}
+		return strconv.Itoa(int(st.Sys().(*syscall.Stat_t).Gid))
+	}
+	a, _, err := f.p.Provision(ctx, options("pvc-a", "1Mi", alloc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := f.p.Provision(ctx, options("pvc-b", "1Mi", alloc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gidA, gidB := a.Annotations[params.AnnGID], b.Annotations[params.AnnGID]
+	if gidA != "3000" || gidB != "3001" || group(a) != gidA || group(b) != gidB {
+		t.Fatalf("PV groups %q, %q and directory groups %s, %s; want 3000 and 3001 each", gidA, gidB, group(a), group(b))
+	}
+	if _, _, err := f.p.Provision(ctx, options("pvc-c", "1Mi", alloc)); err == nil || !strings.Contains(err.Error(), "no free GID in range 3000-3001") {
+		t.Fatalf("third claim in a range of two: %v; want no free GID", err)
+	}
+	if err := f.p.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	// Refused after its group was taken: the group is free again.
+	if _, _, err := f.p.Provision(ctx, options("pvc-huge", "1Pi", alloc)); err == nil || !strings.Contains(err.Error(), "free") {
+		t.Fatalf("1Pi claim: %v; want refused for free space", err)
+	}
+	c, _, err := f.p.Provision(ctx, options("pvc-c", "1Mi", alloc))
+	if err != nil || c.Annotations[params.AnnGID] != gidA || group(c) != gidA {
+		t.Fatalf("after deleting %s: %v, gid %q; want its group %s", a.Name, err, c.Annotations[params.AnnGID], gidA)
+	}
+
+	for name, tc := range map[string]struct {
+		params map[string]string
+		want   string
+	}{
+		"bad gidMin":       {map[string]string{"gidAllocate": "true", "gidMin": "abc"}, "parameter gidMin"},
+		"bad gidMax":       {map[string]string{"gidAllocate": "true", "gidMax": "0"}, "parameter gidMax"},
+		"min above max":    {map[string]string{"gidAllocate": "true", "gidMin": "5", "gidMax": "4"}, "gidMin (5) is greater than gidMax (4)"},
+		"range without it": {map[string]string{"gidMin": "3000"}, "gidMin has no effect without gidAllocate"},
+		"and a fixed gid":  {map[string]string{"gidAllocate": "true", "gid": "5"}, "both gid and gidAllocate"},
+		"not a boolean":    {map[string]string{"gidAllocate": "yes please"}, "gidAllocate must be"},
+		"range used up":    {map[string]string{"gidAllocate": "true", "gidMin": "3000", "gidMax": "3000"}, "no free GID in range 3000-3000"},
+	} {
+		if _, _, err := f.p.Provision(ctx, options("pvc-bad", "1Mi", tc.params)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want %q", name, err, tc.want)
+		}
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(f.root, "pvc-bad")); len(dirs) != 0 {
+		t.Errorf("refused claims left %v", dirs)
 	}
 }

@@ -253,3 +253,63 @@ func TestServerReusesRunningDaemons(t *testing.T) {
 		t.Errorf("rpcbind or D-Bus no longer listens after nfs-provisioner stopped")
 	}
 }
+
+// gidAllocate gives each claim a group of its own from gidMin-gidMax: the
+// PV records it and the exported directory belongs to it; a restarted
+// provisioner does not hand out a group a PV holds, a deleted claim's group
+// is handed out again, and bad ranges end in a Warning naming the key.
+func TestServerGIDAllocate(t *testing.T) {
+	requireNFS(t)
+	ctx := framework.TestContext(t, 5*time.Minute)
+	srv := startServer(t, nil)
+	ns := cp.CreateTestNamespace(t, "nfs-gidalloc")
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-gidalloc", srv.name,
+		map[string]string{"gidAllocate": "true", "gidMin": "6000", "gidMax": "6002"}))
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-gidbad", srv.name,
+		map[string]string{"gidAllocate": "true", "gidMin": "6k"}))
+	cp.CreateTestStorageClass(t, framework.NewStorageClass("nfs-server-gidswap", srv.name,
+		map[string]string{"gidAllocate": "true", "gidMin": "7000", "gidMax": "6000"}))
+
+	failsWith(t, ctx, createPVC(t, ns, "bad", "nfs-server-gidbad", "1Mi", nil), "parameter gidMin", `"6k"`)
+	failsWith(t, ctx, createPVC(t, ns, "swap", "nfs-server-gidswap", "1Mi", nil), "gidMin (7000) is greater than gidMax (6000)")
+
+	// gid returns the PV's recorded group after checking that the exported
+	// directory belongs to it, with setgid so that new files do too.
+	gid := func(pv *corev1.PersistentVolume) int {
+		t.Helper()
+		n, err := strconv.Atoi(pv.Annotations["pv.beta.kubernetes.io/gid"])
+		if err != nil || n < 6000 || n > 6002 {
+			t.Fatalf("PV %s has gid annotation %q, want a group in 6000-6002", pv.Name, pv.Annotations["pv.beta.kubernetes.io/gid"])
+		}
+		st, err := os.Stat(pv.Spec.NFS.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := int(st.Sys().(*syscall.Stat_t).Gid); g != n || st.Mode()&os.ModeSetgid == 0 {
+			t.Errorf("directory %s has group %d and mode %s, want group %d with setgid", pv.Spec.NFS.Path, g, st.Mode(), n)
+		}
+		if !exported(t, ctx, pv.Spec.NFS.Path) {
+			t.Errorf("Ganesha does not export %s", pv.Spec.NFS.Path)
+		}
+		return n
+	}
+	a := bound(t, ctx, ns, "a", "nfs-server-gidalloc", nil)
+	b := bound(t, ctx, ns, "b", "nfs-server-gidalloc", nil)
+	gidA, gidB := gid(a), gid(b)
+	if gidA == gidB {
+		t.Fatalf("claims a and b share group %d", gidA)
+	}
+
+	// The new process knows the groups only from the PVs.
+	srv.restart(t)
+	c := bound(t, ctx, ns, "c", "nfs-server-gidalloc", nil)
+	if gidC := gid(c); gidC == gidA || gidC == gidB {
+		t.Fatalf("after a restart claim c got group %d, which a (%d) or b (%d) holds", gidC, gidA, gidB)
+	}
+	failsWith(t, ctx, createPVC(t, ns, "full", "nfs-server-gidalloc", "1Mi", nil), "no free GID in range 6000-6002")
+
+	deleteClaim(t, ctx, ns, "a", a.Name)
+	if d := bound(t, ctx, ns, "d", "nfs-server-gidalloc", nil); gid(d) != gidA {
+		t.Errorf("claim d got group %s, want %d, freed by deleting a", d.Annotations["pv.beta.kubernetes.io/gid"], gidA)
+	}
+}
