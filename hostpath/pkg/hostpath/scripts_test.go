@@ -94,10 +94,10 @@ func TestScriptsNeedHelperPods(t *testing.T) {
 		}
 	}
 	for files, want := range map[*map[string]string]string{
-		{"config.json": `{` + paths + `}`, FileSetup: quotaSetup, FileHelperPod: busyboxTemplate}:                               "no teardown: give the ConfigMap key teardown",
-		{"config.json": `{` + paths + `}`, FileSetup: quotaSetup, FileTeardown: quotaTeardown}:                                  "no helperPod.yaml",
+		{"config.json": `{` + paths + `}`, FileSetup: quotaSetup, FileHelperPod: busyboxTemplate}:                                   "no teardown: give the ConfigMap key teardown",
+		{"config.json": `{` + paths + `}`, FileSetup: quotaSetup, FileTeardown: quotaTeardown}:                                      "no helperPod.yaml",
 		{"config.json": `{` + paths + `,"cmdTimeoutSeconds":0}`, FileSetup: "x", FileTeardown: "x", FileHelperPod: busyboxTemplate}: "cmdTimeoutSeconds 0 must be positive",
-		{"config.json": `{` + paths + `,"setupCommand":"manager","teardownCommand":"/m"}`, FileHelperPod: busyboxTemplate}:     `setupCommand "manager" must be the absolute path`,
+		{"config.json": `{` + paths + `,"setupCommand":"manager","teardownCommand":"/m"}`, FileHelperPod: busyboxTemplate}:          `setupCommand "manager" must be the absolute path`,
 	} {
 		if _, _, err := LoadConfig(writeLocalPathConfig(t, *files), true); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: %v, want an ErrConfig containing %q", (*files)["config.json"], err, want)
@@ -110,15 +110,15 @@ func TestScriptsNeedHelperPods(t *testing.T) {
 func TestHelperTemplateRefusals(t *testing.T) {
 	base := "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: c\n    image: busybox\n"
 	for extra, want := range map[string]string{
-		"  volumes:\n  - name: etc\n    hostPath: {path: /etc}\n":   "spec.volumes is not supported: the pod gets exactly one host path",
-		"    volumeMounts:\n    - {name: etc, mountPath: /etc}\n":    "spec.containers[0].volumeMounts is not supported",
-		"  hostPID: true\n":                                         "spec.hostPID is not supported",
-		"  nodeName: other\n":                                       "spec.nodeName is not supported",
-		"  serviceAccountName: admin\n":                             "spec.serviceAccountName is not supported",
-		"  securityContext: {runAsUser: 0}\n":                       "spec.securityContext is not supported: set it on the container",
-		"    command: [/bin/evil]\n":                                "spec.containers[0].command is not supported",
-		"  - name: d\n    image: busybox\n":                         "has 2 containers, want exactly one",
-		"    env:\n    - name: VOL_DIR\n      value: /etc\n":        "env VOL_DIR: the provisioner sets it",
+		"  volumes:\n  - name: etc\n    hostPath: {path: /etc}\n": "spec.volumes is not supported: the pod gets exactly one host path",
+		"    volumeMounts:\n    - {name: etc, mountPath: /etc}\n": "spec.containers[0].volumeMounts is not supported",
+		"  hostPID: true\n":                                  "spec.hostPID is not supported",
+		"  nodeName: other\n":                                "spec.nodeName is not supported",
+		"  serviceAccountName: admin\n":                      "spec.serviceAccountName is not supported",
+		"  securityContext: {runAsUser: 0}\n":                "spec.securityContext is not supported: set it on the container",
+		"    command: [/bin/evil]\n":                         "spec.containers[0].command is not supported",
+		"  - name: d\n    image: busybox\n":                  "has 2 containers, want exactly one",
+		"    env:\n    - name: VOL_DIR\n      value: /etc\n": "env VOL_DIR: the provisioner sets it",
 		"    env:\n    - name: X\n      valueFrom: {secretKeyRef: {name: s, key: k}}\n": "valueFrom is not supported",
 	} {
 		if _, err := parseHelperTemplate(base + extra); err == nil || !strings.Contains(err.Error(), want) {
