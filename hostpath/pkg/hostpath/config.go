@@ -235,10 +235,7 @@ func LoadConfig(path string, helperPods bool) (*PathMap, []byte, error) {
 	m, err := ParseConfig(data)
 	var s *Scripts
 	if err == nil {
-		s, err = loadScripts(path, m.keys)
-		if err == nil && !helperPods {
-			err = scriptsNeedHelperPods(s)
-		}
+		s, err = loadScripts(path, m.keys, helperPods)
 		if err != nil {
 			err = fmt.Errorf("%w: %w", ErrConfig, err)
 		}

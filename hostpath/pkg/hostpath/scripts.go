@@ -95,6 +95,10 @@ func scriptsNeedHelperPods(s *Scripts) error {
 	if s == nil {
 		return nil
 	}
+	return errScriptsNeedHelperPods()
+}
+
+func errScriptsNeedHelperPods() error {
 	return fmt.Errorf("%w: start the provisioner with --helper-pods (chart value mode: helper-pods; hostpath/deploy/helper-pods), "+
 		"or remove setupCommand, teardownCommand, cmdTimeoutSeconds and the ConfigMap keys setup, teardown and helperPod.yaml to let it make and remove directories itself",
 		ErrScriptsNeedHelperPods)
@@ -102,8 +106,8 @@ func scriptsNeedHelperPods(s *Scripts) error {
 
 // loadScripts reads the script files beside the configuration file at path
 // and checks them together with config.json's keys. It returns nil when
-// none is set.
-func loadScripts(path string, keys scriptKeys) (*Scripts, error) {
+// none is set; without helperPods, any of them is refused as such.
+func loadScripts(path string, keys scriptKeys, helperPods bool) (*Scripts, error) {
 	files := map[string]string{}
 	for _, name := range []string{FileSetup, FileTeardown, FileHelperPod} {
 		data, err := os.ReadFile(filepath.Join(filepath.Dir(path), name))
@@ -113,6 +117,9 @@ func loadScripts(path string, keys scriptKeys) (*Scripts, error) {
 		case !errors.Is(err, os.ErrNotExist):
 			return nil, err
 		}
+	}
+	if !helperPods && (!keys.isZero() || len(files) > 0) {
+		return nil, errScriptsNeedHelperPods()
 	}
 	return parseScripts(keys, files)
 }
