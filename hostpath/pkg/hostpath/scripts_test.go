@@ -151,12 +151,12 @@ func runsScript(t *testing.T) func(*corev1.Pod) corev1.PodStatus {
 	}
 }
 
-func scriptProvisioner(t *testing.T, h *HelperDirs, setup string) (*Provisioner, string) {
+func scriptProvisioner(t *testing.T, h *HelperDirs, setup, teardown string) (*Provisioner, string) {
 	t.Helper()
 	dir := t.TempDir()
 	config := writeLocalPathConfig(t, map[string]string{
 		"config.json": `{"nodePathMap":[{"node":"DEFAULT_PATH_FOR_NON_LISTED_NODES","paths":["` + dir + `"]}],"cmdTimeoutSeconds":30}`,
-		FileSetup:     setup, FileTeardown: quotaTeardown, FileHelperPod: busyboxTemplate,
+		FileSetup:     setup, FileTeardown: teardown, FileHelperPod: busyboxTemplate,
 	})
 	p, _ := newProvisioner(t, func(c *Config) { c.Dirs = h; c.Node = "controller-node"; c.ConfigFile = config })
 	return p, dir
@@ -170,7 +170,7 @@ func TestScriptsProvisionAndDelete(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	c := newHelperClient()
 	seen := podruntest.Kubelet(ctx, t, c, helperNS, runsScript(t))
-	p, dir := scriptProvisioner(t, newHelperDirs(t, c, time.Minute), quotaSetup)
+	p, dir := scriptProvisioner(t, newHelperDirs(t, c, time.Minute), quotaSetup, quotaTeardown)
 	o := options(claim(corev1.ReadWriteOnce))
 	o.SelectedNodeName = "worker-7"
 	pv, err := untilEnded(ctx, t, func() (*corev1.PersistentVolume, error) {
@@ -220,7 +220,7 @@ func TestScriptsFailedSetup(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	c := newHelperClient()
 	podruntest.Kubelet(ctx, t, c, helperNS, runsScript(t))
-	p, dir := scriptProvisioner(t, newHelperDirs(t, c, time.Minute), "mkdir -p \"$VOL_DIR\"\necho disk quota unsupported >&2\nexit 3\n")
+	p, dir := scriptProvisioner(t, newHelperDirs(t, c, time.Minute), "mkdir -p \"$VOL_DIR\"\necho disk quota unsupported >&2\nexit 3\n", quotaTeardown)
 	o := options(claim(corev1.ReadWriteOnce))
 	o.SelectedNodeName = "worker-7"
 	var state controller.ProvisioningState
@@ -238,5 +238,32 @@ func TestScriptsFailedSetup(t *testing.T) {
 		t.Errorf("Provision: pv %v, state %v", pv, state)
 	}
 	assertEmpty(t, dir)
+	assertNoPods(t, ctx, c)
+}
+
+// TestScriptsFailedTeardown: a teardown that fails is Delete's error, with
+// its output (the controller's Warning, the PV stays Released), and the
+// directory stays; no pod is left.
+func TestScriptsFailedTeardown(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	c := newHelperClient()
+	podruntest.Kubelet(ctx, t, c, helperNS, runsScript(t))
+	p, dir := scriptProvisioner(t, newHelperDirs(t, c, time.Minute), quotaSetup, "echo volume busy >&2\nexit 1\n")
+	o := options(claim(corev1.ReadWriteOnce))
+	o.SelectedNodeName = "worker-7"
+	pv, err := untilEnded(ctx, t, func() (*corev1.PersistentVolume, error) {
+		pv, _, err := p.Provision(ctx, o)
+		return pv, err
+	})
+	if err != nil {
+		t.Fatalf("Provision: %v", err)
+	}
+	_, err = untilEnded(ctx, t, func() (any, error) { return nil, p.Delete(ctx, pv) })
+	if err == nil || !strings.Contains(err.Error(), "volume busy") {
+		t.Errorf("Delete: %v, want the teardown's output", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pvc-uid-1")); err != nil {
+		t.Errorf("after a failed teardown: %v, want the directory kept", err)
+	}
 	assertNoPods(t, ctx, c)
 }
