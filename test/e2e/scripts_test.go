@@ -168,7 +168,8 @@ spec:
 			}
 			return msg != "", err
 		}); err != nil {
-			t.Fatalf("claim %s: no Warning that setup failed and teardown ran: %v", tc.name, err)
+			events, _ := framework.ListEvents(context.WithoutCancel(ctx), c.Client, created)
+			t.Fatalf("claim %s: no Warning that setup failed and teardown ran: %v; events: %+v; helper pods: %s", tc.name, err, events, helpers.describe())
 		}
 		t.Logf("claim %s: Warning after %s: %s", tc.name, time.Since(start).Round(time.Second), msg)
 		if !strings.Contains(msg, tc.want) {

@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubeprov/external-storage/lib/nofollow"
 	"github.com/kubeprov/external-storage/lib/pathpattern"
 	"github.com/kubeprov/external-storage/lib/podrun"
 )
@@ -67,6 +68,9 @@ const (
 const (
 	HelperCreate = "create"
 	HelperRemove = "remove"
+	// HelperCheck checks that the path has no link in it, before a setup
+	// or teardown script works on it (scripts.go).
+	HelperCheck = "check"
 )
 
 // ErrOutcomeUnknown: a helper pod ran, or may have, but its result was lost
@@ -198,12 +202,12 @@ func (r HelperRequest) Validate() error {
 		if len(r.Roots) == 0 {
 			errs = append(errs, errors.New("no --root"))
 		}
-	case HelperRemove:
+	case HelperRemove, HelperCheck:
 		if len(r.Roots) != 1 {
-			errs = append(errs, fmt.Errorf("remove takes exactly one --root, got %d", len(r.Roots)))
+			errs = append(errs, fmt.Errorf("%s takes exactly one --root, got %d", r.Action, len(r.Roots)))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("action %q must be %s or %s", r.Action, HelperCreate, HelperRemove))
+		errs = append(errs, fmt.Errorf("action %q must be %s, %s or %s", r.Action, HelperCreate, HelperRemove, HelperCheck))
 	}
 	for _, root := range r.Roots {
 		if !filepath.IsAbs(root) || filepath.Clean(root) != root || root == "/" {
@@ -246,6 +250,11 @@ func RunHelper(ctx context.Context, r HelperRequest) HelperResult {
 			return HelperResult{Error: err.Error()}
 		}
 		return HelperResult{Root: root}
+	case HelperCheck:
+		if err := nofollow.Check(r.Roots[0], r.Rel); err != nil {
+			return HelperResult{Error: err.Error()}
+		}
+		return HelperResult{Root: r.Roots[0]}
 	default:
 		if err := removeDir(r.Roots[0], r.Rel); err != nil {
 			return HelperResult{Error: err.Error()}
@@ -433,6 +442,9 @@ func (h *HelperDirs) run(ctx context.Context, op HelperOp) (*HelperResult, error
 		return nil, h.unfinished(ctx, runner, pod, desc, bound)
 	}
 	defer runner.Delete(ctx, pod)
+	if err := checkFailed(pod, desc); err != nil {
+		return nil, err
+	}
 	t := podrun.Terminated(pod, HelperContainerName)
 	if t != nil && t.StartedAt.IsZero() && t.ContainerID == "" {
 		// Ended at its activeDeadlineSeconds before its container ever

@@ -309,6 +309,14 @@ func (s *Scripts) scriptPod(pod *corev1.Pod, op HelperOp, root string) {
 		c.SecurityContext = sc
 	}
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "root-0", MountPath: root}}
+	// First, the built-in helper checks the path for links with
+	// lib/nofollow: a script follows them (mkdir -p, rm -rf), and one
+	// through a parent could reach another volume's directory.
+	check := pod.Spec.Containers[0]
+	check.Name = checkContainerName
+	check.Args = HelperRequest{Action: HelperCheck, Roots: []string{root}, Rel: req.Rel}.Args()
+	check.VolumeMounts = []corev1.VolumeMount{{Name: "root-0", MountPath: root, ReadOnly: true}}
+	pod.Spec.InitContainers = []corev1.Container{check}
 	pod.Spec.Volumes = []corev1.Volume{{Name: "root-0", VolumeSource: corev1.VolumeSource{
 		HostPath: &corev1.HostPathVolumeSource{Path: root, Type: ptr.To(corev1.HostPathDirectoryOrCreate)},
 	}}}
@@ -337,6 +345,26 @@ func (s *Scripts) scriptPod(pod *corev1.Pod, op HelperOp, root string) {
 // AnnSetupFailure, on the teardown pod that runs after a failed setup, is
 // why setup failed: the attempt that finds the teardown ended reports it.
 const AnnSetupFailure = "hostpath.kubeprov.io/setup-failure"
+
+// checkContainerName is the init container of a script's pod: the
+// built-in helper's path check.
+const checkContainerName = "check-path"
+
+// checkFailed is the refusal of a script pod's path check, if it refused.
+func checkFailed(pod *corev1.Pod, desc string) error {
+	for _, cs := range pod.Status.InitContainerStatuses {
+		t := cs.State.Terminated
+		if cs.Name != checkContainerName || t == nil || t.ExitCode == 0 {
+			continue
+		}
+		var res HelperResult
+		if json.Unmarshal([]byte(strings.TrimSpace(t.Message)), &res) != nil || res.Error == "" {
+			res.Error = podrun.Truncate(t.Message)
+		}
+		return fmt.Errorf("%s: the path check before the script refused the path, and the script did not run: %s", desc, podrun.Truncate(res.Error))
+	}
+	return nil
+}
 
 // errScriptFailed: a setup or teardown ran and failed (or was killed at
 // its deadline).
@@ -404,7 +432,9 @@ func (h *HelperDirs) createWithScripts(ctx context.Context, op HelperOp, s *Scri
 	case !apierrors.IsNotFound(err):
 		return "", err
 	}
-	if _, err := h.run(ctx, op); !errors.Is(err, errScriptFailed) {
+	// A setup that failed, or was given up at its bound (its pod lost or
+	// deleted: ErrOutcomeUnknown), may have done part of its work.
+	if _, err := h.run(ctx, op); !errors.Is(err, errScriptFailed) && !errors.Is(err, ErrOutcomeUnknown) {
 		return op.Root, err
 	} else {
 		teardown.SetupFailure = podrun.Truncate(err.Error())

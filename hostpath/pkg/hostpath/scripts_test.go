@@ -5,15 +5,19 @@ package hostpath
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/kubeprov/external-storage/lib/controller"
@@ -131,11 +135,21 @@ func TestHelperTemplateRefusals(t *testing.T) {
 	}
 }
 
-// runsScript is a kubelet that runs the script pod's container with this
-// machine's /bin/sh, with the pod's command, arguments and environment:
-// the root is mounted at its own path, so the paths are the node's.
+// runsScript is a kubelet that runs the script pod's init container (the
+// built-in helper's path check, with RunHelper), then its container with
+// this machine's /bin/sh, with the pod's command, arguments and
+// environment: the root is mounted at its own path, so the paths are the
+// node's.
 func runsScript(t *testing.T) func(*corev1.Pod) corev1.PodStatus {
 	return func(pod *corev1.Pod) corev1.PodStatus {
+		if len(pod.Spec.InitContainers) != 1 {
+			t.Errorf("script pod with init containers %v, want the path check", pod.Spec.InitContainers)
+		} else if res := RunHelper(context.Background(), parseHelperArgs(t, pod.Spec.InitContainers[0].Args)); res.Error != "" {
+			b, _ := json.Marshal(res)
+			return corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{
+				Name: pod.Spec.InitContainers[0].Name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: string(b), StartedAt: metav1.Now()}},
+			}}, ContainerStatuses: []corev1.ContainerStatus{{Name: HelperContainerName, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}}
+		}
 		c := pod.Spec.Containers[0]
 		cmd := exec.Command(c.Command[0], append(c.Command[1:], c.Args...)...) //nolint:gosec // the test's own script
 		cmd.Env = []string{"PATH=/usr/bin:/bin"}
@@ -265,5 +279,92 @@ func TestScriptsFailedTeardown(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "pvc-uid-1")); err != nil {
 		t.Errorf("after a failed teardown: %v, want the directory kept", err)
 	}
+	assertNoPods(t, ctx, c)
+}
+
+// TestScriptsRefuseLinks: a link where the volume's directory goes (say,
+// to another volume's directory) is refused by the path check before the
+// setup script runs, so the script never writes through it.
+func TestScriptsRefuseLinks(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	c := newHelperClient()
+	podruntest.Kubelet(ctx, t, c, helperNS, runsScript(t))
+	p, dir := scriptProvisioner(t, newHelperDirs(t, c, time.Minute), quotaSetup, quotaTeardown)
+	other := t.TempDir()
+	if err := os.Symlink(other, filepath.Join(dir, "pvc-uid-1")); err != nil {
+		t.Fatal(err)
+	}
+	o := options(claim(corev1.ReadWriteOnce))
+	o.SelectedNodeName = "worker-7"
+	pv, err := untilEnded(ctx, t, func() (*corev1.PersistentVolume, error) {
+		pv, _, err := p.Provision(ctx, o)
+		return pv, err
+	})
+	if pv != nil || err == nil || !strings.Contains(err.Error(), "the path check before the script refused the path, and the script did not run: path goes through a symbolic link: pvc-uid-1") {
+		t.Errorf("Provision through a link: %v, %v", pv, err)
+	}
+	if entries, _ := os.ReadDir(other); len(entries) != 0 {
+		t.Errorf("the link's target holds %v, want it untouched", entries)
+	}
+	assertNoPods(t, ctx, c)
+}
+
+// TestScriptsTimeout: a setup still running at cmdTimeoutSeconds is given
+// up (its pod deleted), the teardown removes what it made so far, and the
+// claim's error says which bound it passed.
+func TestScriptsTimeout(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	c := newHelperClient()
+	scripts := runsScript(t)
+	podruntest.Kubelet(ctx, t, c, helperNS, func(pod *corev1.Pod) corev1.PodStatus {
+		st := scripts(pod)
+		if pod.Labels[LabelHelperAction] == HelperCreate {
+			// Its work done, the setup hangs (a quota tool that never returns).
+			st = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+				Name: HelperContainerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+			}}}
+		}
+		return st
+	})
+	h := newHelperDirs(t, c, time.Minute)
+	p, dir := scriptProvisioner(t, h, quotaSetup, quotaTeardown)
+	o := options(claim(corev1.ReadWriteOnce))
+	o.SelectedNodeName = "worker-7"
+	start := time.Now()
+	if _, _, err := p.Provision(ctx, o); !errors.Is(err, ErrInProgress) {
+		t.Fatalf("Provision: %v, want the setup in progress", err)
+	}
+	if _, err := untilEnded(ctx, t, func() (any, error) {
+		// Until the kubelet has reported it running: a pod created, not past its bound.
+		pod, err := c.CoreV1().Pods(helperNS).Get(ctx, "hostpath-create-pvc-uid-1", metav1.GetOptions{})
+		if err != nil || pod.Status.Phase != corev1.PodRunning {
+			return nil, ErrInProgress
+		}
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pvc-uid-1", ".quota")); err != nil {
+		t.Fatalf("the setup did not run: %v", err)
+	}
+	// The next look at the setup pod is past cmdTimeoutSeconds (30) and
+	// its margin; the teardown pod it starts then runs in real time.
+	var looked atomic.Bool
+	h.now = func() time.Time {
+		if looked.CompareAndSwap(false, true) {
+			return start.Add(45 * time.Second)
+		}
+		return time.Now()
+	}
+	_, err := untilEnded(ctx, t, func() (*corev1.PersistentVolume, error) {
+		pv, _, err := p.Provision(ctx, o)
+		return pv, err
+	})
+	for _, want := range []string{"did not finish within cmdTimeoutSeconds 30s", "the teardown script ran after it"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Provision past the bound: %v, want %q", err, want)
+		}
+	}
+	assertEmpty(t, dir)
 	assertNoPods(t, ctx, c)
 }
