@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeprov/external-storage/lib/controller"
 	"github.com/kubeprov/external-storage/lib/podrun/podruntest"
@@ -367,4 +368,56 @@ func TestScriptsTimeout(t *testing.T) {
 	}
 	assertEmpty(t, dir)
 	assertNoPods(t, ctx, c)
+}
+
+// TestScriptsRefusePlantedPod: the scripts are in the pod spec, so a pod of
+// the setup pod's name that runs another script, skips the path check or
+// mounts more is neither trusted nor deleted; the one the provisioner
+// would create is taken.
+func TestScriptsRefusePlantedPod(t *testing.T) {
+	config := writeLocalPathConfig(t, map[string]string{
+		"config.json": `{"nodePathMap":[{"node":"DEFAULT_PATH_FOR_NON_LISTED_NODES","paths":["/data"]}]}`,
+		FileSetup:     quotaSetup, FileTeardown: quotaTeardown, FileHelperPod: busyboxTemplate,
+	})
+	m, _, err := LoadConfig(config, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHelperDirs(t, newHelperClient(), time.Minute)
+	req := HelperRequest{Action: HelperCreate, Roots: []string{"/data"}, Rel: "pvc-uid-1", SizeBytes: 3 << 30}
+	ours := h.Pod(HelperOp{Node: "worker-7", PV: "pvc-uid-1", Request: req, Scripts: m.Scripts, Root: "/data"})
+	for name, plant := range map[string]func(*corev1.Pod){
+		"another script":   func(p *corev1.Pod) { p.Spec.Containers[0].Command[2] = "echo ok" },
+		"no path check":    func(p *corev1.Pod) { p.Spec.InitContainers = nil },
+		"another VOL_DIR":  func(p *corev1.Pod) { p.Spec.Containers[0].Env[0].Value = "/etc" },
+		"the host's root":  func(p *corev1.Pod) { p.Spec.Volumes[0].HostPath.Path = "/" },
+		"privileged":       func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.Privileged = ptr.To(true) },
+		"a longer timeout": func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](3600) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			planted := ours.DeepCopy()
+			plant(planted)
+			planted.Status = terminatedHelper(corev1.PodSucceeded, 0, "")
+			c := newHelperClient(planted)
+			_, err := newHelperDirs(t, c, time.Minute).Create(ctx, CreateRequest{
+				Node: "worker-7", PV: "pvc-uid-1", Roots: req.Roots, Rel: req.Rel, SizeBytes: req.SizeBytes, Scripts: m.Scripts,
+			})
+			if err == nil || !strings.Contains(err.Error(), "is not the create pod this provisioner creates") {
+				t.Fatalf("error %v, want a refusal", err)
+			}
+			if _, err := c.CoreV1().Pods(helperNS).Get(ctx, ours.Name, metav1.GetOptions{}); err != nil {
+				t.Errorf("the planted pod was deleted: %v", err)
+			}
+		})
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	earlier := ours.DeepCopy()
+	earlier.Status = terminatedHelper(corev1.PodSucceeded, 0, "")
+	root, err := newHelperDirs(t, newHelperClient(earlier), time.Minute).Create(ctx, CreateRequest{
+		Node: "worker-7", PV: "pvc-uid-1", Roots: req.Roots, Rel: req.Rel, SizeBytes: req.SizeBytes, Scripts: m.Scripts,
+	})
+	if err != nil || root != "/data" {
+		t.Errorf("the earlier attempt's own pod: %q %v, want it taken", root, err)
+	}
 }
