@@ -434,11 +434,11 @@ func (h *HelperDirs) createWithScripts(ctx context.Context, op HelperOp, s *Scri
 	}
 	// A setup that failed, or was given up at its bound (its pod lost or
 	// deleted: ErrOutcomeUnknown), may have done part of its work.
-	if _, err := h.run(ctx, op); !errors.Is(err, errScriptFailed) && !errors.Is(err, ErrOutcomeUnknown) {
+	_, err = h.run(ctx, op)
+	if !errors.Is(err, errScriptFailed) && !errors.Is(err, ErrOutcomeUnknown) {
 		return op.Root, err
-	} else {
-		teardown.SetupFailure = podrun.Truncate(err.Error())
 	}
+	teardown.SetupFailure = podrun.Truncate(err.Error())
 	if _, err := h.run(ctx, teardown); !errors.Is(err, ErrInProgress) {
 		return "", fmt.Errorf("the setup script failed (%s), and starting the teardown after it failed too, so the directory may remain: %w", teardown.SetupFailure, err)
 	}
