@@ -133,6 +133,11 @@ spec:
 	if img := create.Spec.Containers[0].Image; img != c.Image(cluster.BusyboxImage) || create.Status.Phase != corev1.PodSucceeded {
 		t.Errorf("setup pod ran %s, ended %s; want helperPod.yaml's busybox, Succeeded", img, create.Status.Phase)
 	}
+	// Before the script, the provisioner's own image checked the path for links.
+	if inits := create.Status.InitContainerStatuses; len(inits) != 1 || inits[0].State.Terminated == nil || inits[0].State.Terminated.ExitCode != 0 ||
+		create.Spec.InitContainers[0].Image != ref {
+		t.Errorf("setup pod's init containers %+v (spec %+v), want the path check in %s, exited 0", inits, create.Spec.InitContainers, ref)
+	}
 	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
