@@ -26,8 +26,8 @@ func newHelperCommand() *cobra.Command {
 		mustBeEmpty bool
 	)
 	cmd := &cobra.Command{
-		Use:          hostpath.HelperSubcommand + " " + hostpath.HelperCreate + "|" + hostpath.HelperRemove,
-		Short:        "Make or remove one volume directory (run by helper pods, not by hand)",
+		Use:          hostpath.HelperSubcommand + " " + hostpath.HelperCreate + "|" + hostpath.HelperRemove + "|" + hostpath.HelperCheck,
+		Short:        "Make, remove or check one volume directory (run by helper pods, not by hand)",
 		Args:         cobra.ExactArgs(1),
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {

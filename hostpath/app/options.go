@@ -100,7 +100,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--node-label-key must not be empty"))
 	}
 	if o.Config != "" {
-		if _, _, err := hostpath.LoadConfig(o.Config); err != nil {
+		if _, _, err := hostpath.LoadConfig(o.Config, o.HelperPods); err != nil {
 			errs = append(errs, fmt.Errorf("--config: %w", err))
 		}
 	} else if !filepath.IsAbs(o.PVDir) {

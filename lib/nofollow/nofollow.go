@@ -129,6 +129,35 @@ func RemoveAll(root, rel string) error {
 	return removeEntry(parent, leaf, rel)
 }
 
+// Check reports whether rel under root is reached without a link: each
+// existing component a directory, none a link (ErrSymlink, ErrNotDir). A
+// missing component ends the walk without error: what a program then
+// creates there is a real directory. It is for paths another program
+// works on next (a script of the administrator's), so it is only as good
+// as nobody else can change the parents in between.
+func Check(root, rel string) error {
+	if err := pathpattern.ValidateRelative(rel); err != nil {
+		return err
+	}
+	parent, leaf, err := openParent(root, rel, nil)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer closeFD(parent)
+	fd, err := openAt(parent, leaf, rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	closeFD(fd)
+	return nil
+}
+
 // openParent opens the directory holding rel's last component, one
 // component at a time without following links, and returns it with that
 // last component. With o, missing parents are made and each existing one

@@ -79,6 +79,14 @@ func TestLinksAreNeverFollowed(t *testing.T) {
 			if err := RemoveAll(root, "a/x/data"); !errors.Is(err, ErrSymlink) {
 				t.Errorf("RemoveAll through a link = %v; want ErrSymlink", err)
 			}
+			for _, rel := range []string{"a/x/data/new", "a/x"} {
+				if err := Check(root, rel); !errors.Is(err, ErrSymlink) {
+					t.Errorf("Check(%s) through a link = %v; want ErrSymlink", rel, err)
+				}
+			}
+			if err := Check(root, "a/missing/new"); err != nil {
+				t.Errorf("Check of a path not made yet = %v; want nil", err)
+			}
 			if exists(filepath.Join(root, "other-tenant/data/new")) || exists(filepath.Join(outside, "data/new")) {
 				t.Error("a directory was made where the link points")
 			}

@@ -7,13 +7,43 @@ This chart's own helpers (the shared ones are charts/common's).
 
 {{/* Whether config.json is written and read (--config): "true" or "". */}}
 {{- define "hostpath.configured" -}}
-{{- if or .Values.nodePathMap .Values.sharedFileSystemPath .Values.storageClassConfigs }}true{{ end }}
+{{- if or .Values.nodePathMap .Values.sharedFileSystemPath .Values.storageClassConfigs (include "hostpath.scripted" .) }}true{{ end }}
 {{- end }}
 
-{{/* Whether local-path's helper pod template is asked for: "true" or "" (refused). */}}
+{{/* Whether local-path's setup and teardown scripts are given: "true" or "". */}}
+{{- define "hostpath.scripted" -}}
+{{- if or .Values.configmap.setup .Values.configmap.teardown }}true{{ end }}
+{{- end }}
+
+{{/* Whether local-path's helper pod template values are set: "true" or "" (they need the scripts). */}}
 {{- define "hostpath.helperPodTemplated" -}}
 {{- $hp := .Values.configmap.helperPod }}
 {{- if or $hp.name $hp.annotations $hp.priorityClassName .Values.helperPod.resources }}true{{ end }}
+{{- end }}
+
+{{/* helperPod.yaml, the pod the scripts run in, from local-path's values: its image runs them. */}}
+{{- define "hostpath.helperPodYAML" -}}
+{{- $hp := .Values.configmap.helperPod }}
+{{- $image := printf "%s:%s" .Values.helperImage.repository (.Values.helperImage.tag | default "latest") }}
+{{- with .Values.privateRegistry.registryUrl }}
+{{- $image = printf "%s/%s" . $image }}
+{{- end }}
+{{- $container := dict "name" "helper-pod" "image" $image "imagePullPolicy" .Values.helperImage.pullPolicy }}
+{{- with .Values.helperPod.resources }}
+{{- $_ := set $container "resources" . }}
+{{- end }}
+{{- $spec := dict "containers" (list $container) "tolerations" (prepend ($hp.tolerations | default list) (dict "key" "node.kubernetes.io/disk-pressure" "operator" "Exists" "effect" "NoSchedule")) }}
+{{- with $hp.priorityClassName }}
+{{- $_ := set $spec "priorityClassName" . }}
+{{- end }}
+{{- with .Values.defaultSettings.registrySecret }}
+{{- $_ := set $spec "imagePullSecrets" (list (dict "name" .)) }}
+{{- end }}
+{{- $meta := dict "name" ($hp.name | default "helper-pod") }}
+{{- with $hp.annotations }}
+{{- $_ := set $meta "annotations" . }}
+{{- end }}
+{{- toYaml (dict "apiVersion" "v1" "kind" "Pod" "metadata" $meta "spec" $spec) }}
 {{- end }}
 
 {{- define "hostpath.configMapName" -}}

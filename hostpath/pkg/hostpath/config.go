@@ -35,11 +35,8 @@ type fileConfig struct {
 	// StorageClassConfigs gives each StorageClass, by name, paths of its
 	// own; it excludes the top-level paths.
 	StorageClassConfigs map[string]classPaths `json:"storageClassConfigs"`
-	// Keys of local-path's that configure its setup and teardown scripts:
-	// read only to refuse them by name, with what to use instead.
-	SetupCommand      json.RawMessage `json:"setupCommand"`
-	TeardownCommand   json.RawMessage `json:"teardownCommand"`
-	CmdTimeoutSeconds json.RawMessage `json:"cmdTimeoutSeconds"`
+	// The keys of local-path's setup and teardown (scripts.go).
+	scriptKeys
 }
 
 // classPaths is where volumes go: on each node, or on one filesystem every
@@ -62,6 +59,18 @@ type PathMap struct {
 	Shared  string
 	nodes   map[string][]string
 	classes map[string]*PathMap
+	// Scripts are local-path's setup and teardown, if configured: the
+	// same for every class.
+	Scripts *Scripts
+	keys    scriptKeys
+}
+
+// setScripts gives m and each of its classes s.
+func (m *PathMap) setScripts(s *Scripts) {
+	m.Scripts = s
+	for _, c := range m.classes {
+		c.Scripts = s
+	}
 }
 
 // SinglePath is the configuration of --pv-dir alone: one path on every node.
@@ -116,29 +125,27 @@ func (m *PathMap) AllPaths() []string {
 // ParseConfig reads config.json: unknown keys, relative paths, "/", duplicate
 // nodes and paths, a nodePathMap together with a sharedFileSystemPath, and
 // either beside storageClassConfigs are refused with a message naming what
-// to change; so are local-path's keys of its setup and teardown commands,
-// with what to use instead.
+// to change. Local-path's keys of its setup and teardown are checked by
+// LoadConfig, together with the ConfigMap's files they go with.
 func ParseConfig(data []byte) (*PathMap, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var fc fileConfig
 	if err := dec.Decode(&fc); err != nil {
 		if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return nil, fmt.Errorf("%w: unknown key %s: hostpath-provisioner understands nodePathMap, sharedFileSystemPath and storageClassConfigs", ErrConfig, field)
+			return nil, fmt.Errorf("%w: unknown key %s: hostpath-provisioner understands nodePathMap, sharedFileSystemPath, storageClassConfigs, setupCommand, teardownCommand and cmdTimeoutSeconds", ErrConfig, field)
 		}
 		return nil, fmt.Errorf("%w: not valid JSON: %w", ErrConfig, err)
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("%w: more than one JSON object", ErrConfig)
 	}
-	if err := refuseScriptKeys(fc); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
 	if fc.StorageClassConfigs == nil {
 		m, errs := parsePaths(fc.classPaths, "")
 		if err := errors.Join(errs...); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+		m.keys = fc.scriptKeys
 		return m, nil
 	}
 	if len(fc.NodePathMap) > 0 || fc.SharedFileSystemPath != "" {
@@ -147,7 +154,7 @@ func ParseConfig(data []byte) (*PathMap, error) {
 	if len(fc.StorageClassConfigs) == 0 {
 		return nil, fmt.Errorf("%w: storageClassConfigs is empty: give an entry per StorageClass, or remove it and set nodePathMap", ErrConfig)
 	}
-	m := &PathMap{classes: map[string]*PathMap{}}
+	m := &PathMap{classes: map[string]*PathMap{}, keys: fc.scriptKeys}
 	var errs []error
 	for _, class := range slices.Sorted(maps.Keys(fc.StorageClassConfigs)) {
 		c, classErrs := parsePaths(fc.StorageClassConfigs[class], fmt.Sprintf("storageClassConfigs[%q]: ", class))
@@ -204,60 +211,6 @@ func parsePaths(cp classPaths, where string) (*PathMap, []error) {
 	return m, errs
 }
 
-// What local-path runs and hostpath-provisioner does not, and why: each
-// directory is made and removed by this provisioner's own code, which
-// refuses symbolic links and paths that leave the node path (lib/nofollow);
-// a script could promise neither.
-const (
-	scriptsRefused = "hostpath-provisioner runs no setup or teardown script or command: it makes each directory itself " +
-		"(mode --dir-mode; on other nodes through --helper-pods) and removes it, and per-volume quotas are not supported"
-	helperPodRefused = "the helper pods of --helper-pods run this provisioner's own image and code, not a template: " +
-		"set --helper-image, --helper-toleration (local-path's default template tolerates node.kubernetes.io/disk-pressure:NoSchedule) " +
-		"and --helper-node-selector instead"
-)
-
-// refuseScriptKeys names the keys of local-path's scripts that config.json
-// sets.
-func refuseScriptKeys(fc fileConfig) error {
-	var errs []error
-	for key, raw := range map[string]json.RawMessage{"setupCommand": fc.SetupCommand, "teardownCommand": fc.TeardownCommand} {
-		if raw != nil {
-			errs = append(errs, fmt.Errorf("key %s is not supported: %s; remove it", key, scriptsRefused))
-		}
-	}
-	if fc.CmdTimeoutSeconds != nil {
-		var seconds int
-		if json.Unmarshal(fc.CmdTimeoutSeconds, &seconds) != nil || seconds <= 0 {
-			seconds = 120
-		}
-		errs = append(errs, fmt.Errorf("key cmdTimeoutSeconds is not supported: set --helper-timeout=%ds, the bound of each helper pod of --helper-pods, instead, and remove it", seconds))
-	}
-	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	return errors.Join(errs...)
-}
-
-// scriptFiles are the keys of local-path's ConfigMap beside config.json,
-// files beside it where the ConfigMap is mounted, with why each is refused.
-var scriptFiles = []struct{ name, refused string }{
-	{"setup", scriptsRefused},
-	{"teardown", scriptsRefused},
-	{"helperPod.yaml", helperPodRefused},
-}
-
-// refuseScriptFiles names local-path's script and template files found
-// beside the configuration file at path: left there they would look
-// applied.
-func refuseScriptFiles(path string) error {
-	var errs []error
-	for _, f := range scriptFiles {
-		if _, err := os.Lstat(filepath.Join(filepath.Dir(path), f.name)); err == nil {
-			errs = append(errs, fmt.Errorf("%s is beside %s (a key of its ConfigMap), and it is not supported: %s; remove the key %s",
-				f.name, filepath.Base(path), f.refused, f.name))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 func checkPath(p string) error {
 	switch {
 	case !filepath.IsAbs(p):
@@ -270,20 +223,31 @@ func checkPath(p string) error {
 	return nil
 }
 
-// LoadConfig reads and checks the configuration file at path.
-func LoadConfig(path string) (*PathMap, []byte, error) {
+// LoadConfig reads and checks the configuration file at path, and
+// local-path's setup and teardown scripts and helperPod.yaml beside it (the
+// other keys of its ConfigMap), which only helper pods run. The returned
+// bytes are what a reload compares: all of them.
+func LoadConfig(path string, helperPods bool) (*PathMap, []byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	m, err := ParseConfig(data)
+	var s *Scripts
 	if err == nil {
-		if err = refuseScriptFiles(path); err != nil {
+		s, err = loadScripts(path, m.keys, helperPods)
+		if err != nil {
 			err = fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m.setScripts(s)
+	if s != nil {
+		// A changed script is a changed configuration.
+		b, _ := json.Marshal(s)
+		data = append(data, b...)
 	}
 	return m, data, nil
 }
@@ -308,7 +272,7 @@ func (p *Provisioner) WatchConfig(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		m, data, err := LoadConfig(p.cfg.ConfigFile)
+		m, data, err := LoadConfig(p.cfg.ConfigFile, p.anyNode)
 		if err != nil {
 			if err.Error() != lastErr {
 				logger.Error(err, "Keeping the last valid configuration")

@@ -38,6 +38,8 @@ type CreateRequest struct {
 	// MustBeEmpty refuses an existing directory that holds files (another
 	// volume's, when a pathPattern names the same directory twice).
 	MustBeEmpty bool
+	// Scripts, if set, make it: the setup script (helper pods only).
+	Scripts *Scripts
 }
 
 // Dirs creates and removes volume directories on nodes. LocalDirs does it in
@@ -61,6 +63,8 @@ type RemoveRequest struct {
 	Rel string
 	// PV is the volume the directory belongs to.
 	PV *corev1.PersistentVolume
+	// Scripts, if set, remove it: the teardown script (helper pods only).
+	Scripts *Scripts
 }
 
 // LocalDirs works on this process's filesystem.
@@ -82,6 +86,9 @@ func statfsFree(path string) (uint64, error) {
 
 // Create implements Dirs.
 func (d LocalDirs) Create(_ context.Context, r CreateRequest) (string, error) {
+	if err := scriptsNeedHelperPods(r.Scripts); err != nil {
+		return "", err
+	}
 	free := d.FreeBytes
 	if free == nil {
 		free = statfsFree
@@ -135,6 +142,9 @@ func makeDir(root, rel string, mode fs.FileMode, mustBeEmpty bool) error {
 
 // Remove implements Dirs.
 func (LocalDirs) Remove(_ context.Context, req RemoveRequest) error {
+	if err := scriptsNeedHelperPods(req.Scripts); err != nil {
+		return err
+	}
 	return removeDir(req.Root, req.Rel)
 }
 

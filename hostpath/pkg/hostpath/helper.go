@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubeprov/external-storage/lib/nofollow"
 	"github.com/kubeprov/external-storage/lib/pathpattern"
 	"github.com/kubeprov/external-storage/lib/podrun"
 )
@@ -67,6 +68,9 @@ const (
 const (
 	HelperCreate = "create"
 	HelperRemove = "remove"
+	// HelperCheck checks that the path has no link in it, before a setup
+	// or teardown script works on it (scripts.go).
+	HelperCheck = "check"
 )
 
 // ErrOutcomeUnknown: a helper pod ran, or may have, but its result was lost
@@ -198,12 +202,12 @@ func (r HelperRequest) Validate() error {
 		if len(r.Roots) == 0 {
 			errs = append(errs, errors.New("no --root"))
 		}
-	case HelperRemove:
+	case HelperRemove, HelperCheck:
 		if len(r.Roots) != 1 {
-			errs = append(errs, fmt.Errorf("remove takes exactly one --root, got %d", len(r.Roots)))
+			errs = append(errs, fmt.Errorf("%s takes exactly one --root, got %d", r.Action, len(r.Roots)))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("action %q must be %s or %s", r.Action, HelperCreate, HelperRemove))
+		errs = append(errs, fmt.Errorf("action %q must be %s, %s or %s", r.Action, HelperCreate, HelperRemove, HelperCheck))
 	}
 	for _, root := range r.Roots {
 		if !filepath.IsAbs(root) || filepath.Clean(root) != root || root == "/" {
@@ -225,6 +229,9 @@ type HelperResult struct {
 	Root string `json:"root,omitempty"`
 	// Error says why the helper failed.
 	Error string `json:"error,omitempty"`
+	// SetupFailure is why the setup script failed, for the teardown pod
+	// that runs after it (read from its annotation, not written by it).
+	SetupFailure string `json:"-"`
 }
 
 // RunHelper carries out r on this filesystem exactly as LocalDirs does on
@@ -243,6 +250,11 @@ func RunHelper(ctx context.Context, r HelperRequest) HelperResult {
 			return HelperResult{Error: err.Error()}
 		}
 		return HelperResult{Root: root}
+	case HelperCheck:
+		if err := nofollow.Check(r.Roots[0], r.Rel); err != nil {
+			return HelperResult{Error: err.Error()}
+		}
+		return HelperResult{Root: r.Roots[0]}
 	default:
 		if err := removeDir(r.Roots[0], r.Rel); err != nil {
 			return HelperResult{Error: err.Error()}
@@ -254,7 +266,11 @@ func RunHelper(ctx context.Context, r HelperRequest) HelperResult {
 // Create implements Dirs.
 func (h *HelperDirs) Create(ctx context.Context, r CreateRequest) (string, error) {
 	req := HelperRequest{Action: HelperCreate, Roots: r.Roots, Rel: r.Rel, Mode: r.Mode, SizeBytes: r.SizeBytes, MustBeEmpty: r.MustBeEmpty}
-	res, err := h.run(ctx, HelperOp{Node: r.Node, PV: r.PV, ClaimNamespace: r.Namespace, Request: req})
+	op := HelperOp{Node: r.Node, PV: r.PV, ClaimNamespace: r.Namespace, Request: req}
+	if r.Scripts != nil {
+		return h.createWithScripts(ctx, op, r.Scripts)
+	}
+	res, err := h.run(ctx, op)
 	if err != nil {
 		return "", err
 	}
@@ -267,7 +283,7 @@ func (h *HelperDirs) Create(ctx context.Context, r CreateRequest) (string, error
 // Remove implements Dirs.
 func (h *HelperDirs) Remove(ctx context.Context, r RemoveRequest) error {
 	req := HelperRequest{Action: HelperRemove, Roots: []string{r.Root}, Rel: r.Rel}
-	op := HelperOp{Node: r.Node, Request: req}
+	op := HelperOp{Node: r.Node, Request: req, Scripts: r.Scripts, Root: r.Root}
 	if r.PV != nil {
 		op.PV = r.PV.Name
 		if r.PV.UID != "" {
@@ -292,6 +308,13 @@ type HelperOp struct {
 	Request        HelperRequest
 	// Owner, if set, owns the pod (a remove pod is owned by its PV).
 	Owner *metav1.OwnerReference
+	// Scripts, if set, are local-path's setup and teardown: the pod runs
+	// one of them under Root (scripts.go) instead of the helper.
+	Scripts *Scripts
+	Root    string
+	// SetupFailure, on the teardown after a failed setup, says why setup
+	// failed (an annotation of the pod: the next attempt reports it).
+	SetupFailure string
 }
 
 // Pod is the helper pod that carries out op.
@@ -353,6 +376,15 @@ func (h *HelperDirs) Pod(op HelperOp) *corev1.Pod {
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: root})
 	}
 	pod.Spec.Containers = []corev1.Container{c}
+	if op.Scripts != nil {
+		op.Scripts.scriptPod(pod, op, op.Root)
+	}
+	if op.SetupFailure != "" {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[AnnSetupFailure] = op.SetupFailure
+	}
 	return pod
 }
 
@@ -405,16 +437,20 @@ func (h *HelperDirs) run(ctx context.Context, op HelperOp) (*HelperResult, error
 		return nil, err
 	}
 	desc := fmt.Sprintf("helper pod %s/%s (%s %s on node %s)", pod.Namespace, pod.Name, req.Action, req.Rel, op.Node)
+	bound := h.bound(op)
 	if !podrun.Terminal(pod) {
-		return nil, h.unfinished(ctx, runner, pod, desc)
+		return nil, h.unfinished(ctx, runner, pod, desc, bound)
 	}
 	defer runner.Delete(ctx, pod)
+	if err := checkFailed(pod, desc); err != nil {
+		return nil, err
+	}
 	t := podrun.Terminated(pod, HelperContainerName)
 	if t != nil && t.StartedAt.IsZero() && t.ContainerID == "" {
 		// Ended at its activeDeadlineSeconds before its container ever
 		// started (a volume the kubelet could not mount, an image it
 		// could not pull): nothing ran, and the pod's events say why.
-		return nil, fmt.Errorf("%s did not start within --helper-timeout %s (%s): see the pod's events", desc, h.cfg.Timeout, t.Reason)
+		return nil, fmt.Errorf("%s did not start within %s (%s): see the pod's events", desc, bound, t.Reason)
 	}
 	if t == nil {
 		// Failed before its container ran: rejected by the kubelet
@@ -424,6 +460,9 @@ func (h *HelperDirs) run(ctx context.Context, op HelperOp) (*HelperResult, error
 			return nil, fmt.Errorf("%s failed before it started: %s %s", desc, pod.Status.Reason, podrun.Truncate(pod.Status.Message))
 		}
 		return nil, fmt.Errorf("%w: %s failed: %s %s", ErrOutcomeUnknown, desc, pod.Status.Reason, podrun.Truncate(pod.Status.Message))
+	}
+	if op.Scripts != nil {
+		return scriptResult(pod, t, desc, op, bound)
 	}
 	var res HelperResult
 	if jerr := json.Unmarshal([]byte(strings.TrimSpace(t.Message)), &res); jerr != nil {
@@ -444,7 +483,7 @@ func (h *HelperDirs) run(ctx context.Context, op HelperOp) (*HelperResult, error
 // is within its bound. Counting and creating are one step: parallel
 // workers cannot both take the last place.
 func (h *HelperDirs) start(ctx context.Context, runner podrun.Runner, want *corev1.Pod, op HelperOp) (*corev1.Pod, error) {
-	if err := h.checkNode(ctx, op.Node); err != nil {
+	if err := h.checkNode(ctx, op.Node, want.Spec.NodeSelector, want.Spec.Tolerations); err != nil {
 		return nil, err
 	}
 	h.admitting.Lock()
@@ -473,21 +512,21 @@ func (h *HelperDirs) start(ctx context.Context, runner podrun.Runner, want *core
 // its timeout (the kubelet counts activeDeadlineSeconds from the pod's
 // start on the node; a little more from its creation covers the way
 // there), then deleted and given up.
-func (h *HelperDirs) unfinished(ctx context.Context, runner podrun.Runner, pod *corev1.Pod, desc string) error {
+func (h *HelperDirs) unfinished(ctx context.Context, runner podrun.Runner, pod *corev1.Pod, desc string, bound helperBound) error {
 	created := pod.CreationTimestamp.Time
 	if created.IsZero() {
 		// Not from an API server (which always sets it): count from now.
 		created = h.now()
 	}
-	if h.now().Before(created.Add(h.cfg.Timeout + min(h.cfg.Timeout/10, 10*time.Second))) {
+	if h.now().Before(created.Add(bound.d + min(bound.d/10, 10*time.Second))) {
 		klog.FromContext(ctx).V(4).Info("Helper pod still running", "pod", klog.KObj(pod), "phase", pod.Status.Phase)
 		return fmt.Errorf("%w: %s has not ended yet (phase %q); looking again later", ErrInProgress, desc, pod.Status.Phase)
 	}
 	runner.Delete(ctx, pod)
 	if podrun.NeverStarted(pod) {
-		return fmt.Errorf("%s did not start within --helper-timeout %s: %s", desc, h.cfg.Timeout, podrun.WhyNotStarted(pod))
+		return fmt.Errorf("%s did not start within %s: %s", desc, bound, podrun.WhyNotStarted(pod))
 	}
-	return fmt.Errorf("%w: %s did not finish within --helper-timeout %s", ErrOutcomeUnknown, desc, h.cfg.Timeout)
+	return fmt.Errorf("%w: %s did not finish within %s", ErrOutcomeUnknown, desc, bound)
 }
 
 // HelperPodName is the deterministic name of a helper pod, at most 63

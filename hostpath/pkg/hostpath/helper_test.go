@@ -223,7 +223,7 @@ func TestHelperPathChecks(t *testing.T) {
 		{"unclean root", HelperRequest{Action: HelperCreate, Roots: []string{root + "/../x"}, Rel: "v"}, "clean absolute path"},
 		{"slash root", HelperRequest{Action: HelperRemove, Roots: []string{"/"}, Rel: "etc"}, "other than /"},
 		{"two roots to remove", HelperRequest{Action: HelperRemove, Roots: []string{root, outside}, Rel: "v"}, "exactly one --root"},
-		{"unknown action", HelperRequest{Action: "chmod", Roots: []string{root}, Rel: "v"}, "must be create or remove"},
+		{"unknown action", HelperRequest{Action: "chmod", Roots: []string{root}, Rel: "v"}, "must be create, remove or check"},
 		{"mode bits", HelperRequest{Action: HelperCreate, Roots: []string{root}, Rel: "v", Mode: os.ModeSetuid | 0o777}, "bits other than permissions"},
 		{"symlink escape", HelperRequest{Action: HelperCreate, Roots: []string{root}, Rel: "link/v", Mode: 0o777}, "path goes through a symbolic link: link"},
 	} {

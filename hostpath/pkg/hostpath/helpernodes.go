@@ -29,7 +29,9 @@ import (
 
 // checkNode refuses (ErrNodeUnusable) a node a helper pod cannot, or may
 // not, run on, naming the node and the label or taint.
-func (h *HelperDirs) checkNode(ctx context.Context, name string) error {
+// The selector and tolerations are the pod's: the flags', and a
+// helperPod.yaml template's.
+func (h *HelperDirs) checkNode(ctx context.Context, name string, selector map[string]string, tolerations []corev1.Toleration) error {
 	node, err := h.cfg.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: node %s does not exist", ErrNodeUnusable, name)
@@ -43,11 +45,11 @@ func (h *HelperDirs) checkNode(ctx context.Context, name string) error {
 	if !nodeReady(node) {
 		return fmt.Errorf("%w: node %s is not Ready", ErrNodeUnusable, name)
 	}
-	if !labels.SelectorFromSet(h.cfg.NodeSelector).Matches(labels.Set(node.Labels)) {
+	if !labels.SelectorFromSet(selector).Matches(labels.Set(node.Labels)) {
 		return fmt.Errorf("%w: helper pods may not run on node %s: it does not have the labels %s of --helper-node-selector",
-			ErrNodeUnusable, name, labels.Set(h.cfg.NodeSelector))
+			ErrNodeUnusable, name, labels.Set(selector))
 	}
-	if taint := untolerated(klog.FromContext(ctx), node.Spec.Taints, h.cfg.Tolerations); taint != nil {
+	if taint := untolerated(klog.FromContext(ctx), node.Spec.Taints, tolerations); taint != nil {
 		return fmt.Errorf("%w: helper pods may not run on node %s: its taint %s is not tolerated (add --helper-toleration=%s to allow it)",
 			ErrNodeUnusable, name, taint.ToString(), taint.ToString())
 	}

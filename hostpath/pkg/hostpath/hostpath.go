@@ -175,7 +175,8 @@ func New(cfg Config) (*Provisioner, error) {
 	}
 	p := &Provisioner{}
 	if cfg.ConfigFile != "" {
-		m, raw, err := LoadConfig(cfg.ConfigFile)
+		_, local := cfg.Dirs.(LocalDirs)
+		m, raw, err := LoadConfig(cfg.ConfigFile, cfg.Dirs != nil && !local)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -293,6 +294,7 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	size := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
 	root, err := p.cfg.Dirs.Create(ctx, CreateRequest{
 		Node: node, PV: o.PVName, Namespace: o.PVC.Namespace, Roots: roots, Rel: vp.rel, Mode: p.cfg.DirMode, SizeBytes: size.Value(), MustBeEmpty: vp.patterned,
+		Scripts: paths.Scripts,
 	})
 	path := filepath.Join(root, vp.rel)
 	for _, c := range candidates {
@@ -557,7 +559,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	if err := p.inUse.Check(scope, full, pv.Name, where, existing); err != nil {
 		return fmt.Errorf("refusing to delete: %w; delete the other volume first", err)
 	}
-	if err := p.cfg.Dirs.Remove(ctx, RemoveRequest{Node: node, Root: root, Rel: rel, PV: pv}); err != nil {
+	if err := p.cfg.Dirs.Remove(ctx, RemoveRequest{Node: node, Root: root, Rel: rel, PV: pv, Scripts: paths.Scripts}); err != nil {
 		return fmt.Errorf("removing volume directory %s on node %s: %w", full, node, err)
 	}
 	p.inUse.Release(scope, full, pv.Name)

@@ -5,7 +5,6 @@ package hostpath
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,46 +85,6 @@ func TestParseConfigStorageClassConfigs(t *testing.T) {
 	} {
 		if _, err := ParseConfig([]byte(in)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseConfig(%s) = %v, want an ErrConfig containing %q", in, err, want)
-		}
-	}
-}
-
-// TestConfigRefusesScripts: local-path's setup and teardown commands, their
-// timeout, and its setup, teardown and helperPod.yaml files are refused by
-// name, each with what to use instead; never ignored.
-func TestConfigRefusesScripts(t *testing.T) {
-	const paths = `"nodePathMap":[{"node":"n1","paths":["/a"]}]`
-	for in, want := range map[string]string{
-		`{` + paths + `,"setupCommand":"/manager"}`:    "key setupCommand is not supported: hostpath-provisioner runs no setup or teardown script or command",
-		`{` + paths + `,"teardownCommand":"/manager"}`: "key teardownCommand is not supported",
-		`{` + paths + `,"cmdTimeoutSeconds":180}`:      "key cmdTimeoutSeconds is not supported: set --helper-timeout=180s",
-	} {
-		if _, err := ParseConfig([]byte(in)); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
-			t.Errorf("ParseConfig(%s) = %v, want an ErrConfig containing %q", in, err, want)
-		}
-	}
-	for file, want := range map[string]string{
-		"setup":          "setup is beside config.json (a key of its ConfigMap), and it is not supported: hostpath-provisioner runs no setup or teardown script",
-		"teardown":       "teardown is beside config.json",
-		"helperPod.yaml": "helperPod.yaml is beside config.json (a key of its ConfigMap), and it is not supported: the helper pods of --helper-pods run this provisioner's own image and code, not a template: set --helper-image, --helper-toleration",
-	} {
-		dir := t.TempDir()
-		config := filepath.Join(dir, "config.json")
-		if err := os.WriteFile(config, []byte(`{`+paths+`}`), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := LoadConfig(config); err != nil {
-			t.Fatalf("without %s: %v", file, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, file), []byte("#!/bin/sh\nmkdir -m 0777 -p \"$VOL_DIR\"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		_, _, err := LoadConfig(config)
-		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
-			t.Errorf("with %s: %v, want an ErrConfig containing %q", file, err, want)
-		}
-		if _, err := New(Config{ConfigFile: config, Node: node}); err == nil {
-			t.Errorf("with %s: the provisioner starts", file)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeprov/external-storage/hostpath/pkg/hostpath"
 	"github.com/kubeprov/external-storage/test/framework"
 	"github.com/kubeprov/external-storage/test/framework/helm"
 	"github.com/kubeprov/external-storage/test/framework/manifests"
@@ -109,10 +110,11 @@ func TestUpstreamValuesRefused(t *testing.T) {
 		{"local-path-provisioner/helperImage.repository", "hostpath", map[string]any{"mode": "helper-pods", "helperImage": map[string]any{"repository": "docker.io/library/busybox"}}, []string{"helperImage.repository", "the provisioner's image"}},
 		{"local-path-provisioner/helperImage.repository/node-local", "hostpath", map[string]any{"helperImage": map[string]any{"repository": "example/hostpath"}}, []string{"helperImage.repository", "mode: helper-pods"}},
 		{"local-path-provisioner/configmap.helperPod.tolerations", "hostpath", map[string]any{"mode": "helper-pods", "configmap": map[string]any{"helperPod": map[string]any{"tolerations": []any{map[string]any{"operator": "Exists"}}}}}, []string{"configmap.helperPod.tolerations", "name the taint's key"}},
-		{"local-path-provisioner/configmap.setup", "hostpath", map[string]any{"configmap": map[string]any{"setup": "#!/bin/sh\nmkdir -m 0777 -p \"$VOL_DIR\""}}, []string{"configmap.setup", "runs no setup or teardown script", "permPattern"}},
-		{"local-path-provisioner/configmap.teardown", "hostpath", map[string]any{"configmap": map[string]any{"teardown": "#!/bin/sh\nrm -rf \"$VOL_DIR\""}}, []string{"configmap.teardown", "runs no setup or teardown script"}},
-		{"local-path-provisioner/configmap.helperPod", "hostpath", map[string]any{"mode": "helper-pods", "configmap": map[string]any{"helperPod": map[string]any{"name": "helper-pod", "priorityClassName": "system-node-critical"}}}, []string{"helperPod", "reads no helperPod.yaml template", "helperImage"}},
-		{"local-path-provisioner/helperPod.resources", "hostpath", map[string]any{"mode": "helper-pods", "helperPod": map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "64Mi"}}}}, []string{"helperPod.resources", "builds its helper pods itself"}},
+		{"local-path-provisioner/configmap.setup/node-local", "hostpath", map[string]any{"configmap": map[string]any{"setup": "#!/bin/sh\nmkdir -m 0777 -p \"$VOL_DIR\"", "teardown": "#!/bin/sh\nrm -rf \"$VOL_DIR\""}, "helperImage": map[string]any{"repository": "busybox"}}, []string{"configmap.setup and configmap.teardown run in helper pods", "mode: helper-pods"}},
+		{"local-path-provisioner/configmap.teardown/missing", "hostpath", map[string]any{"mode": "helper-pods", "configmap": map[string]any{"setup": "#!/bin/sh\nmkdir -m 0777 -p \"$VOL_DIR\""}, "helperImage": map[string]any{"repository": "busybox"}}, []string{"configmap.teardown is empty", "give both"}},
+		{"local-path-provisioner/configmap.setup/helperImage", "hostpath", map[string]any{"mode": "helper-pods", "configmap": map[string]any{"setup": "#!/bin/sh\nmkdir -m 0777 -p \"$VOL_DIR\"", "teardown": "#!/bin/sh\nrm -rf \"$VOL_DIR\""}}, []string{"helperImage.repository is empty", "/bin/sh"}},
+		{"local-path-provisioner/configmap.helperPod", "hostpath", map[string]any{"mode": "helper-pods", "configmap": map[string]any{"helperPod": map[string]any{"name": "helper-pod", "priorityClassName": "system-node-critical"}}}, []string{"configmap.helperPod.name", "helperPod.yaml, which the setup and teardown scripts run in", "set configmap.setup and configmap.teardown"}},
+		{"local-path-provisioner/helperPod.resources", "hostpath", map[string]any{"mode": "helper-pods", "helperPod": map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "64Mi"}}}}, []string{"helperPod.resources", "set configmap.setup and configmap.teardown"}},
 		{"local-path-provisioner/sharedFileSystemPath", "hostpath", map[string]any{"sharedFileSystemPath": "/mnt/shared"}, []string{"sharedFileSystemPath", "mode: single-node"}},
 		{"nfs-server-provisioner/replicaCount", "nfs", map[string]any{"replicaCount": 2}, []string{"replicaCount", "install another release"}},
 		{"nfs-server-provisioner/rbac.serviceAccountName", "nfs", map[string]any{"rbac": map[string]any{"serviceAccountName": "mine"}}, []string{"rbac.serviceAccountName", "serviceAccount.name"}},
@@ -442,6 +444,7 @@ var upstreamCharts = []upstreamChart{
 				t.Errorf("ConfigMaps %v, want local-path-config", cms)
 			}
 		}},
+		{key: "configmap.setup", with: localPathScripts, check: checkLocalPathScripts},
 		{key: "configmap.helperPod.namespaceOverride", check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			if args := containerOf(t, objs).Args; !slices.Contains(args, "--helper-namespace=local-path-helpers") {
 				t.Errorf("args %v lack --helper-namespace=local-path-helpers", args)
@@ -901,5 +904,55 @@ func checkServiceAccount(t *testing.T, objs []*unstructured.Unstructured, name, 
 	}
 	if annotation != "" && len(sas) == 1 && sas[0].GetAnnotations()[annotation] == "" {
 		t.Errorf("ServiceAccount lacks annotation %s", annotation)
+	}
+}
+
+// localPathScripts are local-path's chart values for its setup and
+// teardown scripts and the helperPod.yaml they run in (its defaults' shape,
+// with every key of the template set).
+var localPathScripts = map[string]any{
+	"configmap": map[string]any{
+		"setup":    "#!/bin/sh\nset -eu\nmkdir -m 0777 -p \"$VOL_DIR\"",
+		"teardown": "#!/bin/sh\nset -eu\nrm -rf \"$VOL_DIR\"",
+		"helperPod": map[string]any{
+			"name": "helper-pod", "annotations": map[string]any{"example.com/audit": "storage"}, "priorityClassName": "system-node-critical",
+		},
+	},
+	"helperImage": map[string]any{"repository": "library/busybox", "tag": "1.37"},
+	"helperPod":   map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "32Mi"}}},
+}
+
+// checkLocalPathScripts: the ConfigMap holds the scripts and a
+// helperPod.yaml carrying every template value, which hostpath-provisioner
+// in helper-pods mode accepts as it is mounted; the provisioner's own
+// image stays the helper image of its other pods.
+func checkLocalPathScripts(t *testing.T, objs []*unstructured.Unstructured) {
+	data := configMapData(t, objs)
+	dir := t.TempDir()
+	for name, content := range data {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, _, err := hostpath.LoadConfig(filepath.Join(dir, "config.json"), true)
+	if err != nil {
+		t.Fatalf("hostpath-provisioner --helper-pods refuses the rendered ConfigMap: %v", err)
+	}
+	s := m.Scripts
+	if s == nil || !strings.Contains(s.Setup[2], `mkdir -m 0777 -p "$VOL_DIR"`) || !strings.Contains(s.Teardown[2], `rm -rf "$VOL_DIR"`) {
+		t.Fatalf("scripts %+v, want configmap.setup and configmap.teardown", s)
+	}
+	tmpl, c := s.Template, s.Template.Spec.Containers[0]
+	if c.Image != "mirror.example.com/library/busybox:1.37" || tmpl.Name != "helper-pod" || tmpl.Annotations["example.com/audit"] != "storage" ||
+		tmpl.Spec.PriorityClassName != "system-node-critical" || c.Resources.Limits.Memory().String() != "32Mi" ||
+		len(tmpl.Spec.ImagePullSecrets) != 1 || tmpl.Spec.ImagePullSecrets[0].Name != "registry-login" {
+		t.Errorf("helperPod.yaml: image %s, name %s, annotations %v, priority %q, limits %v, pull secrets %v",
+			c.Image, tmpl.Name, tmpl.Annotations, tmpl.Spec.PriorityClassName, c.Resources.Limits, tmpl.Spec.ImagePullSecrets)
+	}
+	if !slices.ContainsFunc(tmpl.Spec.Tolerations, func(tl corev1.Toleration) bool { return tl.Key == "node-role.kubernetes.io/control-plane" }) {
+		t.Errorf("helperPod.yaml tolerations %v lack configmap.helperPod.tolerations", tmpl.Spec.Tolerations)
+	}
+	if args := containerOf(t, objs).Args; !slices.Contains(args, "--helper-image=mirror.example.com/example/hostpath-provisioner:v9.9.9") {
+		t.Errorf("args %v: want the provisioner's own image for --helper-image (helperImage runs the scripts)", args)
 	}
 }

@@ -299,9 +299,9 @@ func TestLocalPathStorageClassConfigs(t *testing.T) {
 }
 
 // TestLocalPathScriptsRefused: local-path's ConfigMap keys setup, teardown
-// and helperPod.yaml, mounted beside config.json, stop the provisioner at
-// start with an error naming them and what to use instead: it would not run
-// them, and must not look as if it did.
+// and helperPod.yaml, mounted beside config.json, stop a provisioner that
+// makes directories itself at start, with an error saying where they run
+// (helper pods): it would not run them, and must not look as if it did.
 func TestLocalPathScriptsRefused(t *testing.T) {
 	ctx := framework.TestContext(t, time.Minute)
 	e := setup(t, "lp-scripts", nil)
@@ -323,9 +323,8 @@ func TestLocalPathScriptsRefused(t *testing.T) {
 		t.Fatalf("the provisioner runs with setup, teardown and helperPod.yaml beside its config.json; log:\n%s", p.LogTail(20))
 	}
 	for _, want := range []string{
-		"setup is beside config.json (a key of its ConfigMap), and it is not supported: hostpath-provisioner runs no setup or teardown script",
-		"teardown is beside config.json",
-		"helperPod.yaml is beside config.json (a key of its ConfigMap), and it is not supported: the helper pods of --helper-pods run this provisioner's own image",
+		"local-path's setup and teardown run in helper pods: start the provisioner with --helper-pods (chart value mode: helper-pods",
+		"or remove setupCommand, teardownCommand, cmdTimeoutSeconds and the ConfigMap keys setup, teardown and helperPod.yaml",
 	} {
 		if !p.HasLog(want) {
 			t.Errorf("log lacks %q:\n%s", want, p.LogTail(20))
