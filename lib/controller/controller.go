@@ -70,6 +70,7 @@ type ProvisionController struct {
 	// leaderHealth watches the elector once leader election runs.
 	leaderHealth *leaderelection.HealthzAdaptor
 	access       accessProblems
+	calls        runningCalls
 }
 
 // NewProvisionController returns a controller that serves claims whose
@@ -375,11 +376,13 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 		tasks.Go(func() { task(taskCtx) })
 	}
 	<-ctx.Done()
+	stopped := c.reportSlowStop(logger)
 	tasks.Wait()
 	c.claimQueue.ShutDownWithDrain()
 	c.volumeQueue.ShutDownWithDrain()
 	c.saveQueue.ShutDown()
 	wg.Wait()
+	stopped()
 	// Removals are written lazily; write them now so that a restart does not
 	// look again at operations that are over.
 	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventFinalFlushTimeout)
