@@ -86,6 +86,9 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 	if provisioner == nil {
 		return nil, errors.New("provisioner is required")
 	}
+	if err := checkLinkedModules(); err != nil {
+		return nil, err
+	}
 	cfg := defaultConfig()
 	var errs []error
 	for _, o := range options {
