@@ -60,4 +60,3 @@ func tooOld(deps []*debug.Module) error {
 	}
 	return fmt.Errorf("this binary links older modules than lib requires: remove the replace directives or pins that lower them from go.mod, then run go mod tidy: %w", errors.Join(errs...))
 }
-
