@@ -88,7 +88,7 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		}, []string{"name"}),
 		stopOverdue: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "controller_stop_overdue_calls_total",
-			Help: "Provision and delete calls still running a stop grace period after a stop cancelled their context (they ignore it), by operation.",
+			Help: "Provision and delete calls still running a stop grace period after a stop canceled their context (they ignore it), by operation.",
 		}, []string{"operation"}),
 	}
 	rg := &registrar{r: r}

@@ -401,7 +401,7 @@ func WithEventFlushInterval(d time.Duration) Option {
 
 // WithStopGracePeriod sets how long a stop (Run's context ending, or
 // leadership lost) waits for the running Provision and Delete calls, whose
-// contexts it cancelled, before it logs each one still running at default
+// contexts it canceled, before it logs each one still running at default
 // verbosity and counts it in controller_stop_overdue_calls_total; it logs
 // them again every such period while it waits. It never abandons a call.
 // Default DefaultStopGracePeriod.

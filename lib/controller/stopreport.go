@@ -12,7 +12,7 @@ import (
 )
 
 // runningCalls knows the Provision and Delete calls running now: a stop
-// waits for them, and when one ignores its cancelled context the stop would
+// waits for them, and when one ignores its canceled context the stop would
 // otherwise wait in silence until the kubelet kills the process.
 type runningCalls struct {
 	mu    sync.Mutex
@@ -62,7 +62,7 @@ func (r *runningCalls) markOverdue() []runningCall {
 // period (WithStopGracePeriod) until the returned function is called, it
 // logs, at default verbosity, each Provision or Delete call still running,
 // and counts each once in controller_stop_overdue_calls_total. Their
-// contexts were cancelled when the stop began; a call still running then
+// contexts were canceled when the stop began; a call still running then
 // ignores its context.
 func (c *ProvisionController) reportSlowStop(logger klog.Logger) (stopped func()) {
 	begun := time.Now()
@@ -81,7 +81,7 @@ func (c *ProvisionController) reportSlowStop(logger klog.Logger) (stopped func()
 				if !call.overdue {
 					c.metrics.stopOverdue.WithLabelValues(call.operation).Inc()
 				}
-				logger.Error(nil, "Stopping waits for a call that ignores its cancelled context: Provision and Delete must return when their context ends",
+				logger.Error(nil, "Stopping waits for a call that ignores its canceled context: Provision and Delete must return when their context ends",
 					"operation", call.operation, "object", call.object,
 					"running", time.Since(call.started).Round(time.Second), "stopping", time.Since(begun).Round(time.Second))
 			}

@@ -29,7 +29,7 @@ func (s *stuckProvisioner) Provision(_ context.Context, o ProvisionOptions) (*co
 	return s.dirStore.Provision(context.Background(), o)
 }
 
-// A stop that waits on a Provision ignoring its cancelled context says so at
+// A stop that waits on a Provision ignoring its canceled context says so at
 // default verbosity, naming the claim and how long the call has run, counts
 // it once, and still waits for it.
 func TestStopReportsCallsThatIgnoreTheirContext(t *testing.T) {
@@ -51,7 +51,7 @@ func TestStopReportsCallsThatIgnoreTheirContext(t *testing.T) {
 		t.Fatal("Provision was not called")
 	}
 	cancel()
-	const want = "Stopping waits for a call that ignores its cancelled context"
+	const want = "Stopping waits for a call that ignores its canceled context"
 	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return strings.Count(logged(), want) >= 2, nil
 	}); err != nil {
