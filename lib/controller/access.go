@@ -139,3 +139,20 @@ func (l observedLock) Update(ctx context.Context, ler resourcelock.LeaderElectio
 	}
 	return err
 }
+
+// observeLease records the outcome of a Lease call. While the Lease is
+// refused this instance can never lead, and no leader may exist to tell the
+// claims: so it tells them itself, and says so in its log at default
+// verbosity, at most once per accessProbeInterval (the recorder counts a
+// repeated warning into the claim's earlier event). warned is when it last
+// did; only the elector's goroutine calls this.
+func (c *ProvisionController) observeLease(ctx context.Context, lease string, err error, warned *time.Time) {
+	c.access.observe(ctx, lease, err)
+	if !c.access.has(lease) || time.Since(*warned) < accessProbeInterval {
+		return
+	}
+	*warned = time.Now()
+	told := c.warnWaitingClaims(lease)
+	klog.FromContext(ctx).Error(err, "Cannot take the leader Lease for lack of permission: this instance will never lead until its RBAC grants it",
+		"lease", lease, "waitingClaimsWarned", told)
+}

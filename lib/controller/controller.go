@@ -70,6 +70,7 @@ type ProvisionController struct {
 	// leaderHealth watches the elector once leader election runs.
 	leaderHealth *leaderelection.HealthzAdaptor
 	access       accessProblems
+	calls        runningCalls
 }
 
 // NewProvisionController returns a controller that serves claims whose
@@ -84,6 +85,9 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 	}
 	if provisioner == nil {
 		return nil, errors.New("provisioner is required")
+	}
+	if err := checkLinkedModules(); err != nil {
+		return nil, err
 	}
 	cfg := defaultConfig()
 	var errs []error
@@ -255,6 +259,13 @@ func (c *ProvisionController) Run(ctx context.Context) error {
 		return nil // ctx ended before anything started: a stop, not a failure
 	}
 	close(c.synced)
+	// Events run while Run does, not only while this instance leads: a
+	// replica that cannot take the Lease tells the waiting claims why.
+	eventsCtx, stopEvents := context.WithCancel(ctx)
+	var events sync.WaitGroup
+	events.Go(func() { c.events.run(eventsCtx) })
+	defer events.Wait()
+	defer stopEvents()
 	go c.probeJournalAccess(ctx)
 	if !c.cfg.leaderElection {
 		return c.runActive(ctx)
@@ -266,6 +277,7 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	meta := metaForLease(c.cfg.leaderNamespace, c.name, c.cfg.leaseName)
 	leaseName := fmt.Sprintf("Lease %s/%s (get, create, update on leases.coordination.k8s.io)", meta.Namespace, meta.Name)
+	var warned time.Time
 	lock := observedLock{
 		Interface: &resourcelock.LeaseLock{
 			LeaseMeta:  meta,
@@ -273,7 +285,7 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 			LockConfig: resourcelock.ResourceLockConfig{Identity: c.cfg.identity},
 			Labels:     c.cfg.leaseLabels,
 		},
-		observe: func(err error) { c.access.observe(ctx, leaseName, err) },
+		observe: func(err error) { c.observeLease(ctx, leaseName, err, &warned) },
 		held: func(r resourcelock.LeaderElectionRecord) {
 			// A release writes no holder: the term that ends is not recorded.
 			if r.HolderIdentity == c.cfg.identity {
@@ -347,8 +359,6 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 func (c *ProvisionController) runActive(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	var wg sync.WaitGroup
-	// Events first: claims blocked while the journal is being read hear why.
-	wg.Go(func() { c.events.run(ctx) })
 	if err := c.resumeOperations(ctx); err != nil {
 		wg.Wait()
 		if ctx.Err() != nil {
@@ -369,11 +379,13 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 		tasks.Go(func() { task(taskCtx) })
 	}
 	<-ctx.Done()
+	stopped := c.reportSlowStop(logger)
 	tasks.Wait()
 	c.claimQueue.ShutDownWithDrain()
 	c.volumeQueue.ShutDownWithDrain()
 	c.saveQueue.ShutDown()
 	wg.Wait()
+	stopped()
 	// Removals are written lazily; write them now so that a restart does not
 	// look again at operations that are over.
 	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventFinalFlushTimeout)
@@ -396,7 +408,7 @@ func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 		entries, unverified, err = c.journal.load(ctx)
 		c.access.observe(ctx, c.journal.describe(), err)
 		if err != nil && c.access.has(c.journal.describe()) {
-			c.warnWaitingClaims()
+			c.warnWaitingClaims(c.journal.describe())
 		}
 		return err
 	})
@@ -506,18 +518,22 @@ func claimName(claim *corev1.PersistentVolumeClaim) string {
 const journalForbiddenMessage = "The provisioner is not allowed to use its %s, so it cannot provision (will retry): grant its ServiceAccount these permissions"
 
 // warnWaitingClaims tells every claim waiting for this provisioner that it
-// cannot work for lack of permission: otherwise they would wait in silence.
-func (c *ProvisionController) warnWaitingClaims() {
+// cannot work for lack of permission to use what: otherwise they would wait
+// in silence. It returns how many it told.
+func (c *ProvisionController) warnWaitingClaims(what string) int {
 	claims, err := c.claims.List(labels.Everything())
 	if err != nil {
-		return
+		return 0
 	}
+	told := 0
 	for _, claim := range claims {
 		if claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil && c.claimIsOurs(claim) {
 			c.events.event(claimReference(claim), ClaimClass(claim), corev1.EventTypeWarning, EventProvisioningFailed,
-				journalForbiddenMessage, c.journal.describe())
+				journalForbiddenMessage, what)
+			told++
 		}
 	}
+	return told
 }
 
 // foreignEntry says why a journal entry cannot be one this controller wrote

@@ -127,6 +127,7 @@ func (c *ProvisionController) guardedDelete(ctx context.Context, pvName string, 
 	defer cancel()
 	c.metrics.inFlight.WithLabelValues("delete").Inc()
 	defer c.metrics.inFlight.WithLabelValues("delete").Dec()
+	defer c.calls.begin("delete", pvName)()
 	defer func() {
 		if r := recover(); r != nil {
 			err = c.panicked(ctx, "delete", pvName, r)

@@ -28,6 +28,7 @@ type metrics struct {
 	journalWrites     prometheus.Counter
 	panics            *prometheus.CounterVec
 	leader            *prometheus.GaugeVec
+	stopOverdue       *prometheus.CounterVec
 	queues            *queueMetrics
 }
 
@@ -85,6 +86,10 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Name: "leader_election_master_status",
 			Help: "1 while this instance holds the leader Lease, 0 while it stands by; name is the Lease's name.",
 		}, []string{"name"}),
+		stopOverdue: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "controller_stop_overdue_calls_total",
+			Help: "Provision and delete calls still running a stop grace period after a stop canceled their context (they ignore it), by operation.",
+		}, []string{"operation"}),
 	}
 	rg := &registrar{r: r}
 	m.provisionTotal = registerAs(rg, m.provisionTotal)
@@ -98,6 +103,7 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	m.eventsWritten = registerAs(rg, m.eventsWritten)
 	m.journalWrites = registerAs(rg, m.journalWrites)
 	m.panics = registerAs(rg, m.panics)
+	m.stopOverdue = registerAs(rg, m.stopOverdue)
 	m.leader = registerAs(rg, m.leader)
 	m.queues = newQueueMetrics(rg)
 	return m, rg.err

@@ -47,6 +47,10 @@ const (
 	// DefaultEventFlushInterval is how long Normal events are gathered before
 	// they are written; during a burst the gathered ones are aggregated.
 	DefaultEventFlushInterval = 1 * time.Second
+	// DefaultStopGracePeriod is how long a stop waits for the running
+	// Provision and Delete calls before it reports those still running, well
+	// within a pod's default 30 s termination grace period.
+	DefaultStopGracePeriod = 10 * time.Second
 )
 
 // VolumeFinalizer is put on PVs when WithFinalizer(true) is set, so that
@@ -114,6 +118,7 @@ type config struct {
 	eventFlushInterval       time.Duration
 	activeTasks              []func(context.Context)
 	unprovisionedDeletion    bool
+	stopGracePeriod          time.Duration
 }
 
 func defaultConfig() config {
@@ -142,6 +147,7 @@ func defaultConfig() config {
 		unprovisionedDeletion: DefaultUnprovisionedVolumeDeletion,
 		finalizer:             VolumeFinalizer,
 		eventFlushInterval:    DefaultEventFlushInterval,
+		stopGracePeriod:       DefaultStopGracePeriod,
 		volumeName: func(claim *corev1.PersistentVolumeClaim) string {
 			return DefaultVolumeNamePrefix + "-" + string(claim.UID)
 		},
@@ -189,6 +195,9 @@ func (c *config) validate() error {
 	if last := journalShardName(c.journalName, journalShards-1); c.journalName != "" && len(last) > validation.DNS1123SubdomainMaxLength {
 		errs = append(errs, fmt.Errorf("WithJournal: name %q too long: the journal's last ConfigMap, %q, must have at most %d characters",
 			c.journalName, last, validation.DNS1123SubdomainMaxLength))
+	}
+	if c.stopGracePeriod <= 0 {
+		errs = append(errs, fmt.Errorf("WithStopGracePeriod: must be more than 0, got %v", c.stopGracePeriod))
 	}
 	if c.eventFlushInterval <= 0 {
 		errs = append(errs, fmt.Errorf("WithEventFlushInterval: must be more than 0, got %v", c.eventFlushInterval))
@@ -388,6 +397,16 @@ func WithEventClient(client kubernetes.Interface) Option {
 // are written. Default DefaultEventFlushInterval.
 func WithEventFlushInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error { c.eventFlushInterval = d; return nil })
+}
+
+// WithStopGracePeriod sets how long a stop (Run's context ending, or
+// leadership lost) waits for the running Provision and Delete calls, whose
+// contexts it canceled, before it logs each one still running at default
+// verbosity and counts it in controller_stop_overdue_calls_total; it logs
+// them again every such period while it waits. It never abandons a call.
+// Default DefaultStopGracePeriod.
+func WithStopGracePeriod(d time.Duration) Option {
+	return optionFunc(func(c *config) error { c.stopGracePeriod = d; return nil })
 }
 
 // WithActiveTask runs task while this instance is the active one: from when

@@ -262,6 +262,7 @@ func (c *ProvisionController) settle(op *operation, state ProvisioningState) {
 func (c *ProvisionController) callProvision(ctx context.Context, options ProvisionOptions) (pv *corev1.PersistentVolume, state ProvisioningState, err error) {
 	opCtx, cancel := c.operationContext(ctx)
 	defer cancel()
+	defer c.calls.begin("provision", options.PVC.Namespace+"/"+options.PVC.Name)()
 	defer func() {
 		if r := recover(); r != nil {
 			// It may have panicked after creating the asset: keep calling it

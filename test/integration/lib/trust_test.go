@@ -6,6 +6,7 @@ package lib
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubeprov/external-storage/lib/controller"
 	"github.com/kubeprov/external-storage/test/framework"
@@ -140,32 +142,8 @@ func (declaringStore) ClaimMetadataKeys(*storagev1.StorageClass) (labels, annota
 func TestMissingPermissionsAreReportedNotSilent(t *testing.T) {
 	ctx := framework.TestContext(t, 2*time.Minute)
 	name := uniqueName("rbac")
-	user := "provisioner-" + strings.ReplaceAll(strings.Split(name, ".")[0], "_", "-")
-	cfg, _, err := cp.AddUser(user, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Everything but the journal ConfigMap.
-	rules := []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: []string{"get", "list", "watch", "create", "delete", "update", "patch"}},
-		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "patch"}},
-		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}
-	if _, err := client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.RbacV1().ClusterRoles().Delete(context.Background(), user, metav1.DeleteOptions{}) })
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
-	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{})
-	})
+	cfg := userWithRules(t, ctx, name, provisionerRules)
 
 	limited := kubernetes.NewForConfigOrDie(cfg)
 	c, err := controller.NewProvisionController(limited, name, newStore(t), testOptions()...)
@@ -192,4 +170,77 @@ func TestMissingPermissionsAreReportedNotSilent(t *testing.T) {
 	if err := c.NotReadyReason(); err == nil || !strings.Contains(err.Error(), "configmaps") {
 		t.Fatalf("not-ready reason %v does not name what is missing", err)
 	}
+}
+
+// A replica under leader election whose RBAC lacks the Lease (an old
+// project's rules, kept in a port) never leads: it says why in its readiness,
+// and the claims waiting for it get a Warning event naming the missing rule,
+// instead of staying Pending in silence.
+func TestForbiddenLeaseIsReportedOnWaitingClaims(t *testing.T) {
+	ctx := framework.TestContext(t, 2*time.Minute)
+	name := uniqueName("lease")
+	home := cp.CreateTestNamespace(t, "lease-home")
+	// The journal is allowed, the Lease is not.
+	rules := append(slices.Clone(provisionerRules), rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}})
+	limited := kubernetes.NewForConfigOrDie(userWithRules(t, ctx, name, rules))
+	c, err := controller.NewProvisionController(limited, name, newStore(t), testOptions(
+		controller.WithJournal(home, "lease-inflight"),
+		controller.WithLeaderElection(home),
+		controller.WithLeaderElectionTimings(4*time.Second, 2*time.Second, 200*time.Millisecond))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: Run returned %v", err)
+		}
+	})
+
+	sc := cp.CreateTestStorageClass(t, framework.NewStorageClass(className(name), name, nil))
+	ns := cp.CreateTestNamespace(t, "lease")
+	pvc := createClaim(t, ctx, framework.NewPVC(ns, "data", sc.Name, "1Gi"))
+	waitForMessage(t, ctx, pvc, corev1.EventTypeWarning, "leases.coordination.k8s.io")
+	if err := c.NotReadyReason(); err == nil || !strings.Contains(err.Error(), "leases") {
+		t.Fatalf("not-ready reason %v does not name the Lease", err)
+	}
+}
+
+// provisionerRules grant what the controller needs but its journal
+// ConfigMap and its leader Lease.
+var provisionerRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: []string{"get", "list", "watch", "create", "delete", "update", "patch"}},
+	{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "patch"}},
+	{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+}
+
+// userWithRules returns the client config of a new user granted exactly
+// rules, cluster-wide, until the test ends.
+func userWithRules(t *testing.T, ctx context.Context, name string, rules []rbacv1.PolicyRule) *rest.Config {
+	t.Helper()
+	user := "provisioner-" + strings.ReplaceAll(strings.Split(name, ".")[0], "_", "-")
+	cfg, _, err := cp.AddUser(user, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}
+	if _, err := client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.RbacV1().ClusterRoles().Delete(context.Background(), user, metav1.DeleteOptions{}) })
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{})
+	})
+	return cfg
 }
