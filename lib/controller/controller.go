@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kubeprov/external-storage/lib/internal/cachedecode"
+	"github.com/kubeprov/external-storage/lib/internal/events"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -56,7 +58,7 @@ type ProvisionController struct {
 	saveQueue   workqueue.TypedRateLimitingInterface[string]
 
 	journal  *journal
-	events   *eventRecorder
+	events   *events.Recorder
 	metrics  *metrics
 	gatherer prometheus.Gatherer
 
@@ -134,7 +136,7 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 		volumes:        factory.Core().V1().PersistentVolumes().Lister(),
 		classes:        factory.Storage().V1().StorageClasses().Lister(),
 		journal:        newJournal(client, cfg.journalNamespace, cfg.journalName, m),
-		events:         newEventRecorder(eventClient, provisionerName, cfg.identity, cfg.eventFlushInterval, m),
+		events:         events.NewRecorder(eventClient, provisionerName, cfg.identity, cfg.eventFlushInterval, events.Metrics{Emitted: m.eventsEmitted, Written: m.eventsWritten}),
 		metrics:        m,
 		gatherer:       gatherer,
 		operations:     newOperations(m.inFlight.WithLabelValues("provision")),
@@ -152,7 +154,7 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 	if _, trimmed := factory.(trimmedFactory); !trimmed {
 		// Shared informers may have started already; stripping is only a saving.
 		for _, inf := range c.informers() {
-			_ = inf.SetTransform(stripManagedFields)
+			_ = inf.SetTransform(cachedecode.StripManagedFields)
 		}
 	}
 	limiter := func() workqueue.TypedRateLimiter[string] {
@@ -348,7 +350,7 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	var wg sync.WaitGroup
 	// Events first: claims blocked while the journal is being read hear why.
-	wg.Go(func() { c.events.run(ctx) })
+	wg.Go(func() { c.events.Run(ctx) })
 	if err := c.resumeOperations(ctx); err != nil {
 		wg.Wait()
 		if ctx.Err() != nil {
@@ -376,7 +378,7 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 	wg.Wait()
 	// Removals are written lazily; write them now so that a restart does not
 	// look again at operations that are over.
-	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventFinalFlushTimeout)
+	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), events.FinalFlushTimeout)
 	defer cancel()
 	if err := c.journal.flushRemovals(final); err != nil {
 		logger.Error(err, "Could not write the last journal removals; a restart will look at those claims again")
@@ -490,7 +492,7 @@ func (c *ProvisionController) leaveUnverified(ctx context.Context, pvName string
 	if u.claim == nil || u.claim.Name == "" || u.claim.Namespace == "" {
 		return
 	}
-	c.events.event(claimReference(u.claim), ClaimClass(u.claim), corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
+	c.events.Event(events.ClaimReference(u.claim), ClaimClass(u.claim), corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
 		"In-flight journal entry %q in ConfigMap %s/%s names this claim but is not used: %s. If the claim was deleted while provisioning volume %s, an asset made for it may be left on the backend: check, delete it there, then remove the entry",
 		pvName, c.journal.namespace, c.journal.name, u.reason, pvName)
 }
@@ -514,7 +516,7 @@ func (c *ProvisionController) warnWaitingClaims() {
 	}
 	for _, claim := range claims {
 		if claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil && c.claimIsOurs(claim) {
-			c.events.event(claimReference(claim), ClaimClass(claim), corev1.EventTypeWarning, EventProvisioningFailed,
+			c.events.Event(events.ClaimReference(claim), ClaimClass(claim), corev1.EventTypeWarning, EventProvisioningFailed,
 				journalForbiddenMessage, c.journal.describe())
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/kubeprov/external-storage/lib/internal/events"
 	"github.com/kubeprov/external-storage/lib/recordkey"
 )
 
@@ -165,24 +166,12 @@ func claim(name, className string, mutate ...func(*corev1.PersistentVolumeClaim)
 	return c
 }
 
-func (f *fixture) pendingEvents() []pendingEvent {
-	f.c.events.mu.Lock()
-	defer f.c.events.mu.Unlock()
-	var out []pendingEvent
-	for _, q := range [][]*pendingEvent{f.c.events.warnings, f.c.events.normal, f.c.events.delayed} {
-		for _, e := range q {
-			if !e.dropped {
-				out = append(out, *e)
-			}
-		}
-	}
-	return out
-}
+func (f *fixture) pendingEvents() []events.Pending { return f.c.events.Pending() }
 
 func (f *fixture) requireEvent(reason, substring string) {
 	f.t.Helper()
 	for _, e := range f.pendingEvents() {
-		if e.reason == reason && strings.Contains(e.message, substring) {
+		if e.Reason == reason && strings.Contains(e.Message, substring) {
 			return
 		}
 	}

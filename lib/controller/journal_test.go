@@ -234,8 +234,8 @@ func TestUnsignedEntriesOfAnEarlierVersionAreNotActedOn(t *testing.T) {
 	}
 	f.requireEvent(EventProvisioningCleanupSkipped, `In-flight journal entry "pvc-uid-gone"`)
 	for _, e := range f.pendingEvents() {
-		if e.reason == EventProvisioningCleanupSkipped && e.ref.Name != "gone" {
-			t.Errorf("warning about entry of claim %s, whose operation is not in doubt", e.ref.Name)
+		if e.Reason == EventProvisioningCleanupSkipped && e.Ref.Name != "gone" {
+			t.Errorf("warning about entry of claim %s, whose operation is not in doubt", e.Ref.Name)
 		}
 	}
 	// The waiting claim is provisioned as any other.

@@ -280,8 +280,8 @@ func TestPanicsInTheProvisionerAreRecovered(t *testing.T) {
 	// secrets included: only the log gets it.
 	f.requireEvent(EventProvisioningFailed, "the provisioner panicked; its log has the details")
 	for _, e := range f.pendingEvents() {
-		if strings.Contains(e.message, "provision bug") {
-			t.Errorf("event quotes the panic value: %q", e.message)
+		if strings.Contains(e.Message, "provision bug") {
+			t.Errorf("event quotes the panic value: %q", e.Message)
 		}
 	}
 	// It may have created the asset before panicking: the operation stays
