@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/kubeprov/external-storage/lib/internal/cachedecode"
+	"github.com/kubeprov/external-storage/lib/internal/journal"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -259,7 +260,7 @@ func TestBoundClaimsLeaveTheCache(t *testing.T) {
 func TestReleasedPVEndingItsOperationIsDeleted(t *testing.T) {
 	f := newFixture(t, newStore(t), nil)
 	c := claim("c", "gold")
-	f.c.operations.track("pvc-uid-c", "ns/c", journalEntry{Claim: c}, false)
+	f.c.operations.track("pvc-uid-c", "ns/c", journal.Entry{Claim: c}, false)
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pvc-uid-c", Annotations: map[string]string{AnnProvisionedBy: testProvisioner}},
 		Spec: corev1.PersistentVolumeSpec{

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kubeprov/external-storage/lib/internal/events"
+	"github.com/kubeprov/external-storage/lib/internal/journal"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -134,11 +135,11 @@ func (c *ProvisionController) provision(ctx context.Context, options ProvisionOp
 	claim, class, pvName := options.PVC, options.StorageClass, options.PVName
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "pv", pvName)
 	ctx = klog.NewContext(ctx, logger)
-	entry := journalEntry{Claim: claim, Class: class, SelectedNode: options.SelectedNodeName}
+	entry := journal.Entry{Claim: claim, Class: class, SelectedNode: options.SelectedNodeName}
 	// The record must be durable before any asset can exist: it is how a
 	// restarted controller finds an asset whose PV was never saved.
-	err := c.journal.record(ctx, pvName, entry)
-	c.access.observe(ctx, c.journal.describe(), err)
+	err := c.journal.Record(ctx, pvName, entry)
+	c.access.observe(ctx, c.journal.Describe(), err)
 	if err != nil {
 		return c.recordFailed(ctx, claim, class.Name, err)
 	}
@@ -208,15 +209,15 @@ func (c *ProvisionController) refuseDataSource(claim *corev1.PersistentVolumeCla
 func (c *ProvisionController) recordFailed(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string, err error) error {
 	ref := events.ClaimReference(claim)
 	switch {
-	case errors.Is(err, errJournalEntrySize):
+	case errors.Is(err, journal.ErrEntrySize):
 		return c.provisionFailed(ctx, claim, className, Permanent(fmt.Errorf("cannot record the claim for provisioning: %w", err)))
-	case errors.Is(err, errNamespaceFull):
+	case errors.Is(err, journal.ErrNamespaceFull):
 		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
 			"Namespace %s has too many claims being provisioned at once; this one waits for them (will retry)", claim.Namespace)
-	case errors.Is(err, errJournalFull):
+	case errors.Is(err, journal.ErrFull):
 		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, "%v", err)
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, journalForbiddenMessage, c.journal.describe())
+		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, journalForbiddenMessage, c.journal.Describe())
 	}
 	return err
 }
@@ -367,7 +368,7 @@ func (c *ProvisionController) assetRecorder(ctx context.Context, pvName string) 
 			logger.Info("Not recording an asset ID: empty or too long", "pv", pvName, "length", len(id))
 			return
 		}
-		if err := c.journal.recordAsset(pvName, id); err != nil {
+		if err := c.journal.RecordAsset(pvName, id); err != nil {
 			logger.Error(err, "Could not record the asset ID in the in-flight journal; a restart would provision again to find the asset", "pv", pvName)
 		}
 	}
@@ -406,12 +407,12 @@ func (c *ProvisionController) leaveStale(ctx context.Context, op *operation, rea
 		className = op.entry.Class.Name
 	}
 	klog.FromContext(ctx).Error(nil, "Claim is gone and its interrupted provisioning is not finished: no asset is created or deleted on a guess",
-		"uid", op.entry.Claim.UID, "assetID", op.entry.AssetID, "reason", reason, "configMap", klog.KRef(c.journal.namespace, c.journal.name))
+		"uid", op.entry.Claim.UID, "assetID", op.entry.AssetID, "reason", reason, "configMap", klog.KRef(c.journal.Namespace(), c.journal.Name()))
 	c.events.Event(events.ClaimReference(op.entry.Claim), className, corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
 		"Claim was deleted while provisioning volume %s was interrupted, and its provisioning is not finished: %s. If the backend still holds an asset for volume %s that no PersistentVolume uses, delete it there; then remove key %q from ConfigMap %s/%s",
-		op.pvName, reason, op.pvName, op.pvName, c.journal.namespace, c.journal.name)
+		op.pvName, reason, op.pvName, op.pvName, c.journal.Namespace(), c.journal.Name())
 	c.operations.end(op.pvName)
-	c.journal.keep(op.pvName)
+	c.journal.Keep(op.pvName)
 }
 
 // leaveOrphan ends, without calling the provisioner, the operation of a
@@ -427,12 +428,12 @@ func (c *ProvisionController) leaveOrphan(ctx context.Context, op *operation) {
 		className = op.entry.Class.Name
 	}
 	klog.FromContext(ctx).Error(nil, "Claim was deleted while its provisioning was interrupted; not finishing it on a guess: the asset made for this volume may be left",
-		"uid", op.entry.Claim.UID, "storageClass", className, "configMap", klog.KRef(c.journal.namespace, c.journal.name))
+		"uid", op.entry.Claim.UID, "storageClass", className, "configMap", klog.KRef(c.journal.Namespace(), c.journal.Name()))
 	c.events.Event(events.ClaimReference(op.entry.Claim), className, corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
 		"Claim was deleted while provisioning volume %s was interrupted, and provisioner %s does not declare which claim labels and annotations it reads (ClaimMetadataKeys), so it cannot be asked for the same asset again: an asset made for volume %s may be left on the backend. Delete it there, then remove key %q from ConfigMap %s/%s",
-		op.pvName, c.name, op.pvName, op.pvName, c.journal.namespace, c.journal.name)
+		op.pvName, c.name, op.pvName, op.pvName, c.journal.Namespace(), c.journal.Name())
 	c.operations.end(op.pvName)
-	c.journal.keep(op.pvName)
+	c.journal.Keep(op.pvName)
 }
 
 // deleteUnsaved deletes the asset of a PV that was never saved because its
