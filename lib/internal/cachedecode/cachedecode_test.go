@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -77,29 +76,21 @@ func settledTestVolume(mutate ...func(*corev1.PersistentVolume)) *corev1.Persist
 
 const testProvisioner = "test.kubeprov.io/dir"
 
-func claim(name, className string, mutate ...func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
+func settledTestClaim(mutate ...func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
+	className := "gold"
 	c := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), ResourceVersion: "1",
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "ns", UID: "uid-data", ResourceVersion: "1", Finalizers: []string{"kubernetes.io/pvc-protection"},
 			Annotations: map[string]string{"volume.kubernetes.io/storage-provisioner": testProvisioner}},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: &className,
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &className, VolumeName: "pvc-1",
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			DataSource:  &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "source"}},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
 	}
 	for _, m := range mutate {
 		m(c)
 	}
 	return c
-}
-
-func settledTestClaim(mutate ...func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
-	return claim("data", "gold", append([]func(*corev1.PersistentVolumeClaim){func(c *corev1.PersistentVolumeClaim) {
-		c.Spec.VolumeName = "pvc-1"
-		c.Status.Phase = corev1.ClaimBound
-		c.Finalizers = []string{"kubernetes.io/pvc-protection"}
-		c.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "source"}
-	}}, mutate...)...)
 }
 
 // withDuplicateMetadata appends a second metadata field to an encoded
@@ -124,16 +115,15 @@ func withDuplicateMetadata(t *testing.T, data []byte, meta metav1.ObjectMeta) []
 }
 
 func TestUnsettledClaimEvents(t *testing.T) {
-	bound := claim("bound", "gold", func(c *corev1.PersistentVolumeClaim) {
-		c.ResourceVersion = "42"
-		c.Spec.VolumeName = "pv"
+	bound := settledTestClaim(func(c *corev1.PersistentVolumeClaim) {
+		c.Name, c.ResourceVersion = "bound", "42"
 		// A tenant's annotation must not end the informer's initial events.
 		c.Annotations[metav1.InitialEventsAnnotationKey] = "true"
 	})
 	deleting := bound.DeepCopy()
 	now := metav1.Now()
 	deleting.DeletionTimestamp = &now
-	unbound := claim("unbound", "gold")
+	unbound := settledTestClaim(func(c *corev1.PersistentVolumeClaim) { c.Name, c.Spec.VolumeName = "unbound", "" })
 	bookmark := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "42"}}
 	for _, tt := range []struct {
 		name string

@@ -6,6 +6,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2/ktesting"
 )
@@ -45,13 +47,7 @@ func newFixture(t *testing.T, interval time.Duration) *fixture {
 
 // writes counts the client's calls of verb on resource.
 func (f *fixture) writes(verb, resource string) int {
-	n := 0
-	for _, a := range f.client.Actions() {
-		if a.GetVerb() == verb && a.GetResource().Resource == resource {
-			n++
-		}
-	}
-	return n
+	return len(slices.DeleteFunc(f.client.Actions(), func(a k8stesting.Action) bool { return !a.Matches(verb, resource) }))
 }
 
 func claim(name, className string, mutate ...func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
