@@ -19,7 +19,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 )
 
-// The journal's behaviour through the controller (resuming, leaving
+// What the journal does through the controller (resuming, leaving
 // entries to an admin, shards filling up) is tested in lib/controller; these
 // tests hold the package's own contract: what Record writes, Load reads
 // back, and nothing else passes for it.
