@@ -191,6 +191,7 @@ type Config struct {
 	SystemAnnotations []string
 }
 
+// New returns an empty journal; Load reads what the server holds.
 func New(cfg Config) *Journal {
 	j := &Journal{client: cfg.Client, namespace: cfg.Namespace, name: cfg.Name, writes: cfg.Writes, labels: cfg.Labels,
 		systemAnnotations: cfg.SystemAnnotations, kick: make(chan struct{}, 1),
@@ -199,9 +200,11 @@ func New(cfg Config) *Journal {
 	return j
 }
 
-// Namespace and Name locate the journal's first ConfigMap.
+// Namespace is where the journal's ConfigMaps and key Secret are.
 func (j *Journal) Namespace() string { return j.namespace }
-func (j *Journal) Name() string      { return j.name }
+
+// Name is the name of the journal's first ConfigMap.
+func (j *Journal) Name() string { return j.name }
 
 // SetBounds changes the bytes a ConfigMap and a namespace's entries may
 // take (0 leaves one as it is); for tests, which fill the journal with a
