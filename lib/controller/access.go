@@ -94,12 +94,12 @@ func (c *ProvisionController) probeJournalAccess(ctx context.Context) {
 
 // probeJournal reads the journal once and reports whether its permissions are missing.
 func (c *ProvisionController) probeJournal(ctx context.Context) (denied bool) {
-	_, err := c.client.CoreV1().ConfigMaps(c.journal.namespace).Get(ctx, c.journal.name, metav1.GetOptions{})
+	_, err := c.client.CoreV1().ConfigMaps(c.journal.Namespace()).Get(ctx, c.journal.Name(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		err = nil
 	}
-	c.access.observe(ctx, c.journal.describe(), err)
-	return c.access.has(c.journal.describe())
+	c.access.observe(ctx, c.journal.Describe(), err)
+	return c.access.has(c.journal.Describe())
 }
 
 // observedLock reports the outcome of every Lease call to the controller's

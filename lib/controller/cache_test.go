@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/kubeprov/external-storage/lib/internal/cachedecode"
+	"github.com/kubeprov/external-storage/lib/internal/journal"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -88,7 +89,7 @@ func TestCacheTrimsOnlySettledObjects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := trimForCache(tt.in, nil)
+			got, err := cachedecode.Trim(tt.in, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +110,7 @@ func TestCacheKeepsWhatTheProvisionerReads(t *testing.T) {
 		},
 		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound},
 	}
-	got, err := trimForCache(pv.DeepCopy(), func(full, cached *corev1.PersistentVolume) { cached.Spec.NFS = full.Spec.NFS })
+	got, err := cachedecode.Trim(pv.DeepCopy(), func(full, cached *corev1.PersistentVolume) { cached.Spec.NFS = full.Spec.NFS })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,7 @@ func TestBoundClaimsLeaveTheCache(t *testing.T) {
 func TestReleasedPVEndingItsOperationIsDeleted(t *testing.T) {
 	f := newFixture(t, newStore(t), nil)
 	c := claim("c", "gold")
-	f.c.operations.track("pvc-uid-c", "ns/c", journalEntry{Claim: c}, false)
+	f.c.operations.track("pvc-uid-c", "ns/c", journal.Entry{Claim: c}, false)
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pvc-uid-c", Annotations: map[string]string{AnnProvisionedBy: testProvisioner}},
 		Spec: corev1.PersistentVolumeSpec{
@@ -279,42 +280,6 @@ func TestReleasedPVEndingItsOperationIsDeleted(t *testing.T) {
 
 // What the claim informer's watch passes on: settled claims never enter the
 // cache, and of one that arrives bound only its resource version goes on.
-func TestUnsettledClaimEvents(t *testing.T) {
-	bound := claim("bound", "gold", func(c *corev1.PersistentVolumeClaim) {
-		c.ResourceVersion = "42"
-		c.Spec.VolumeName = "pv"
-		// A tenant's annotation must not end the informer's initial events.
-		c.Annotations[metav1.InitialEventsAnnotationKey] = "true"
-	})
-	deleting := bound.DeepCopy()
-	now := metav1.Now()
-	deleting.DeletionTimestamp = &now
-	unbound := claim("unbound", "gold")
-	bookmark := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "42"}}
-	for _, tt := range []struct {
-		name string
-		in   watch.Event
-		want watch.Event
-	}{
-		{"unbound claim added", watch.Event{Type: watch.Added, Object: unbound}, watch.Event{Type: watch.Added, Object: unbound}},
-		{"unbound claim modified", watch.Event{Type: watch.Modified, Object: unbound}, watch.Event{Type: watch.Modified, Object: unbound}},
-		{"bound claim added: a bookmark of its resource version", watch.Event{Type: watch.Added, Object: bound}, watch.Event{Type: watch.Bookmark, Object: bookmark}},
-		{"claim bound: leaves the cache", watch.Event{Type: watch.Modified, Object: bound}, watch.Event{Type: watch.Deleted, Object: bound}},
-		{"bound claim deleted", watch.Event{Type: watch.Deleted, Object: bound}, watch.Event{Type: watch.Deleted, Object: bound}},
-		{"bound claim being deleted: back in the cache", watch.Event{Type: watch.Modified, Object: deleting}, watch.Event{Type: watch.Modified, Object: deleting}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := unsettledClaimEvent(tt.in)
-			if !ok {
-				t.Fatal("event dropped")
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("event passed on (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 // BenchmarkBoundCacheFootprint prints what the controller's caches hold per
 // bound claim and PV pair, decoded from protobuf as the binaries' clients
 // decode them, filtered and trimmed as NewInformerFactory's informers do:
@@ -362,13 +327,13 @@ func BenchmarkBoundCacheFootprint(b *testing.B) {
 		if data, err := pv.Marshal(); err != nil || decodedVolume.Unmarshal(data) != nil {
 			b.Fatal(err)
 		}
-		if !claimSettled(decodedClaim) { // never true here: the claim informer's filter
-			trimmedClaim, _ := trimForCache(decodedClaim, nil)
+		if !cachedecode.ClaimSettled(decodedClaim) { // never true here: the claim informer's filter
+			trimmedClaim, _ := cachedecode.Trim(decodedClaim, nil)
 			if err := claims.Add(trimmedClaim); err != nil {
 				b.Fatal(err)
 			}
 		}
-		trimmedVolume, _ := trimForCache(decodedVolume, nil)
+		trimmedVolume, _ := cachedecode.Trim(decodedVolume, nil)
 		if err := volumes.Add(trimmedVolume); err != nil {
 			b.Fatal(err)
 		}

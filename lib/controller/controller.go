@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kubeprov/external-storage/lib/internal/cachedecode"
+	"github.com/kubeprov/external-storage/lib/internal/events"
+	"github.com/kubeprov/external-storage/lib/internal/journal"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -55,8 +58,8 @@ type ProvisionController struct {
 	volumeQueue workqueue.TypedRateLimitingInterface[string]
 	saveQueue   workqueue.TypedRateLimitingInterface[string]
 
-	journal  *journal
-	events   *eventRecorder
+	journal  *journal.Journal
+	events   *events.Recorder
 	metrics  *metrics
 	gatherer prometheus.Gatherer
 
@@ -137,17 +140,18 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 		claims:         factory.Core().V1().PersistentVolumeClaims().Lister(),
 		volumes:        factory.Core().V1().PersistentVolumes().Lister(),
 		classes:        factory.Storage().V1().StorageClasses().Lister(),
-		journal:        newJournal(client, cfg.journalNamespace, cfg.journalName, m),
-		events:         newEventRecorder(eventClient, provisionerName, cfg.identity, cfg.eventFlushInterval, m),
-		metrics:        m,
-		gatherer:       gatherer,
-		operations:     newOperations(m.inFlight.WithLabelValues("provision")),
-		synced:         make(chan struct{}),
-		leaderHealth:   leaderelection.NewLeaderHealthzAdaptor(cfg.leaderHealthTimeout),
-		syncLog:        newSyncFailures(),
+		journal: journal.New(journal.Config{Client: client, Namespace: cfg.journalNamespace, Name: cfg.journalName, Writes: m.journalWrites,
+			Labels: map[string]string{LabelManagedBy: "kubeprov-external-storage"}, SystemAnnotations: systemClaimAnnotations}),
+		events:       events.NewRecorder(eventClient, provisionerName, cfg.identity, cfg.eventFlushInterval, events.Metrics{Emitted: m.eventsEmitted, Written: m.eventsWritten}),
+		metrics:      m,
+		gatherer:     gatherer,
+		operations:   newOperations(m.inFlight.WithLabelValues("provision")),
+		synced:       make(chan struct{}),
+		leaderHealth: leaderelection.NewLeaderHealthzAdaptor(cfg.leaderHealthTimeout),
+		syncLog:      newSyncFailures(),
 	}
 	if r, ok := provisioner.(ClaimMetadataReader); ok {
-		c.journal.metadataKeys = r.ClaimMetadataKeys
+		c.journal.MetadataKeys = r.ClaimMetadataKeys
 	}
 	if r, ok := provisioner.(SelectedNodeReader); ok && r.ReadsSelectedNode() {
 		c.nodeInformer = factory.Core().V1().Nodes().Informer()
@@ -156,7 +160,7 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 	if _, trimmed := factory.(trimmedFactory); !trimmed {
 		// Shared informers may have started already; stripping is only a saving.
 		for _, inf := range c.informers() {
-			_ = inf.SetTransform(stripManagedFields)
+			_ = inf.SetTransform(cachedecode.StripManagedFields)
 		}
 	}
 	limiter := func() workqueue.TypedRateLimiter[string] {
@@ -263,7 +267,7 @@ func (c *ProvisionController) Run(ctx context.Context) error {
 	// replica that cannot take the Lease tells the waiting claims why.
 	eventsCtx, stopEvents := context.WithCancel(ctx)
 	var events sync.WaitGroup
-	events.Go(func() { c.events.run(eventsCtx) })
+	events.Go(func() { c.events.Run(eventsCtx) })
 	defer events.Wait()
 	defer stopEvents()
 	go c.probeJournalAccess(ctx)
@@ -289,7 +293,7 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 		held: func(r resourcelock.LeaderElectionRecord) {
 			// A release writes no holder: the term that ends is not recorded.
 			if r.HolderIdentity == c.cfg.identity {
-				c.journal.term.Store(&leaseTerm{Holder: r.HolderIdentity, Transitions: r.LeaderTransitions})
+				c.journal.Term.Store(&journal.LeaseTerm{Holder: r.HolderIdentity, Transitions: r.LeaderTransitions})
 			}
 		},
 	}
@@ -366,7 +370,7 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 		}
 		return err
 	}
-	wg.Go(func() { c.journal.run(ctx) })
+	wg.Go(func() { c.journal.Run(ctx) })
 	for range c.cfg.threadiness {
 		wg.Go(func() { c.work(ctx, "claims", c.claimQueue, c.syncClaim) })
 		wg.Go(func() { c.work(ctx, "volumes", c.volumeQueue, c.syncVolume) })
@@ -388,9 +392,9 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 	stopped()
 	// Removals are written lazily; write them now so that a restart does not
 	// look again at operations that are over.
-	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventFinalFlushTimeout)
+	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), events.FinalFlushTimeout)
 	defer cancel()
-	if err := c.journal.flushRemovals(final); err != nil {
+	if err := c.journal.FlushRemovals(final); err != nil {
 		logger.Error(err, "Could not write the last journal removals; a restart will look at those claims again")
 	}
 	logger.Info("Workers stopped")
@@ -401,14 +405,14 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 // are done; the others are looked at again, whether their claim still exists
 // or not.
 func (c *ProvisionController) resumeOperations(ctx context.Context) error {
-	var entries map[string]journalEntry
-	var unverified map[string]unverifiedEntry
+	var entries map[string]journal.Entry
+	var unverified map[string]journal.Unverified
 	err := retryUntil(ctx, c.cfg.retryStart, c.cfg.retryMax, func() error {
 		var err error
-		entries, unverified, err = c.journal.load(ctx)
-		c.access.observe(ctx, c.journal.describe(), err)
-		if err != nil && c.access.has(c.journal.describe()) {
-			c.warnWaitingClaims(c.journal.describe())
+		entries, unverified, err = c.journal.Load(ctx)
+		c.access.observe(ctx, c.journal.Describe(), err)
+		if err != nil && c.access.has(c.journal.Describe()) {
+			c.warnWaitingClaims(c.journal.Describe())
 		}
 		return err
 	})
@@ -424,11 +428,11 @@ func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 			// Signed with our key, yet not what this controller would write
 			// (its provisioner names or volume naming changed).
 			klog.FromContext(ctx).Error(nil, "Ignoring in-flight journal entry this controller did not write", "key", pvName, "reason", reason)
-			c.journal.forget(pvName)
+			c.journal.Forget(pvName)
 			continue
 		}
 		if pv, err := c.volumes.Get(pvName); err == nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == e.Claim.UID {
-			c.journal.forget(pvName)
+			c.journal.Forget(pvName)
 			continue
 		}
 		key := e.Claim.Namespace + "/" + e.Claim.Name
@@ -439,8 +443,8 @@ func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 				"reason", op.leaseChange)
 		} else {
 			logger.Info("Resuming in-flight operation")
-			if term := c.journal.term.Load(); term != nil && (e.Lease == nil || *e.Lease != *term) {
-				if err := c.journal.adopt(pvName); err != nil {
+			if term := c.journal.Term.Load(); term != nil && (e.Lease == nil || *e.Lease != *term) {
+				if err := c.journal.Adopt(pvName); err != nil {
 					logger.Error(err, "Could not record the current Lease term in the journal entry")
 				}
 				adopted = true
@@ -449,7 +453,7 @@ func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 		c.claimQueue.Add(key)
 	}
 	if adopted {
-		c.journal.poke()
+		c.journal.Poke()
 	}
 	return nil
 }
@@ -459,8 +463,8 @@ func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 // or no term on either side (an entry of an earlier version, a controller
 // without leader election). Every change of holder adds one to the Lease's
 // leaderTransitions; a restart under the same identity adds none.
-func (c *ProvisionController) leaseChangedSince(e journalEntry) string {
-	now := c.journal.term.Load()
+func (c *ProvisionController) leaseChangedSince(e journal.Entry) string {
+	now := c.journal.Term.Load()
 	if e.Lease == nil || now == nil {
 		return ""
 	}
@@ -485,26 +489,26 @@ func (c *ProvisionController) leaseChangedSince(e journalEntry) string {
 // dropped; one of a claim waiting for provisioning is replaced by the
 // claim's own entry; any other is left in place and reported, since it may
 // be an operation of an earlier version whose asset is left.
-func (c *ProvisionController) leaveUnverified(ctx context.Context, pvName string, u unverifiedEntry) {
-	if u.claim != nil && u.claim.UID != "" {
-		if pv, err := c.volumes.Get(pvName); err == nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == u.claim.UID {
-			c.journal.forgetKept(pvName)
+func (c *ProvisionController) leaveUnverified(ctx context.Context, pvName string, u journal.Unverified) {
+	if u.Claim != nil && u.Claim.UID != "" {
+		if pv, err := c.volumes.Get(pvName); err == nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == u.Claim.UID {
+			c.journal.ForgetKept(pvName)
 			return
 		}
-		if claim, err := c.claims.PersistentVolumeClaims(u.claim.Namespace).Get(u.claim.Name); err == nil &&
-			claim.UID == u.claim.UID && claim.DeletionTimestamp == nil {
+		if claim, err := c.claims.PersistentVolumeClaims(u.Claim.Namespace).Get(u.Claim.Name); err == nil &&
+			claim.UID == u.Claim.UID && claim.DeletionTimestamp == nil {
 			return
 		}
 	}
 	logger := klog.FromContext(ctx)
 	logger.Error(nil, "Leaving an in-flight journal entry this controller cannot prove it wrote; nothing is deleted on its word",
-		"key", pvName, "configMap", klog.KRef(c.journal.namespace, c.journal.name), "reason", u.reason, "claim", claimName(u.claim))
-	if u.claim == nil || u.claim.Name == "" || u.claim.Namespace == "" {
+		"key", pvName, "configMap", klog.KRef(c.journal.Namespace(), c.journal.Name()), "reason", u.Reason, "claim", claimName(u.Claim))
+	if u.Claim == nil || u.Claim.Name == "" || u.Claim.Namespace == "" {
 		return
 	}
-	c.events.event(claimReference(u.claim), ClaimClass(u.claim), corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
+	c.events.Event(events.ClaimReference(u.Claim), ClaimClass(u.Claim), corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
 		"In-flight journal entry %q in ConfigMap %s/%s names this claim but is not used: %s. If the claim was deleted while provisioning volume %s, an asset made for it may be left on the backend: check, delete it there, then remove the entry",
-		pvName, c.journal.namespace, c.journal.name, u.reason, pvName)
+		pvName, c.journal.Namespace(), c.journal.Name(), u.Reason, pvName)
 }
 
 // claimName names a recorded claim in a log line ("" if there is none).
@@ -528,7 +532,7 @@ func (c *ProvisionController) warnWaitingClaims(what string) int {
 	told := 0
 	for _, claim := range claims {
 		if claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil && c.claimIsOurs(claim) {
-			c.events.event(claimReference(claim), ClaimClass(claim), corev1.EventTypeWarning, EventProvisioningFailed,
+			c.events.Event(events.ClaimReference(claim), ClaimClass(claim), corev1.EventTypeWarning, EventProvisioningFailed,
 				journalForbiddenMessage, what)
 			told++
 		}
@@ -539,7 +543,7 @@ func (c *ProvisionController) warnWaitingClaims(what string) int {
 // foreignEntry says why a journal entry cannot be one this controller wrote
 // ("" if it can): its key must be the volume name this controller gives the
 // recorded claim, and its class one of this controller's provisioner names.
-func (c *ProvisionController) foreignEntry(pvName string, e journalEntry) string {
+func (c *ProvisionController) foreignEntry(pvName string, e journal.Entry) string {
 	switch {
 	case e.Claim.Name == "" || e.Claim.Namespace == "" || e.Claim.UID == "":
 		return "the recorded claim has no name, namespace or UID"
@@ -680,7 +684,7 @@ func (c *ProvisionController) operationSaved(pv *corev1.PersistentVolume) {
 // endOperation forgets an operation: its asset is saved as a PV or gone.
 func (c *ProvisionController) endOperation(pvName string) {
 	c.operations.end(pvName)
-	c.journal.forget(pvName)
+	c.journal.Forget(pvName)
 }
 
 // operationContext bounds one Provision or Delete call.

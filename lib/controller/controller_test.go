@@ -30,6 +30,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/kubeprov/external-storage/lib/internal/events"
+	"github.com/kubeprov/external-storage/lib/internal/journal"
 	"github.com/kubeprov/external-storage/lib/recordkey"
 )
 
@@ -135,7 +137,7 @@ func newFixture(t *testing.T, p Provisioner, opts []Option, objects ...runtime.O
 			}
 		}
 	}
-	go c.journal.run(ctx)
+	go c.journal.Run(ctx)
 	return &fixture{t: t, ctx: ctx, client: client, store: store, c: c}
 }
 
@@ -165,24 +167,12 @@ func claim(name, className string, mutate ...func(*corev1.PersistentVolumeClaim)
 	return c
 }
 
-func (f *fixture) pendingEvents() []pendingEvent {
-	f.c.events.mu.Lock()
-	defer f.c.events.mu.Unlock()
-	var out []pendingEvent
-	for _, q := range [][]*pendingEvent{f.c.events.warnings, f.c.events.normal, f.c.events.delayed} {
-		for _, e := range q {
-			if !e.dropped {
-				out = append(out, *e)
-			}
-		}
-	}
-	return out
-}
+func (f *fixture) pendingEvents() []events.Pending { return f.c.events.Pending() }
 
 func (f *fixture) requireEvent(reason, substring string) {
 	f.t.Helper()
 	for _, e := range f.pendingEvents() {
-		if e.reason == reason && strings.Contains(e.message, substring) {
+		if e.Reason == reason && strings.Contains(e.Message, substring) {
 			return
 		}
 	}
@@ -216,13 +206,12 @@ func journalKeySecret() *corev1.Secret {
 
 // signedTestEntry is what the controller writes for e under key pvName,
 // signed with journalKeySecret's key.
-func signedTestEntry(pvName string, e journalEntry, classData string) string {
+func signedTestEntry(pvName string, e journal.Entry, classData string) string {
 	b, err := json.Marshal(e)
 	if err != nil {
 		panic(err)
 	}
-	j := &journal{namespace: OutOfClusterNamespace, name: JournalName(testProvisioner, "")}
-	return signedEntry(b, j.sign(journalKeySecret().Data[recordkey.SecretField], pvName, string(b), classData))
+	return journal.SignedEntry(journalKeySecret().Data[recordkey.SecretField], OutOfClusterNamespace, JournalName(testProvisioner, ""), pvName, b, classData)
 }
 
 // keySecret returns the journal key a fixture's controller created, for a
@@ -246,7 +235,7 @@ func (f *fixture) restarted(p Provisioner, change func(*corev1.ConfigMap), objec
 
 // restartedUnder is restarted for a controller that holds the leader Lease
 // term term (nil: no leader election) when it reads its journal.
-func (f *fixture) restartedUnder(term *leaseTerm, p Provisioner, change func(*corev1.ConfigMap), objects ...runtime.Object) *fixture {
+func (f *fixture) restartedUnder(term *journal.LeaseTerm, p Provisioner, change func(*corev1.ConfigMap), objects ...runtime.Object) *fixture {
 	f.t.Helper()
 	journal, err := f.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(f.ctx, JournalName(testProvisioner, ""), metav1.GetOptions{})
 	if err != nil {
@@ -256,7 +245,7 @@ func (f *fixture) restartedUnder(term *leaseTerm, p Provisioner, change func(*co
 		change(journal)
 	}
 	second := newFixture(f.t, p, nil, append(objects, journal, f.keySecret())...)
-	second.c.journal.term.Store(term)
+	second.c.journal.Term.Store(term)
 	if err := second.c.resumeOperations(second.ctx); err != nil {
 		f.t.Fatal(err)
 	}
@@ -281,7 +270,7 @@ func (f *fixture) journalKeys() []string {
 	}
 	var keys []string
 	for k := range cm.Data {
-		if !isClassKey(k) {
+		if !journal.IsClassKey(k) {
 			keys = append(keys, k)
 		}
 	}
@@ -323,7 +312,7 @@ func TestProvisionSavesCompletePV(t *testing.T) {
 	}
 	f.requireEvent(EventProvisioningSucceeded, "pvc-uid-data")
 	// The journal recorded the operation before Provision and forgets it after.
-	if f.c.journal.has("pvc-uid-data") {
+	if f.c.journal.Has("pvc-uid-data") {
 		t.Error("journal still holds a finished operation")
 	}
 	if f.writes("create", "configmaps") != 1 {
@@ -461,7 +450,7 @@ func TestFailureThresholdStopsAndIsReArmedOnlyByAChange(t *testing.T) {
 	if n := store.provisionCount(); n != 4 {
 		t.Fatalf("a changed claim was not retried: %d calls", n)
 	}
-	if len(store.assets(t)) != 0 || f.c.journal.has("pvc-uid-c") {
+	if len(store.assets(t)) != 0 || f.c.journal.Has("pvc-uid-c") {
 		t.Fatal("a finished failure left state behind")
 	}
 }
@@ -479,7 +468,7 @@ func TestInBackgroundIsFinishedAndDeletedAfterClaimDeletion(t *testing.T) {
 	if err := f.c.syncClaim(f.ctx, "ns/c"); err == nil {
 		t.Fatal("in-background operation not retried (even past the threshold)")
 	}
-	if !f.c.journal.has("pvc-uid-c") {
+	if !f.c.journal.Has("pvc-uid-c") {
 		t.Fatal("in-background operation not kept in the journal")
 	}
 	// The claim goes before the operation finishes.
@@ -491,7 +480,7 @@ func TestInBackgroundIsFinishedAndDeletedAfterClaimDeletion(t *testing.T) {
 	if store.provisionCount() != 2 || !slices.Equal(store.deletes, []string{"pvc-uid-c"}) {
 		t.Fatalf("provisions %d, deletes %v: the background result was not deleted", store.provisionCount(), store.deletes)
 	}
-	if len(store.assets(t)) != 0 || f.pv("pvc-uid-c") != nil || f.c.journal.has("pvc-uid-c") {
+	if len(store.assets(t)) != 0 || f.pv("pvc-uid-c") != nil || f.c.journal.Has("pvc-uid-c") {
 		t.Fatal("leaked asset, PV or journal entry")
 	}
 }
@@ -535,7 +524,7 @@ func TestSaveFailureRetriesInBackgroundWithoutBlocking(t *testing.T) {
 	if time.Since(start) > 5*time.Second {
 		t.Fatal("worker blocked on a failing PV save")
 	}
-	if f.c.saves.get("pvc-uid-c") == nil || !f.c.journal.has("pvc-uid-c") {
+	if f.c.saves.get("pvc-uid-c") == nil || !f.c.journal.Has("pvc-uid-c") {
 		t.Fatal("unsaved PV not kept for a background retry")
 	}
 	// While saving, the claim is not provisioned twice.
@@ -552,7 +541,7 @@ func TestSaveFailureRetriesInBackgroundWithoutBlocking(t *testing.T) {
 	if err := f.c.syncSave(f.ctx, "pvc-uid-c"); err != nil {
 		t.Fatal(err)
 	}
-	if f.pv("pvc-uid-c") == nil || f.c.saves.get("pvc-uid-c") != nil || f.c.journal.has("pvc-uid-c") {
+	if f.pv("pvc-uid-c") == nil || f.c.saves.get("pvc-uid-c") != nil || f.c.journal.Has("pvc-uid-c") {
 		t.Fatal("PV not saved after the outage")
 	}
 }
@@ -721,7 +710,7 @@ func TestRecoveryFinishesOperationsOfDeletedClaims(t *testing.T) {
 	if err := second.c.syncClaim(second.ctx, "ns/gone"); err != nil {
 		t.Fatal(err)
 	}
-	if len(store.assets(t)) != 0 || second.c.journal.has("pvc-uid-gone") {
+	if len(store.assets(t)) != 0 || second.c.journal.Has("pvc-uid-gone") {
 		t.Fatalf("asset of a deleted claim leaked after restart: %v", store.assets(t))
 	}
 }
@@ -739,7 +728,7 @@ func TestRecoveryForgetsSavedVolumes(t *testing.T) {
 	if err := second.c.resumeOperations(second.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if second.c.claimQueue.Len() != 0 || second.c.journal.has("pvc-uid-c") {
+	if second.c.claimQueue.Len() != 0 || second.c.journal.Has("pvc-uid-c") {
 		t.Fatal("saved volume treated as in flight")
 	}
 	if n := second.callsBut("secrets"); n != 1 {
@@ -754,7 +743,7 @@ func TestJournalBatchesConcurrentRecords(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			pvc := claim(fmt.Sprintf("c%d", i), "gold")
-			if err := f.c.journal.record(f.ctx, "pv-"+pvc.Name, journalEntry{Claim: pvc, Class: class("gold")}); err != nil {
+			if err := f.c.journal.Record(f.ctx, "pv-"+pvc.Name, journal.Entry{Claim: pvc, Class: class("gold")}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -878,7 +867,7 @@ func TestInvalidPVDeletesAssetAndReports(t *testing.T) {
 		t.Fatal("invalid PV not counted as a failed attempt")
 	}
 	f.requireEvent(EventProvisioningFailed, "the asset was deleted")
-	if len(f.store.assets(t)) != 0 || f.c.saves.get("pvc-uid-c") != nil || f.c.journal.has("pvc-uid-c") {
+	if len(f.store.assets(t)) != 0 || f.c.saves.get("pvc-uid-c") != nil || f.c.journal.Has("pvc-uid-c") {
 		t.Fatal("invalid PV left an asset, a pending save or a journal entry")
 	}
 }
@@ -938,7 +927,7 @@ func TestGracefulStopWritesPendingRemovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k := range cm.Data {
-		if !isClassKey(k) {
+		if !journal.IsClassKey(k) {
 			t.Fatalf("journal after a graceful stop: %v", cm.Data)
 		}
 	}

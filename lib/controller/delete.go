@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kubeprov/external-storage/lib/internal/events"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,12 +88,12 @@ func (c *ProvisionController) deleteVolume(ctx context.Context, pv *corev1.Persi
 	if err != nil {
 		c.metrics.deleteFailed.WithLabelValues(className).Inc()
 		if c.failures.record(failureKey, pv.ResourceVersion, c.cfg.failedDeleteThreshold) {
-			c.events.event(volumeReference(pv), className, corev1.EventTypeWarning, EventVolumeFailedDelete,
+			c.events.Event(events.VolumeReference(pv), className, corev1.EventTypeWarning, EventVolumeFailedDelete,
 				"%v; giving up after %d attempts: fix the cause, then change the PV (for example add an annotation) or restart the provisioner to retry",
 				err, c.cfg.failedDeleteThreshold)
 			return nil
 		}
-		c.events.event(volumeReference(pv), className, corev1.EventTypeWarning, EventVolumeFailedDelete, "%v", err)
+		c.events.Event(events.VolumeReference(pv), className, corev1.EventTypeWarning, EventVolumeFailedDelete, "%v", err)
 		return err
 	}
 	// The asset is gone; now the PV object, which must never outlive it stuck.

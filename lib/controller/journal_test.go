@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kubeprov/external-storage/lib/internal/journal"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,8 +26,8 @@ import (
 // journalConfigMaps returns the journal's ConfigMaps on the server, by shard.
 func (f *fixture) journalConfigMaps() map[int]*corev1.ConfigMap {
 	out := map[int]*corev1.ConfigMap{}
-	for i := range journalShards {
-		cm, err := f.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(f.ctx, journalShardName(JournalName(testProvisioner, ""), i), metav1.GetOptions{})
+	for i := range journal.Shards {
+		cm, err := f.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(f.ctx, journal.ShardName(JournalName(testProvisioner, ""), i), metav1.GetOptions{})
 		if err == nil {
 			out[i] = cm
 		}
@@ -43,7 +44,7 @@ func recordAll(t *testing.T, f *fixture, claims []*corev1.PersistentVolumeClaim,
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := f.c.journal.record(f.ctx, f.c.cfg.volumeName(pvc), journalEntry{Claim: pvc, Class: sc}); err != nil {
+			if err := f.c.journal.Record(f.ctx, f.c.cfg.volumeName(pvc), journal.Entry{Claim: pvc, Class: sc}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -74,7 +75,7 @@ func TestJournalHoldsTenThousandOperations(t *testing.T) {
 	for i, cm := range cms {
 		classes := 0
 		for k, v := range cm.Data {
-			if isClassKey(k) {
+			if journal.IsClassKey(k) {
 				classes++
 				continue
 			}
@@ -93,7 +94,7 @@ func TestJournalHoldsTenThousandOperations(t *testing.T) {
 	if entries != len(claims) {
 		t.Fatalf("journal holds %d entries, want %d", entries, len(claims))
 	}
-	if got := cms[0].Annotations[journalShardsAnnotation]; got != fmt.Sprint(len(cms)) {
+	if got := cms[0].Annotations[journal.ShardsAnnotation]; got != fmt.Sprint(len(cms)) {
 		t.Errorf("first ConfigMap says %q shards are in use, %d exist", got, len(cms))
 	}
 	t.Logf("%d operations in %d ConfigMaps with %d writes", entries, len(cms), writes)
@@ -114,7 +115,7 @@ func TestJournalHoldsTenThousandOperations(t *testing.T) {
 	if gets, all := second.writes("get", "configmaps"), second.callsBut("secrets"); gets != len(cms) || all != gets {
 		t.Fatalf("restart made %d calls (%d ConfigMap reads), want one read per ConfigMap in use (%d)", all, gets, len(cms))
 	}
-	second.c.journal.flush(second.ctx)
+	second.c.journal.Flush(second.ctx)
 	if n := second.callsBut("secrets"); n != len(cms) {
 		t.Fatalf("restart wrote the journal unchanged (%d calls)", n)
 	}
@@ -123,19 +124,17 @@ func TestJournalHoldsTenThousandOperations(t *testing.T) {
 func TestJournalSpillsOnlyWhenTheFirstConfigMapIsFull(t *testing.T) {
 	f := newFixture(t, newStore(t), nil)
 	recordAll(t, f, manyClaims(200, 2, "gold"), class("gold"), 20)
-	if cms := f.journalConfigMaps(); len(cms) != 1 || cms[0].Annotations[journalShardsAnnotation] != "" {
+	if cms := f.journalConfigMaps(); len(cms) != 1 || cms[0].Annotations[journal.ShardsAnnotation] != "" {
 		t.Fatalf("200 operations used %d ConfigMaps (annotations %v), want the first only, as before shards", len(cms), cms[0].Annotations)
 	}
 
 	// Full: the next entry goes to the second ConfigMap, written after the
 	// first says two are in use. Removals free room in the first again.
-	f.c.journal.mu.Lock()
-	f.c.journal.shardMaxBytes = f.c.journal.shards[0].size
-	f.c.journal.mu.Unlock()
+	f.c.journal.SetBounds(f.c.journal.Size(0), 0)
 	f.client.ClearActions()
 	recordAll(t, f, []*corev1.PersistentVolumeClaim{claim("spill", "gold")}, class("gold"), 1)
 	cms := f.journalConfigMaps()
-	if len(cms) != 2 || cms[1].Data["pvc-uid-spill"] == "" || cms[0].Annotations[journalShardsAnnotation] != "2" {
+	if len(cms) != 2 || cms[1].Data["pvc-uid-spill"] == "" || cms[0].Annotations[journal.ShardsAnnotation] != "2" {
 		t.Fatalf("entry beyond the first ConfigMap's room: %d ConfigMaps, second %v, annotations %v", len(cms), cms[1], cms[0].Annotations)
 	}
 	var order []string
@@ -147,7 +146,7 @@ func TestJournalSpillsOnlyWhenTheFirstConfigMapIsFull(t *testing.T) {
 	if len(order) != 2 || !strings.HasSuffix(order[1], "-inflight-1") {
 		t.Fatalf("writes %v: the first ConfigMap must say a second is in use before that one is written", order)
 	}
-	f.c.journal.forget("pvc-uid-c0")
+	f.c.journal.Forget("pvc-uid-c0")
 	recordAll(t, f, []*corev1.PersistentVolumeClaim{claim("again", "gold")}, class("gold"), 1)
 	if f.journalConfigMaps()[0].Data["pvc-uid-again"] == "" {
 		t.Fatal("room freed in the first ConfigMap was not used")
@@ -156,10 +155,10 @@ func TestJournalSpillsOnlyWhenTheFirstConfigMapIsFull(t *testing.T) {
 
 func TestJournalOneNamespaceBoundCountsEveryConfigMap(t *testing.T) {
 	f := newFixture(t, newStore(t), nil)
-	f.c.journal.shardMaxBytes, f.c.journal.namespaceMaxBytes = 4096, 3*4096
+	f.c.journal.SetBounds(4096, 3*4096)
 	var refused []string
 	for _, pvc := range manyClaims(100, 1, "gold") {
-		if err := f.c.journal.record(f.ctx, f.c.cfg.volumeName(pvc), journalEntry{Claim: pvc, Class: class("gold")}); errors.Is(err, errNamespaceFull) {
+		if err := f.c.journal.Record(f.ctx, f.c.cfg.volumeName(pvc), journal.Entry{Claim: pvc, Class: class("gold")}); errors.Is(err, journal.ErrNamespaceFull) {
 			refused = append(refused, pvc.Name)
 		} else if err != nil {
 			t.Fatal(err)
@@ -169,24 +168,24 @@ func TestJournalOneNamespaceBoundCountsEveryConfigMap(t *testing.T) {
 		t.Fatalf("one namespace filled %d ConfigMaps with %d refusals", len(f.journalConfigMaps()), len(refused))
 	}
 	other := claim("other", "gold", func(c *corev1.PersistentVolumeClaim) { c.Namespace = "calm" })
-	if err := f.c.journal.record(f.ctx, "pvc-uid-other", journalEntry{Claim: other, Class: class("gold")}); err != nil {
+	if err := f.c.journal.Record(f.ctx, "pvc-uid-other", journal.Entry{Claim: other, Class: class("gold")}); err != nil {
 		t.Fatalf("another namespace's claim was refused: %v", err)
 	}
 }
 
 func TestJournalGracefulStopPatchesEveryConfigMap(t *testing.T) {
 	f := newFixture(t, newStore(t), nil)
-	f.c.journal.shardMaxBytes = 4096
+	f.c.journal.SetBounds(4096, 0)
 	claims := manyClaims(30, 1, "gold")
 	recordAll(t, f, claims, class("gold"), 1)
 	if len(f.journalConfigMaps()) < 3 {
 		t.Fatal("setup: want entries in several ConfigMaps")
 	}
 	for _, pvc := range claims {
-		f.c.journal.forget(f.c.cfg.volumeName(pvc))
+		f.c.journal.Forget(f.c.cfg.volumeName(pvc))
 	}
 	f.client.ClearActions()
-	if err := f.c.journal.flushRemovals(f.ctx); err != nil {
+	if err := f.c.journal.FlushRemovals(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if patches, all := f.writes("patch", "configmaps"), len(f.client.Actions()); patches != len(f.journalConfigMaps()) || all != patches {
@@ -194,7 +193,7 @@ func TestJournalGracefulStopPatchesEveryConfigMap(t *testing.T) {
 	}
 	for i, cm := range f.journalConfigMaps() {
 		for k := range cm.Data {
-			if !isClassKey(k) {
+			if !journal.IsClassKey(k) {
 				t.Errorf("ConfigMap %d still holds %s after the graceful stop", i, k)
 			}
 		}
@@ -209,7 +208,7 @@ func TestJournalGracefulStopPatchesEveryConfigMap(t *testing.T) {
 func TestUnsignedEntriesOfAnEarlierVersionAreNotActedOn(t *testing.T) {
 	waiting, gone, saved := claim("c", "gold"), claim("gone", "gold"), claim("saved", "gold")
 	inline := func(pvc *corev1.PersistentVolumeClaim) string {
-		b, _ := json.Marshal(journalEntry{Claim: strippedClaim(pvc, nil, nil), Class: strippedClass(class("gold"))})
+		b, _ := json.Marshal(journal.Entry{Claim: journal.StrippedClaim(pvc, nil, nil, systemClaimAnnotations), Class: journal.StrippedClass(class("gold"))})
 		return string(b)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: JournalName(testProvisioner, ""), Namespace: OutOfClusterNamespace},
@@ -234,15 +233,15 @@ func TestUnsignedEntriesOfAnEarlierVersionAreNotActedOn(t *testing.T) {
 	}
 	f.requireEvent(EventProvisioningCleanupSkipped, `In-flight journal entry "pvc-uid-gone"`)
 	for _, e := range f.pendingEvents() {
-		if e.reason == EventProvisioningCleanupSkipped && e.ref.Name != "gone" {
-			t.Errorf("warning about entry of claim %s, whose operation is not in doubt", e.ref.Name)
+		if e.Reason == EventProvisioningCleanupSkipped && e.Ref.Name != "gone" {
+			t.Errorf("warning about entry of claim %s, whose operation is not in doubt", e.Ref.Name)
 		}
 	}
 	// The waiting claim is provisioned as any other.
 	if err := f.c.syncClaim(f.ctx, "ns/c"); err != nil {
 		t.Fatal(err)
 	}
-	f.c.journal.flush(f.ctx)
+	f.c.journal.Flush(f.ctx)
 	if f.pv("pvc-uid-c") == nil || !slices.Equal(store.assets(t), []string{"pvc-uid-c", "pvc-uid-gone"}) || len(store.deletes) != 0 {
 		t.Fatalf("PV %v, assets %v, deletes %v", f.pv("pvc-uid-c") != nil, store.assets(t), store.deletes)
 	}
@@ -253,32 +252,32 @@ func TestUnsignedEntriesOfAnEarlierVersionAreNotActedOn(t *testing.T) {
 
 func TestJournalEntriesOfShardsAreCheckedLikeAnyOther(t *testing.T) {
 	name := JournalName(testProvisioner, "")
-	ours, _ := json.Marshal(strippedClass(class("gold")))
-	theirs, _ := json.Marshal(strippedClass(class("gold", func(sc *storagev1.StorageClass) { sc.Provisioner = "other.example.com/driver" })))
+	ours, _ := json.Marshal(journal.StrippedClass(class("gold")))
+	theirs, _ := json.Marshal(journal.StrippedClass(class("gold", func(sc *storagev1.StorageClass) { sc.Provisioner = "other.example.com/driver" })))
 	entry := func(claimName, classKey, classData string) string {
-		return signedTestEntry("pvc-uid-"+claimName, journalEntry{Claim: strippedClaim(claim(claimName, "gold"), nil, nil), ClassKey: classKey}, classData)
+		return signedTestEntry("pvc-uid-"+claimName, journal.Entry{Claim: journal.StrippedClaim(claim(claimName, "gold"), nil, nil, systemClaimAnnotations), ClassKey: classKey}, classData)
 	}
 	first := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: OutOfClusterNamespace,
-		Annotations: map[string]string{journalShardsAnnotation: "2"}},
-		Data: map[string]string{classKey(ours): string(ours), "pvc-uid-a": entry("a", classKey(ours), string(ours))}}
+		Annotations: map[string]string{journal.ShardsAnnotation: "2"}},
+		Data: map[string]string{journal.ClassKey(ours): string(ours), "pvc-uid-a": entry("a", journal.ClassKey(ours), string(ours))}}
 	second := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-1", Namespace: OutOfClusterNamespace},
 		Data: map[string]string{
-			classKey(theirs): string(theirs),
-			"pvc-uid-a":      entry("a", classKey(theirs), string(theirs)), // a second entry of one volume
-			"pvc-uid-b":      entry("b", classKey(theirs), string(theirs)), // a class of another provisioner
-			"pvc-uid-c":      entry("c", classKey(ours), string(ours)),     // a class only another ConfigMap has
-			"pvc-uid-d":      entry("d", "_class.missing", ""),
+			journal.ClassKey(theirs): string(theirs),
+			"pvc-uid-a":              entry("a", journal.ClassKey(theirs), string(theirs)), // a second entry of one volume
+			"pvc-uid-b":              entry("b", journal.ClassKey(theirs), string(theirs)), // a class of another provisioner
+			"pvc-uid-c":              entry("c", journal.ClassKey(ours), string(ours)),     // a class only another ConfigMap has
+			"pvc-uid-d":              entry("d", "_class.missing", ""),
 		}}
 	// Beyond what the first ConfigMap says is in use: never read.
 	third := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-2", Namespace: OutOfClusterNamespace},
-		Data: map[string]string{classKey(ours): string(ours), "pvc-uid-e": entry("e", classKey(ours), string(ours))}}
+		Data: map[string]string{journal.ClassKey(ours): string(ours), "pvc-uid-e": entry("e", journal.ClassKey(ours), string(ours))}}
 	store := newStore(t)
 	f := newFixture(t, store, nil, class("gold"), first, second, third, journalKeySecret())
 	if err := f.c.resumeOperations(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, pv := range []string{"pvc-uid-b", "pvc-uid-c", "pvc-uid-d", "pvc-uid-e"} {
-		if f.c.journal.has(pv) || f.c.operations.get(pv) != nil {
+		if f.c.journal.Has(pv) || f.c.operations.get(pv) != nil {
 			t.Errorf("entry %s acted on", pv)
 		}
 	}
@@ -287,11 +286,11 @@ func TestJournalEntriesOfShardsAreCheckedLikeAnyOther(t *testing.T) {
 	}
 	// The next write of the second ConfigMap removes what was dropped, and
 	// leaves what cannot be verified (its class is not beside it) as it is.
-	f.c.journal.flush(f.ctx)
+	f.c.journal.Flush(f.ctx)
 	cm, _ := f.client.CoreV1().ConfigMaps(OutOfClusterNamespace).Get(f.ctx, name+"-1", metav1.GetOptions{})
 	var left []string
 	for k, v := range cm.Data {
-		if !isClassKey(k) {
+		if !journal.IsClassKey(k) {
 			left = append(left, k)
 			if v != second.Data[k] {
 				t.Errorf("entry %s changed", k)
@@ -305,7 +304,7 @@ func TestJournalEntriesOfShardsAreCheckedLikeAnyOther(t *testing.T) {
 
 func TestJournalWriteOfTheFirstConfigMapFailingHoldsTheOthers(t *testing.T) {
 	f := newFixture(t, newStore(t), nil)
-	f.c.journal.shardMaxBytes = 2048
+	f.c.journal.SetBounds(2048, 0)
 	recordAll(t, f, manyClaims(3, 1, "gold"), class("gold"), 1)
 	f.client.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap).Name == JournalName(testProvisioner, "") {
@@ -314,12 +313,10 @@ func TestJournalWriteOfTheFirstConfigMapFailingHoldsTheOthers(t *testing.T) {
 		return false, nil, nil
 	})
 	// Fill the first ConfigMap so that the next entry needs a second one.
-	f.c.journal.mu.Lock()
-	f.c.journal.shardMaxBytes = f.c.journal.shards[0].size
-	f.c.journal.mu.Unlock()
+	f.c.journal.SetBounds(f.c.journal.Size(0), 0)
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
-	err := f.c.journal.record(ctx, "pvc-uid-late", journalEntry{Claim: claim("late", "gold"), Class: class("gold")})
+	err := f.c.journal.Record(ctx, "pvc-uid-late", journal.Entry{Claim: claim("late", "gold"), Class: class("gold")})
 	if err == nil {
 		t.Fatal("recorded in a second ConfigMap that the first does not name")
 	}

@@ -68,6 +68,8 @@ const (
 	nameDigestLength = 10
 )
 
+var invalidNameChars = regexp.MustCompile(`[^a-z0-9.-]+`)
+
 var digestSuffix = regexp.MustCompile(fmt.Sprintf(`-[0-9a-f]{%d}$`, nameDigestLength))
 
 func nameDigest(s string) string {

@@ -6,6 +6,7 @@ package controller
 import (
 	"testing"
 
+	"github.com/kubeprov/external-storage/lib/internal/cachedecode"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,7 +91,7 @@ func TestCachedNodesKeepWhatProvisionersRead(t *testing.T) {
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 		},
 	}
-	obj, err := trimForCache(full, nil)
+	obj, err := cachedecode.Trim(full, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kubeprov/external-storage/lib/internal/journal"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,7 +20,7 @@ import (
 type operation struct {
 	pvName   string
 	claimKey string
-	entry    journalEntry
+	entry    journal.Entry
 	started  time.Time
 	// inBackground: the asset may still appear, so the operation lasts until
 	// Provision says what became of it, even after its claim is gone.
@@ -44,7 +45,7 @@ func newOperations(inFlight prometheus.Gauge) *operations {
 }
 
 // track returns the operation of pvName, starting one if there is none.
-func (o *operations) track(pvName, claimKey string, e journalEntry, inBackground bool) *operation {
+func (o *operations) track(pvName, claimKey string, e journal.Entry, inBackground bool) *operation {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if op, ok := o.byPV[pvName]; ok {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubeprov/external-storage/lib/internal/journal"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -192,7 +193,7 @@ func (c *config) validate() error {
 	if c.journalNamespace == "" {
 		errs = append(errs, errors.New("WithJournal: namespace is required"))
 	}
-	if last := journalShardName(c.journalName, journalShards-1); c.journalName != "" && len(last) > validation.DNS1123SubdomainMaxLength {
+	if last := journal.ShardName(c.journalName, journal.Shards-1); c.journalName != "" && len(last) > validation.DNS1123SubdomainMaxLength {
 		errs = append(errs, fmt.Errorf("WithJournal: name %q too long: the journal's last ConfigMap, %q, must have at most %d characters",
 			c.journalName, last, validation.DNS1123SubdomainMaxLength))
 	}

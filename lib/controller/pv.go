@@ -6,6 +6,7 @@ package controller
 import (
 	"maps"
 
+	"github.com/kubeprov/external-storage/lib/internal/cachedecode"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +16,7 @@ import (
 const (
 	// AnnProvisionedBy names the provisioner that created a PV: the
 	// provisioner of its StorageClass.
-	AnnProvisionedBy = "pv.kubernetes.io/provisioned-by"
+	AnnProvisionedBy = cachedecode.AnnProvisionedBy // "pv.kubernetes.io/provisioned-by"
 	// AnnMigratedTo is set by kube-controller-manager on claims and PVs of
 	// an in-tree volume plugin migrated to CSI: the CSI driver that now
 	// provisions and deletes them.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kubeprov/external-storage/lib/internal/journal"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 )
@@ -91,7 +92,7 @@ func TestResumedOperationOfDeletedClaimNeverDeletesOnAGuess(t *testing.T) {
 			if err := second.c.syncClaim(second.ctx, "ns/c"); err != nil {
 				t.Fatal(err)
 			}
-			second.c.journal.flush(second.ctx)
+			second.c.journal.Flush(second.ctx)
 			if _, err := os.Stat(data); err != nil {
 				t.Fatalf("another volume's data is gone: %v (Provision for %q, Delete of %q)", err, store.provisions, store.deletes)
 			}
@@ -130,7 +131,7 @@ func TestChangedJournalEntriesDoNotVerify(t *testing.T) {
 		},
 		"class": func(cm *corev1.ConfigMap) {
 			for k, v := range cm.Data {
-				if isClassKey(k) {
+				if journal.IsClassKey(k) {
 					cm.Data[k] = strings.Replace(v, `"provisioner":`, `"parameters":{"path":"/"},"provisioner":`, 1)
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kubeprov/external-storage/lib/internal/journal"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,17 +54,17 @@ func (s *idStore) DeleteRecordedAsset(_ context.Context, _ ProvisionOptions, id 
 // interrupted provisions claim c of class gold under term, with the
 // process "killed" before the PV is saved, and writes the journal as it
 // stands: the first controller's state when it dies.
-func interrupted(t *testing.T, p Provisioner, term *leaseTerm, goldClass *storagev1.StorageClass) *fixture {
+func interrupted(t *testing.T, p Provisioner, term *journal.LeaseTerm, goldClass *storagev1.StorageClass) *fixture {
 	t.Helper()
 	first := newFixture(t, p, nil, goldClass, claim("c", "gold"))
-	first.c.journal.term.Store(term)
+	first.c.journal.Term.Store(term)
 	first.client.PrependReactor("create", "persistentvolumes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("killed before the save")
 	})
 	if err := first.c.syncClaim(first.ctx, "ns/c"); err != nil {
 		t.Fatal(err)
 	}
-	first.c.journal.flush(first.ctx)
+	first.c.journal.Flush(first.ctx)
 	return first
 }
 
@@ -82,27 +83,27 @@ func TestResumedOperationOfDeletedClaimIsNotProvisionedAgain(t *testing.T) {
 		sc.ReclaimPolicy = new(corev1.PersistentVolumeReclaimPolicy)
 		*sc.ReclaimPolicy = corev1.PersistentVolumeReclaimRetain
 	}
-	written := &leaseTerm{Holder: "ours-1", Transitions: 3}
+	written := &journal.LeaseTerm{Holder: "ours-1", Transitions: 3}
 	for _, tc := range []struct {
 		name      string
 		recordsID bool
 		retain    bool
-		now       *leaseTerm
+		now       *journal.LeaseTerm
 		// what the restarted controller does
 		wantProvisions int // calls of Provision after the restart
 		wantIDDeletes  int
 		wantKept       bool
 		wantEvent      string
 	}{
-		{name: "ID recorded, took over from the writer", recordsID: true, now: &leaseTerm{"ours-2", 4}, wantIDDeletes: 1},
-		{name: "ID recorded, another holder since", recordsID: true, now: &leaseTerm{"ours-2", 5}, wantIDDeletes: 1},
-		{name: "ID recorded, another holder since, Retain class", recordsID: true, retain: true, now: &leaseTerm{"ours-2", 5},
+		{name: "ID recorded, took over from the writer", recordsID: true, now: &journal.LeaseTerm{Holder: "ours-2", Transitions: 4}, wantIDDeletes: 1},
+		{name: "ID recorded, another holder since", recordsID: true, now: &journal.LeaseTerm{Holder: "ours-2", Transitions: 5}, wantIDDeletes: 1},
+		{name: "ID recorded, another holder since, Retain class", recordsID: true, retain: true, now: &journal.LeaseTerm{Holder: "ours-2", Transitions: 5},
 			wantKept: true, wantEvent: "reclaimPolicy Retain"},
-		{name: "no ID, same identity restarted", now: &leaseTerm{"ours-1", 3}, wantProvisions: 1},
-		{name: "no ID, took over from the writer", now: &leaseTerm{"ours-2", 4}, wantProvisions: 1},
-		{name: "no ID, another holder since", now: &leaseTerm{"ours-2", 5},
+		{name: "no ID, same identity restarted", now: &journal.LeaseTerm{Holder: "ours-1", Transitions: 3}, wantProvisions: 1},
+		{name: "no ID, took over from the writer", now: &journal.LeaseTerm{Holder: "ours-2", Transitions: 4}, wantProvisions: 1},
+		{name: "no ID, another holder since", now: &journal.LeaseTerm{Holder: "ours-2", Transitions: 5},
 			wantKept: true, wantEvent: "another identity held the leader Lease since ours-1 wrote the entry at leader transition 3 (now 5)"},
-		{name: "no ID, Lease recreated", now: &leaseTerm{"ours-2", 0},
+		{name: "no ID, Lease recreated", now: &journal.LeaseTerm{Holder: "ours-2", Transitions: 0},
 			wantKept: true, wantEvent: "the leader Lease was recreated"},
 		{name: "no ID, no leader election now", wantProvisions: 1},
 	} {
@@ -124,7 +125,7 @@ func TestResumedOperationOfDeletedClaimIsNotProvisionedAgain(t *testing.T) {
 			if err := second.c.syncClaim(second.ctx, "ns/c"); err != nil {
 				t.Fatal(err)
 			}
-			second.c.journal.flush(second.ctx)
+			second.c.journal.Flush(second.ctx)
 			if n := dirs.provisionCount() - before; n != tc.wantProvisions {
 				t.Errorf("Provision called %d times after the restart, want %d", n, tc.wantProvisions)
 			}
@@ -163,20 +164,20 @@ func TestResumedOperationIsAdoptedByTheNewHolder(t *testing.T) {
 		return ProvisioningInBackground, errors.New("still creating")
 	}
 	first := newFixture(t, store, nil, class("gold"), claim("c", "gold"))
-	first.c.journal.term.Store(&leaseTerm{Holder: "ours-1", Transitions: 3})
+	first.c.journal.Term.Store(&journal.LeaseTerm{Holder: "ours-1", Transitions: 3})
 	_ = first.c.syncClaim(first.ctx, "ns/c")
-	first.c.journal.flush(first.ctx)
+	first.c.journal.Flush(first.ctx)
 
 	// The second instance resumes it and dies before it ends.
-	second := first.restartedUnder(&leaseTerm{Holder: "ours-2", Transitions: 4}, store, nil, class("gold"), claim("c", "gold"))
-	second.c.journal.flush(second.ctx)
+	second := first.restartedUnder(&journal.LeaseTerm{Holder: "ours-2", Transitions: 4}, store, nil, class("gold"), claim("c", "gold"))
+	second.c.journal.Flush(second.ctx)
 
 	store.provisionF = nil
-	third := second.restartedUnder(&leaseTerm{Holder: "ours-3", Transitions: 5}, store, nil, class("gold"))
+	third := second.restartedUnder(&journal.LeaseTerm{Holder: "ours-3", Transitions: 5}, store, nil, class("gold"))
 	if err := third.c.syncClaim(third.ctx, "ns/c"); err != nil {
 		t.Fatal(err)
 	}
-	third.c.journal.flush(third.ctx)
+	third.c.journal.Flush(third.ctx)
 	if keys, assets := third.journalKeys(), store.assets(t); len(keys) != 0 || len(assets) != 0 {
 		t.Fatalf("journal holds %v and the backend %v: the adopted operation was not finished", keys, assets)
 	}
@@ -192,11 +193,11 @@ func TestResumedOperationOfAnExistingClaimIsProvisioned(t *testing.T) {
 		return ProvisioningInBackground, errors.New("still creating")
 	}
 	first := newFixture(t, store, nil, class("gold"), claim("c", "gold"))
-	first.c.journal.term.Store(&leaseTerm{Holder: "ours-1", Transitions: 3})
+	first.c.journal.Term.Store(&journal.LeaseTerm{Holder: "ours-1", Transitions: 3})
 	_ = first.c.syncClaim(first.ctx, "ns/c")
-	first.c.journal.flush(first.ctx)
+	first.c.journal.Flush(first.ctx)
 
-	second := first.restartedUnder(&leaseTerm{Holder: "ours-2", Transitions: 5}, store, nil, class("gold"), claim("c", "gold"))
+	second := first.restartedUnder(&journal.LeaseTerm{Holder: "ours-2", Transitions: 5}, store, nil, class("gold"), claim("c", "gold"))
 	if err := second.c.syncClaim(second.ctx, "ns/c"); err == nil {
 		t.Fatal("setup: the resumed operation did not stay in progress")
 	}
@@ -209,7 +210,7 @@ func TestResumedOperationOfAnExistingClaimIsProvisioned(t *testing.T) {
 	if err := second.c.syncClaim(second.ctx, "ns/c"); err != nil {
 		t.Fatal(err)
 	}
-	second.c.journal.flush(second.ctx)
+	second.c.journal.Flush(second.ctx)
 	if store.provisionCount() != before+1 || len(store.assets(t)) != 0 || len(second.journalKeys()) != 0 {
 		t.Fatalf("Provision calls %d (want %d), assets %v, journal %v: want the operation finished and its asset deleted",
 			store.provisionCount(), before+1, store.assets(t), second.journalKeys())

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubeprov/external-storage/lib/internal/journal"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -54,7 +55,7 @@ func TestJournalKeepsOnlyDeclaredClaimMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var e journalEntry
+	var e journal.Entry
 	if err := json.Unmarshal([]byte(cm.Data["pvc-uid-c"]), &e); err != nil {
 		t.Fatal(err)
 	}
@@ -91,10 +92,10 @@ func TestOneNamespaceCannotFillTheJournal(t *testing.T) {
 	}
 	f := newFixture(t, store, nil, objects...)
 	// Bounds of one ConfigMap, so that the flood spills into a second one.
-	f.c.journal.shardMaxBytes, f.c.journal.namespaceMaxBytes = 200*1024, 300*1024
+	f.c.journal.SetBounds(200*1024, 300*1024)
 	refused := 0
 	for i := range 40 {
-		if err := f.c.syncClaim(f.ctx, fmt.Sprintf("noisy/flood-%d", i)); errors.Is(err, errNamespaceFull) {
+		if err := f.c.syncClaim(f.ctx, fmt.Sprintf("noisy/flood-%d", i)); errors.Is(err, journal.ErrNamespaceFull) {
 			refused++
 		}
 	}
@@ -112,7 +113,7 @@ func TestOneNamespaceCannotFillTheJournal(t *testing.T) {
 
 func TestOversizedClaimMetadataIsRefusedOnce(t *testing.T) {
 	pvc := claim("c", "gold", func(c *corev1.PersistentVolumeClaim) {
-		c.Annotations["example.com/dir-name"] = strings.Repeat("d", journalEntryMaxBytes)
+		c.Annotations["example.com/dir-name"] = strings.Repeat("d", journal.EntryMaxBytes)
 	})
 	store := metadataStore{newStore(t)}
 	f := newFixture(t, store, nil, class("gold"), pvc)
@@ -130,17 +131,17 @@ func TestOversizedClaimMetadataIsRefusedOnce(t *testing.T) {
 // signed with the provisioner's key are acted on; the others are left in
 // place, logged, and reported on the claim they name.
 func TestForeignJournalEntriesAreNeverActedOn(t *testing.T) {
-	goldData, _ := json.Marshal(strippedClass(class("gold")))
-	gold := classKey(goldData)
+	goldData, _ := json.Marshal(journal.StrippedClass(class("gold")))
+	gold := journal.ClassKey(goldData)
 	entry := func(claimName, uid, provisioner string) string {
-		b, _ := json.Marshal(journalEntry{
+		b, _ := json.Marshal(journal.Entry{
 			Claim: &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claimName, Namespace: "ns", UID: "x"}},
 			Class: &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "gold"}, Provisioner: provisioner},
 		})
 		return strings.Replace(string(b), `"uid":"x"`, `"uid":"`+uid+`"`, 1)
 	}
 	signed := func(claimName string) string {
-		return signedTestEntry("pvc-uid-"+claimName, journalEntry{Claim: strippedClaim(claim(claimName, "gold"), nil, nil), ClassKey: gold}, string(goldData))
+		return signedTestEntry("pvc-uid-"+claimName, journal.Entry{Claim: journal.StrippedClaim(claim(claimName, "gold"), nil, nil, systemClaimAnnotations), ClassKey: gold}, string(goldData))
 	}
 	// The right shape, a signature made with another key.
 	forged := strings.Replace(signed("f"), `"mac":"`, `"mac":"0`, 1)
@@ -195,7 +196,7 @@ func TestForeignJournalEntriesAreNeverActedOn(t *testing.T) {
 	f.requireEvent(EventProvisioningCleanupSkipped, `"pvc-uid-d" in ConfigMap default/`)
 	f.requireEvent(EventProvisioningCleanupSkipped, `"pvc-uid-f" in ConfigMap default/`+JournalName(testProvisioner, "")+` names this claim but is not used: its signature does not verify`)
 	// Left in place for an admin; the controller's own entry is done.
-	f.c.journal.flush(f.ctx)
+	f.c.journal.Flush(f.ctx)
 	want := []string{"../../etc", "pvc-not-the-d", "pvc-uid-c", "pvc-uid-d", "pvc-uid-f", "retained-dir"}
 	if keys := f.journalKeys(); !slices.Equal(keys, want) {
 		t.Errorf("journal holds %v, want %v", keys, want)
@@ -280,13 +281,13 @@ func TestPanicsInTheProvisionerAreRecovered(t *testing.T) {
 	// secrets included: only the log gets it.
 	f.requireEvent(EventProvisioningFailed, "the provisioner panicked; its log has the details")
 	for _, e := range f.pendingEvents() {
-		if strings.Contains(e.message, "provision bug") {
-			t.Errorf("event quotes the panic value: %q", e.message)
+		if strings.Contains(e.Message, "provision bug") {
+			t.Errorf("event quotes the panic value: %q", e.Message)
 		}
 	}
 	// It may have created the asset before panicking: the operation stays
 	// recorded until Provision says what became of it.
-	if !f.c.journal.has("pvc-uid-c") {
+	if !f.c.journal.Has("pvc-uid-c") {
 		t.Fatal("operation forgotten after a panic")
 	}
 	if err := f.c.syncVolume(f.ctx, "pv-old"); err == nil {
@@ -454,7 +455,7 @@ func TestEmptyStateWithAnErrorKeepsAnOperationInProgress(t *testing.T) {
 	f := newFixture(t, store, nil, class("gold"), claim("c", "gold"))
 	_ = f.c.syncClaim(f.ctx, "ns/c")
 	_ = f.c.syncClaim(f.ctx, "ns/c")
-	if !f.c.journal.has("pvc-uid-c") {
+	if !f.c.journal.Has("pvc-uid-c") {
 		t.Fatal("an error with no state ended an operation that was in progress: its asset would be forgotten")
 	}
 }

@@ -27,7 +27,7 @@ import (
 )
 
 // updateCorpusEnv, set to 1, also writes the live encodings into lib's
-// committed corpus (lib/controller/testdata/fuzz/FuzzSettledDecoding).
+// committed corpus (lib/internal/cachedecode/testdata/fuzz/FuzzSettledDecoding).
 const updateCorpusEnv = "KUBEPROV_UPDATE_CORPUS"
 
 // TestSettledDecodingOfLiveEncodings runs lib's differential fuzz target
@@ -109,7 +109,7 @@ func TestSettledDecodingOfLiveEncodings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	committed := filepath.Join(root, "lib", "controller", "testdata", "fuzz", "FuzzSettledDecoding")
+	committed := filepath.Join(root, "lib", "internal", "cachedecode", "testdata", "fuzz", "FuzzSettledDecoding")
 	for name, path := range paths {
 		data := getProtobuf(ctx, t, path)
 		file := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(data)))
@@ -126,7 +126,7 @@ func TestSettledDecodingOfLiveEncodings(t *testing.T) {
 		}
 	}
 
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-run", "^FuzzSettledDecoding$", "-v", "./controller")
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-run", "^FuzzSettledDecoding$", "-v", "./internal/cachedecode")
 	cmd.Dir = filepath.Join(root, "lib")
 	cmd.Env = append(os.Environ(), "KUBEPROV_LIVE_ENCODINGS="+corpus)
 	out, err := cmd.CombinedOutput()

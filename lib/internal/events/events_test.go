@@ -1,23 +1,63 @@
 // Copyright 2026 The external-storage Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+package events
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2/ktesting"
 )
+
+// provisioningFailed is a warning reason, as lib/controller's EventProvisioningFailed.
+const provisioningFailed = "ProvisioningFailed"
+
+// fixture is a recorder writing to a fake clientset.
+type fixture struct {
+	t      *testing.T
+	ctx    context.Context
+	client *fake.Clientset
+	r      *Recorder
+}
+
+func newFixture(t *testing.T, interval time.Duration) *fixture {
+	_, ctx := ktesting.NewTestContext(t)
+	client := fake.NewClientset()
+	m := Metrics{
+		Emitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "emitted"}, []string{"type"}),
+		Written: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "written"}, []string{"kind"}),
+	}
+	return &fixture{t: t, ctx: ctx, client: client, r: NewRecorder(client, "test", "instance", interval, m)}
+}
+
+// writes counts the client's calls of verb on resource.
+func (f *fixture) writes(verb, resource string) int {
+	return len(slices.DeleteFunc(f.client.Actions(), func(a k8stesting.Action) bool { return !a.Matches(verb, resource) }))
+}
+
+func claim(name, className string, mutate ...func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
+	c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &className}}
+	for _, m := range mutate {
+		m(c)
+	}
+	return c
+}
 
 // eventsOn returns the events written about a claim, by reason.
 func (f *fixture) eventsOn(pvc *corev1.PersistentVolumeClaim) map[string][]corev1.Event {
@@ -46,18 +86,18 @@ func burst(n, namespaces int) []*corev1.PersistentVolumeClaim {
 	return claims
 }
 
-func provisioningStarted(r *eventRecorder, c *corev1.PersistentVolumeClaim) {
-	r.event(claimReference(c), "gold", corev1.EventTypeNormal, EventProvisioning, "External provisioner is provisioning volume for claim %q", claimKey(c))
+func provisioningStarted(r *Recorder, c *corev1.PersistentVolumeClaim) {
+	r.Event(ClaimReference(c), "gold", corev1.EventTypeNormal, Provisioning, "External provisioner is provisioning volume for claim %q", c.Namespace+"/"+c.Name)
 }
 
-func provisioned(r *eventRecorder, c *corev1.PersistentVolumeClaim) {
-	r.event(claimReference(c), "gold", corev1.EventTypeNormal, EventProvisioningSucceeded, "Successfully provisioned volume pvc-%s", c.UID)
+func provisioned(r *Recorder, c *corev1.PersistentVolumeClaim) {
+	r.Event(ClaimReference(c), "gold", corev1.EventTypeNormal, ProvisioningSucceeded, "Successfully provisioned volume pvc-%s", c.UID)
 }
 
 func TestEveryClaimOfABurstGetsItsSuccessEvent(t *testing.T) {
 	// A burst that the event budget writes in time: no aggregation.
-	f := newFixture(t, newStore(t), nil)
-	r := f.c.events
+	f := newFixture(t, time.Hour)
+	r := f.r
 	r.qps = 200
 	claims := burst(1000, 3)
 	for _, c := range claims {
@@ -67,11 +107,11 @@ func TestEveryClaimOfABurstGetsItsSuccessEvent(t *testing.T) {
 	r.writeReady(f.ctx, true, eventBacklogMaxDelay)
 	for _, c := range claims {
 		events := f.eventsOn(c)
-		if len(events[EventProvisioningSucceeded]) != 1 || !strings.Contains(events[EventProvisioningSucceeded][0].Message, "pvc-"+string(c.UID)) {
+		if len(events[ProvisioningSucceeded]) != 1 || !strings.Contains(events[ProvisioningSucceeded][0].Message, "pvc-"+string(c.UID)) {
 			t.Fatalf("claim %s: events %v, want its own ProvisioningSucceeded", c.Name, events)
 		}
-		if len(events[EventProvisioning]) != 0 {
-			t.Fatalf("claim %s provisioned within the flush interval also got %q", c.Name, EventProvisioning)
+		if len(events[Provisioning]) != 0 {
+			t.Fatalf("claim %s provisioned within the flush interval also got %q", c.Name, Provisioning)
 		}
 	}
 	if n := f.writes("create", "events"); n != len(claims) {
@@ -80,8 +120,8 @@ func TestEveryClaimOfABurstGetsItsSuccessEvent(t *testing.T) {
 }
 
 func TestProvisioningEventOnlyForClaimsThatWait(t *testing.T) {
-	f := newFixture(t, newStore(t), nil)
-	r := f.c.events
+	f := newFixture(t, time.Hour)
+	r := f.r
 	quick, slow := claim("quick", "gold"), claim("slow", "gold")
 	provisioningStarted(r, quick)
 	provisioningStarted(r, slow)
@@ -89,19 +129,19 @@ func TestProvisioningEventOnlyForClaimsThatWait(t *testing.T) {
 	// Before the flush interval is over only the success is written.
 	r.writeReady(f.ctx, false, eventBacklogMaxDelay)
 	if got := f.eventsOn(slow); len(got) != 0 {
-		t.Fatalf("%q written before the flush interval: %v", EventProvisioning, got)
+		t.Fatalf("%q written before the flush interval: %v", Provisioning, got)
 	}
 	// The interval is over; the slow claim is still waiting.
 	r.writeReady(f.ctx, true, eventBacklogMaxDelay)
-	if got := f.eventsOn(slow); len(got[EventProvisioning]) != 1 {
-		t.Fatalf("claim still provisioning after the flush interval: events %v, want %q", got, EventProvisioning)
+	if got := f.eventsOn(slow); len(got[Provisioning]) != 1 {
+		t.Fatalf("claim still provisioning after the flush interval: events %v, want %q", got, Provisioning)
 	}
-	if got := f.eventsOn(quick); len(got) != 1 || len(got[EventProvisioningSucceeded]) != 1 {
-		t.Fatalf("claim provisioned at once: events %v, want only %q", got, EventProvisioningSucceeded)
+	if got := f.eventsOn(quick); len(got) != 1 || len(got[ProvisioningSucceeded]) != 1 {
+		t.Fatalf("claim provisioned at once: events %v, want only %q", got, ProvisioningSucceeded)
 	}
 	provisioned(r, slow)
 	r.writeReady(f.ctx, false, eventBacklogMaxDelay)
-	if got := f.eventsOn(slow); len(got[EventProvisioningSucceeded]) != 1 {
+	if got := f.eventsOn(slow); len(got[ProvisioningSucceeded]) != 1 {
 		t.Fatalf("slow claim: events %v", got)
 	}
 }
@@ -110,19 +150,19 @@ func TestProvisioningEventIsWrittenWhenDue(t *testing.T) {
 	// The recorder's own loop, with a short interval: a claim that stays
 	// unprovisioned gets its "Provisioning" event without anything else
 	// happening.
-	f := newFixture(t, newStore(t), []Option{WithEventFlushInterval(10 * time.Millisecond)})
+	f := newFixture(t, 10*time.Millisecond)
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan struct{})
-	go func() { f.c.events.run(ctx); close(done) }()
+	go func() { f.r.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	// The writers go idle first (nothing delayed, so no timer): the delayed
 	// event alone must wake them.
 	first := claim("first", "gold")
-	provisioned(f.c.events, first)
-	waitForEvent(t, f, first, EventProvisioningSucceeded)
+	provisioned(f.r, first)
+	waitForEvent(t, f, first, ProvisioningSucceeded)
 	slow := claim("slow", "gold")
-	provisioningStarted(f.c.events, slow)
-	waitForEvent(t, f, slow, EventProvisioning)
+	provisioningStarted(f.r, slow)
+	waitForEvent(t, f, slow, Provisioning)
 }
 
 // waitForEvent waits for an event the recorder's own loop writes; a bound
@@ -140,8 +180,8 @@ func waitForEvent(t *testing.T, f *fixture, pvc *corev1.PersistentVolumeClaim, r
 }
 
 func TestEventsAggregatedOnlyUnderBackpressure(t *testing.T) {
-	f := newFixture(t, newStore(t), nil)
-	r := f.c.events
+	f := newFixture(t, time.Hour)
+	r := f.r
 	r.qps = 5 // the sidecars' default budget: 150 events in eventBacklogMaxDelay
 	limit := r.backlogCap(eventBacklogMaxDelay)
 	claims := burst(400, 2)
@@ -153,11 +193,11 @@ func TestEventsAggregatedOnlyUnderBackpressure(t *testing.T) {
 		provisioned(r, c)
 	}
 	warned := claim("warned", "gold")
-	r.event(claimReference(warned), "gold", corev1.EventTypeWarning, EventProvisioningFailed, "quota exceeded")
+	r.Event(ClaimReference(warned), "gold", corev1.EventTypeWarning, provisioningFailed, "quota exceeded")
 	f.client.ClearActions()
 	r.writeReady(f.ctx, false, eventBacklogMaxDelay)
 
-	if got := f.eventsOn(warned); len(got[EventProvisioningFailed]) != 1 {
+	if got := f.eventsOn(warned); len(got[provisioningFailed]) != 1 {
 		t.Fatalf("warning under backpressure: %v", got)
 	}
 	if f.client.Actions()[0].(interface{ GetObject() runtime.Object }).GetObject().(*corev1.Event).Type != corev1.EventTypeWarning {
@@ -167,9 +207,9 @@ func TestEventsAggregatedOnlyUnderBackpressure(t *testing.T) {
 	list, _ := f.client.CoreV1().Events("").List(f.ctx, metav1.ListOptions{})
 	for _, e := range list.Items {
 		switch {
-		case e.Reason == EventProvisioningSucceeded && strings.Contains(e.Message, "aggregated"):
+		case e.Reason == ProvisioningSucceeded && strings.Contains(e.Message, "aggregated"):
 			aggregates[e.Namespace] = e
-		case e.Reason == EventProvisioningSucceeded:
+		case e.Reason == ProvisioningSucceeded:
 			singles++
 		}
 	}
@@ -200,8 +240,8 @@ func TestEventsAggregatedOnlyUnderBackpressure(t *testing.T) {
 }
 
 func TestAggregationFoldsProvisioningEventsFirst(t *testing.T) {
-	f := newFixture(t, newStore(t), nil)
-	r := f.c.events
+	f := newFixture(t, time.Hour)
+	r := f.r
 	r.qps = 1 // 30 events in eventBacklogMaxDelay
 	waiting := burst(60, 1)
 	for _, c := range waiting {
@@ -210,7 +250,7 @@ func TestAggregationFoldsProvisioningEventsFirst(t *testing.T) {
 	done := claim("done", "gold", func(c *corev1.PersistentVolumeClaim) { c.Namespace = "tenant-0" })
 	provisioned(r, done)
 	r.writeReady(f.ctx, true, eventBacklogMaxDelay)
-	if got := f.eventsOn(done); len(got[EventProvisioningSucceeded]) != 1 || strings.Contains(got[EventProvisioningSucceeded][0].Message, "aggregated") {
+	if got := f.eventsOn(done); len(got[ProvisioningSucceeded]) != 1 || strings.Contains(got[ProvisioningSucceeded][0].Message, "aggregated") {
 		t.Fatalf("a success was aggregated while Provisioning events could be: %v", got)
 	}
 }
@@ -231,17 +271,17 @@ func TestBudgetIsTheEventClientsRateLimiter(t *testing.T) {
 }
 
 func TestRepeatedWarningUpdatesCount(t *testing.T) {
-	f := newFixture(t, newStore(t), nil)
-	ref := claimReference(claim("c", "gold"))
+	f := newFixture(t, time.Hour)
+	ref := ClaimReference(claim("c", "gold"))
 	for range 3 {
-		f.c.events.event(ref, "gold", corev1.EventTypeWarning, EventProvisioningFailed, "quota exceeded")
-		f.c.events.writeReady(f.ctx, false, eventBacklogMaxDelay)
+		f.r.Event(ref, "gold", corev1.EventTypeWarning, provisioningFailed, "quota exceeded")
+		f.r.writeReady(f.ctx, false, eventBacklogMaxDelay)
 	}
 	// Repeats still waiting to be written are counted into one write.
 	for range 2 {
-		f.c.events.event(ref, "gold", corev1.EventTypeWarning, EventProvisioningFailed, "quota exceeded")
+		f.r.Event(ref, "gold", corev1.EventTypeWarning, provisioningFailed, "quota exceeded")
 	}
-	f.c.events.writeReady(f.ctx, false, eventBacklogMaxDelay)
+	f.r.writeReady(f.ctx, false, eventBacklogMaxDelay)
 	events, _ := f.client.CoreV1().Events("ns").List(f.ctx, metav1.ListOptions{})
 	if len(events.Items) != 1 || events.Items[0].Count != 5 {
 		t.Fatalf("events = %+v, want one with count 5", events.Items)
@@ -252,19 +292,19 @@ func TestRepeatedWarningUpdatesCount(t *testing.T) {
 }
 
 func TestStopWritesWhatIsLeftWithinItsBound(t *testing.T) {
-	f := newFixture(t, newStore(t), nil)
-	r := f.c.events
-	r.qps = 10 // 20 events in eventFinalFlushTimeout
+	f := newFixture(t, time.Hour)
+	r := f.r
+	r.qps = 10 // 20 events in FinalFlushTimeout
 	claims := burst(100, 1)
 	for _, c := range claims {
 		provisioned(r, c)
 	}
 	ctx, cancel := context.WithCancel(f.ctx)
 	cancel()
-	r.run(ctx)
+	r.Run(ctx)
 	n := f.writes("create", "events")
 	if n == 0 || n > 21 {
-		t.Fatalf("a stop wrote %d events for 100 waiting, want what the budget writes in %v and one aggregate", n, eventFinalFlushTimeout)
+		t.Fatalf("a stop wrote %d events for 100 waiting, want what the budget writes in %v and one aggregate", n, FinalFlushTimeout)
 	}
 	total := 0
 	list, _ := f.client.CoreV1().Events("tenant-0").List(f.ctx, metav1.ListOptions{})

@@ -1,7 +1,7 @@
 // Copyright 2026 The external-storage Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+package cachedecode
 
 import (
 	"fmt"
@@ -114,7 +114,7 @@ func decodeWith(settled bool, data []byte, into runtime.Object) (obj runtime.Obj
 	return obj, err
 }
 
-// cachedView is what the caches keep of a decoded object: trimForCache's
+// cachedView is what the caches keep of a decoded object: Trim's
 // result for PVs, settledness and resource version for a claim (a settled
 // claim never reaches the cache; an unsettled one is kept whole), the
 // unsettled claims of a claim list.
@@ -124,14 +124,14 @@ func cachedView(t *testing.T, obj runtime.Object) any {
 	case *settledClaim:
 		return claimView{Settled: true, ResourceVersion: o.resourceVersion}
 	case *corev1.PersistentVolumeClaim:
-		if claimSettled(o) {
+		if ClaimSettled(o) {
 			return claimView{Settled: true, ResourceVersion: o.ResourceVersion}
 		}
 		return o
 	case *corev1.PersistentVolumeClaimList:
 		list := &corev1.PersistentVolumeClaimList{ListMeta: o.ListMeta}
 		for i := range o.Items {
-			if !claimSettled(&o.Items[i]) {
+			if !ClaimSettled(&o.Items[i]) {
 				list.Items = append(list.Items, o.Items[i])
 			}
 		}
@@ -155,7 +155,7 @@ type claimView struct {
 
 func trimmed(t *testing.T, pv *corev1.PersistentVolume) *corev1.PersistentVolume {
 	t.Helper()
-	out, err := trimForCache(pv.DeepCopy(), nil)
+	out, err := Trim(pv.DeepCopy(), nil)
 	if err != nil {
 		t.Fatalf("trimming %s: %v", pv.Name, err)
 	}
@@ -188,8 +188,8 @@ func shortcutMismatch(whole, fast runtime.Object) string {
 	switch w := whole.(type) {
 	case *corev1.PersistentVolumeClaim:
 		_, took := fast.(*settledClaim)
-		if took != claimSettled(w) {
-			return fmt.Sprintf("claim read from its cached fields only: %v, settled: %v", took, claimSettled(w))
+		if took != ClaimSettled(w) {
+			return fmt.Sprintf("claim read from its cached fields only: %v, settled: %v", took, ClaimSettled(w))
 		}
 	case *corev1.PersistentVolume:
 		return volumeShortcutMismatch(w, fast.(*corev1.PersistentVolume))

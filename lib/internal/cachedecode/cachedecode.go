@@ -1,7 +1,13 @@
 // Copyright 2026 The external-storage Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+// Package cachedecode is what the controller's informer caches keep of
+// claims and PVs, and the protobuf decoder that reads a settled claim's or a
+// bound PV's few kept fields straight from kube-apiserver's encoding. The
+// controller calls CoreV1 for the client its claim and PV informers list
+// and watch with, UnsettledClaimEvent as the claim watch's filter, and Trim
+// as the informers' transform.
+package cachedecode
 
 import (
 	"fmt"
@@ -27,12 +33,19 @@ import (
 // their own whose protobuf decoder reads a settled claim's or bound PV's few
 // cached fields straight from the wire and decodes everything else whole.
 // BenchmarkSettledDecoding compares the two.
+//
+// What the caches keep (trim.go) is this package's too: the differential
+// fuzz target holds the decoder to it.
 
-// settledDecodingCore returns the core/v1 client the claim and PV informers
+// AnnProvisionedBy is the annotation of a bound PV that the cache keeps:
+// lib/controller's AnnProvisionedBy.
+const AnnProvisionedBy = "pv.kubernetes.io/provisioned-by"
+
+// CoreV1 returns the core/v1 client the claim and PV informers
 // list and watch with: client's connection, credentials and rate limit,
 // protobuf always, and settledDecoder. Nil when client has no REST client
 // to share (a fake clientset): the informers then use client itself.
-func settledDecodingCore(client kubernetes.Interface) corev1client.CoreV1Interface {
+func CoreV1(client kubernetes.Interface) corev1client.CoreV1Interface {
 	rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
 	if !ok || rc == nil || rc.Client == nil {
 		return nil
@@ -186,7 +199,7 @@ func readListItems(raw []byte, meta *metav1.ListMeta, item func([]byte) error) e
 	return err
 }
 
-// readSettledClaim is claimSettled on a claim's encoding: true when the
+// readSettledClaim is ClaimSettled on a claim's encoding: true when the
 // claim is bound and not being deleted, with its resource version; false
 // too when the encoding is not one this reader is sure of.
 func readSettledClaim(raw []byte) (resourceVersion []byte, settled bool) {
@@ -205,7 +218,7 @@ func readSettledClaim(raw []byte) (resourceVersion []byte, settled bool) {
 	return meta[6], true
 }
 
-// readBoundVolume reads a PV and returns it as trimForCache leaves it when
+// readBoundVolume reads a PV and returns it as Trim leaves it when
 // it is bound (and not being deleted); false when it is not, or its
 // encoding is not one this reader is sure of. The informer's transform
 // still runs on it and stores what many PVs share (namespaces, the

@@ -1,7 +1,11 @@
 // Copyright 2026 The external-storage Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+// Package events writes the controller's events within the event client's
+// budget. The controller creates one Recorder, runs it (Run) beside its
+// workers and queues events with Event; Recorder decides when each is
+// written, and aggregates under back-pressure.
+package events
 
 import (
 	"context"
@@ -9,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,16 +22,18 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Event reasons, the ones users of the established provisioners grep for.
+// The reasons the recorder treats apart: lib/controller's
+// EventProvisioning and EventProvisioningSucceeded.
 const (
-	EventProvisioning          = "Provisioning"
-	EventProvisioningSucceeded = "ProvisioningSucceeded"
-	EventProvisioningFailed    = "ProvisioningFailed"
-	EventProvisioningCleanup   = "ProvisioningCleanupFailed"
-	// EventProvisioningCleanupSkipped: the operation of a deleted claim is
-	// left as it is, because finishing it would act on a guess.
-	EventProvisioningCleanupSkipped = "ProvisioningCleanupSkipped"
-	EventVolumeFailedDelete         = "VolumeFailedDelete"
+	Provisioning          = "Provisioning"
+	ProvisioningSucceeded = "ProvisioningSucceeded"
+)
+
+// FinalFlushTimeout bounds how long Run writes what is left once its
+// context ends (the controller gives its last journal write as long).
+const FinalFlushTimeout = 2 * time.Second
+
+const (
 	// eventBacklogMaxDelay bounds how long a Normal event may wait for the
 	// event client's budget: a backlog that takes longer to write is
 	// aggregated.
@@ -39,12 +46,11 @@ const (
 	eventWriters                 = 4
 	eventRepeatWindow            = 10 * time.Minute
 	eventRecentCap               = 4096
-	eventFinalFlushTimeout       = 2 * time.Second
 	eventMessageMaxLength        = 1024
 	clusterScopedEventsNamespace = metav1.NamespaceDefault
 )
 
-// eventRecorder writes the controller's events, each on its object, as the
+// Recorder writes the controller's events, each on its object, as the
 // event client's budget (its rate limiter) allows:
 //
 //   - Warnings are written first, one per object and message; a repeated
@@ -58,12 +64,12 @@ const (
 //     eventBacklogMaxDelay to write are the excess aggregated: "Provisioning"
 //     events first, then the latest others, into one event per namespace,
 //     reason and class, on one of the claims, that gives counts only.
-type eventRecorder struct {
+type Recorder struct {
 	client    kubernetes.Interface
 	component string
 	instance  string
 	interval  time.Duration
-	metrics   *metrics
+	metrics   Metrics
 	// qps is the event client's budget in events per second; 0 when it has
 	// no rate limiter.
 	qps float64
@@ -78,6 +84,14 @@ type eventRecorder struct {
 	recent          map[eventKey]*corev1.Event
 	stopBy          time.Time // when stopping: the end of the final flush
 	kick            chan struct{}
+}
+
+// Metrics are the counters the recorder keeps (registered by the controller
+// under their names: controller_events_emitted_total by type,
+// controller_events_written_total by kind).
+type Metrics struct {
+	Emitted *prometheus.CounterVec
+	Written *prometheus.CounterVec
 }
 
 type pendingEvent struct {
@@ -99,8 +113,8 @@ type eventKey struct {
 	message string
 }
 
-func newEventRecorder(client kubernetes.Interface, component, instance string, interval time.Duration, m *metrics) *eventRecorder {
-	return &eventRecorder{
+func NewRecorder(client kubernetes.Interface, component, instance string, interval time.Duration, m Metrics) *Recorder {
+	return &Recorder{
 		client:          client,
 		component:       component,
 		instance:        instance,
@@ -127,26 +141,28 @@ func eventBudget(client kubernetes.Interface) float64 {
 	return 0
 }
 
-func claimReference(claim *corev1.PersistentVolumeClaim) corev1.ObjectReference {
+// ClaimReference is the reference events about claim carry.
+func ClaimReference(claim *corev1.PersistentVolumeClaim) corev1.ObjectReference {
 	return corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: claim.Namespace,
 		Name: claim.Name, UID: claim.UID, ResourceVersion: claim.ResourceVersion}
 }
 
-func volumeReference(pv *corev1.PersistentVolume) corev1.ObjectReference {
+// VolumeReference is the reference events about pv carry.
+func VolumeReference(pv *corev1.PersistentVolume) corev1.ObjectReference {
 	return corev1.ObjectReference{Kind: "PersistentVolume", APIVersion: "v1", Name: pv.Name, UID: pv.UID,
 		ResourceVersion: pv.ResourceVersion}
 }
 
-// event queues an event about ref; class names the storage class, for
+// Event queues an event about ref; class names the storage class, for
 // aggregation.
-func (r *eventRecorder) event(ref corev1.ObjectReference, class, eventType, reason, format string, args ...any) {
+func (r *Recorder) Event(ref corev1.ObjectReference, class, eventType, reason, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if len(msg) > eventMessageMaxLength {
 		msg = msg[:eventMessageMaxLength-3] + "..."
 	}
 	now := time.Now()
 	e := &pendingEvent{ref: ref, class: class, eventType: eventType, reason: reason, message: msg, at: now, count: 1}
-	r.metrics.eventsEmitted.WithLabelValues(eventType).Inc()
+	r.metrics.Emitted.WithLabelValues(eventType).Inc()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
@@ -158,7 +174,7 @@ func (r *eventRecorder) event(ref corev1.ObjectReference, class, eventType, reas
 		}
 		r.pendingWarnings[key] = e
 		r.warnings = append(r.warnings, e)
-	case reason == EventProvisioning:
+	case reason == Provisioning:
 		if prev := r.starting[ref.UID]; prev != nil {
 			prev.dropped = true // a new attempt: its event replaces the earlier one
 		}
@@ -168,7 +184,7 @@ func (r *eventRecorder) event(ref corev1.ObjectReference, class, eventType, reas
 		// No early return: an idle writer waits without a timer and must
 		// learn of the first delayed event, or it is never written.
 	default:
-		if reason == EventProvisioningSucceeded {
+		if reason == ProvisioningSucceeded {
 			if prev := r.starting[ref.UID]; prev != nil {
 				prev.dropped = true // the success says all "Provisioning" would
 				delete(r.starting, ref.UID)
@@ -179,19 +195,19 @@ func (r *eventRecorder) event(ref corev1.ObjectReference, class, eventType, reas
 	r.poke()
 }
 
-func (r *eventRecorder) poke() {
+func (r *Recorder) poke() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
-// run writes events until ctx ends, then what is left within
-// eventFinalFlushTimeout (aggregating what the budget cannot write by then).
-func (r *eventRecorder) run(ctx context.Context) {
+// Run writes events until ctx ends, then what is left within
+// FinalFlushTimeout (aggregating what the budget cannot write by then).
+func (r *Recorder) Run(ctx context.Context) {
 	writeCtx, cancelWrites := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWrites()
-	stopped := context.AfterFunc(ctx, func() { time.AfterFunc(eventFinalFlushTimeout, cancelWrites) })
+	stopped := context.AfterFunc(ctx, func() { time.AfterFunc(FinalFlushTimeout, cancelWrites) })
 	defer stopped()
 	var wg sync.WaitGroup
 	for range eventWriters {
@@ -210,7 +226,7 @@ func (r *eventRecorder) run(ctx context.Context) {
 
 // next returns the next event to write, waiting for one; nil once ctx has
 // ended and nothing is left.
-func (r *eventRecorder) next(ctx context.Context) *pendingEvent {
+func (r *Recorder) next(ctx context.Context) *pendingEvent {
 	for {
 		r.mu.Lock()
 		now := time.Now()
@@ -218,7 +234,7 @@ func (r *eventRecorder) next(ctx context.Context) *pendingEvent {
 		horizon := eventBacklogMaxDelay
 		if stopping {
 			if r.stopBy.IsZero() {
-				r.stopBy = now.Add(eventFinalFlushTimeout)
+				r.stopBy = now.Add(FinalFlushTimeout)
 			}
 			horizon = max(r.stopBy.Sub(now), 0)
 		}
@@ -259,7 +275,7 @@ func (r *eventRecorder) next(ctx context.Context) *pendingEvent {
 
 // promote moves the "Provisioning" events that are due (all of them when
 // stopping) to the Normal events ready to be written; r.mu is held.
-func (r *eventRecorder) promote(now time.Time, all bool) {
+func (r *Recorder) promote(now time.Time, all bool) {
 	n := 0
 	for _, e := range r.delayed {
 		if !all && e.due.After(now) {
@@ -274,7 +290,7 @@ func (r *eventRecorder) promote(now time.Time, all bool) {
 }
 
 // pop takes the next event to write: warnings first; r.mu is held.
-func (r *eventRecorder) pop() *pendingEvent {
+func (r *Recorder) pop() *pendingEvent {
 	if len(r.warnings) > 0 {
 		e := r.warnings[0]
 		r.warnings = r.warnings[1:]
@@ -284,7 +300,7 @@ func (r *eventRecorder) pop() *pendingEvent {
 	for len(r.normal) > 0 {
 		e := r.normal[0]
 		r.normal = r.normal[1:]
-		if e.reason == EventProvisioning && r.starting[e.ref.UID] == e {
+		if e.reason == Provisioning && r.starting[e.ref.UID] == e {
 			delete(r.starting, e.ref.UID)
 		}
 		if !e.dropped {
@@ -295,7 +311,7 @@ func (r *eventRecorder) pop() *pendingEvent {
 }
 
 // backlogCap is how many Normal events the budget writes within horizon.
-func (r *eventRecorder) backlogCap(horizon time.Duration) int {
+func (r *Recorder) backlogCap(horizon time.Duration) int {
 	if r.qps <= 0 {
 		return eventBacklogUnbudgeted
 	}
@@ -306,7 +322,7 @@ func (r *eventRecorder) backlogCap(horizon time.Duration) int {
 // within horizon: "Provisioning" events first (their claim's success is
 // still to come), then the latest others, so that the earliest ones are
 // still written singly. r.mu is held.
-func (r *eventRecorder) relieve(horizon time.Duration) {
+func (r *Recorder) relieve(horizon time.Duration) {
 	limit := r.backlogCap(horizon)
 	if len(r.normal) <= limit {
 		return // the common case, without counting
@@ -325,7 +341,7 @@ func (r *eventRecorder) relieve(horizon time.Duration) {
 	for _, e := range r.normal {
 		switch {
 		case e.dropped:
-		case live > limit && e.reason == EventProvisioning && !e.aggregate:
+		case live > limit && e.reason == Provisioning && !e.aggregate:
 			folded = append(folded, e)
 			live--
 		default:
@@ -349,7 +365,7 @@ func (r *eventRecorder) relieve(horizon time.Duration) {
 		kept = trimmed
 	}
 	for _, e := range folded {
-		if e.reason == EventProvisioning && r.starting[e.ref.UID] == e {
+		if e.reason == Provisioning && r.starting[e.ref.UID] == e {
 			delete(r.starting, e.ref.UID)
 		}
 	}
@@ -393,9 +409,9 @@ func aggregate(events []*pendingEvent) []*pendingEvent {
 
 func aggregatedSummary(reason string) string {
 	switch reason {
-	case EventProvisioning:
+	case Provisioning:
 		return "Provisioning started"
-	case EventProvisioningSucceeded:
+	case ProvisioningSucceeded:
 		return "Volumes provisioned"
 	}
 	return reason
@@ -404,7 +420,7 @@ func aggregatedSummary(reason string) string {
 // writeReady writes, one after the other, every event ready now (with all,
 // also the "Provisioning" events not yet due), aggregating what the budget
 // cannot write within horizon.
-func (r *eventRecorder) writeReady(ctx context.Context, all bool, horizon time.Duration) {
+func (r *Recorder) writeReady(ctx context.Context, all bool, horizon time.Duration) {
 	for {
 		r.mu.Lock()
 		r.promote(time.Now(), all)
@@ -418,7 +434,7 @@ func (r *eventRecorder) writeReady(ctx context.Context, all bool, horizon time.D
 	}
 }
 
-func (r *eventRecorder) write(ctx context.Context, e *pendingEvent) {
+func (r *Recorder) write(ctx context.Context, e *pendingEvent) {
 	key := eventKey{uid: e.ref.UID, reason: e.reason, message: e.message}
 	r.mu.Lock()
 	prev := r.recent[key]
@@ -427,7 +443,7 @@ func (r *eventRecorder) write(ctx context.Context, e *pendingEvent) {
 		patch := fmt.Sprintf(`{"count":%d,"lastTimestamp":%q}`, prev.Count+e.count, e.at.UTC().Format(time.RFC3339))
 		updated, err := r.client.CoreV1().Events(prev.Namespace).Patch(ctx, prev.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		if err == nil {
-			r.metrics.eventsWritten.WithLabelValues("repeat").Inc()
+			r.metrics.Written.WithLabelValues("repeat").Inc()
 			r.remember(key, updated)
 			return
 		}
@@ -441,12 +457,12 @@ func (r *eventRecorder) write(ctx context.Context, e *pendingEvent) {
 		if e.aggregate {
 			kind = "aggregated"
 		}
-		r.metrics.eventsWritten.WithLabelValues(kind).Inc()
+		r.metrics.Written.WithLabelValues(kind).Inc()
 		r.remember(key, created)
 	}
 }
 
-func (r *eventRecorder) create(ctx context.Context, e *pendingEvent) *corev1.Event {
+func (r *Recorder) create(ctx context.Context, e *pendingEvent) *corev1.Event {
 	ns := e.ref.Namespace
 	if ns == "" {
 		ns = clusterScopedEventsNamespace
@@ -473,7 +489,7 @@ func (r *eventRecorder) create(ctx context.Context, e *pendingEvent) *corev1.Eve
 	return created
 }
 
-func (r *eventRecorder) remember(key eventKey, ev *corev1.Event) {
+func (r *Recorder) remember(key eventKey, ev *corev1.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.recent) >= eventRecentCap {
@@ -485,4 +501,27 @@ func (r *eventRecorder) remember(key eventKey, ev *corev1.Event) {
 		}
 	}
 	r.recent[key] = ev
+}
+
+// Pending is an event waiting to be written, as the controller's tests see it.
+type Pending struct {
+	Ref     corev1.ObjectReference
+	Reason  string
+	Message string
+}
+
+// Pending returns the events queued and not yet written, superseded ones
+// left out.
+func (r *Recorder) Pending() []Pending {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Pending
+	for _, q := range [][]*pendingEvent{r.warnings, r.normal, r.delayed} {
+		for _, e := range q {
+			if !e.dropped {
+				out = append(out, Pending{Ref: e.ref, Reason: e.reason, Message: e.message})
+			}
+		}
+	}
+	return out
 }

@@ -1,7 +1,7 @@
 // Copyright 2026 The external-storage Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+package cachedecode
 
 import (
 	"context"
@@ -57,8 +57,8 @@ func settledTestVolume(mutate ...func(*corev1.PersistentVolume)) *corev1.Persist
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pvc-1", UID: "pv-uid", ResourceVersion: "17", CreationTimestamp: now,
 			Annotations: map[string]string{AnnProvisionedBy: testProvisioner, "pv.kubernetes.io/bound-by-controller": "yes"},
-			Labels:      map[string]string{LabelManagedBy: "provisioner"},
-			Finalizers:  []string{"kubernetes.io/pv-protection", VolumeFinalizer},
+			Labels:      map[string]string{"app.kubernetes.io/managed-by": "provisioner"},
+			Finalizers:  []string{"kubernetes.io/pv-protection", "kubeprov.io/volume-cleanup"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "provisioner", Operation: metav1.ManagedFieldsOperationUpdate,
 				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:claimRef":{}}}`), Time: &now}}},
 		Spec: corev1.PersistentVolumeSpec{StorageClassName: "gold", PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
@@ -74,13 +74,23 @@ func settledTestVolume(mutate ...func(*corev1.PersistentVolume)) *corev1.Persist
 	return pv
 }
 
+const testProvisioner = "test.kubeprov.io/dir"
+
 func settledTestClaim(mutate ...func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
-	return claim("data", "gold", append([]func(*corev1.PersistentVolumeClaim){func(c *corev1.PersistentVolumeClaim) {
-		c.Spec.VolumeName = "pvc-1"
-		c.Status.Phase = corev1.ClaimBound
-		c.Finalizers = []string{"kubernetes.io/pvc-protection"}
-		c.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "source"}
-	}}, mutate...)...)
+	className := "gold"
+	c := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "ns", UID: "uid-data", ResourceVersion: "1", Finalizers: []string{"kubernetes.io/pvc-protection"},
+			Annotations: map[string]string{"volume.kubernetes.io/storage-provisioner": testProvisioner}},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &className, VolumeName: "pvc-1",
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			DataSource:  &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "source"}},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+	}
+	for _, m := range mutate {
+		m(c)
+	}
+	return c
 }
 
 // withDuplicateMetadata appends a second metadata field to an encoded
@@ -102,6 +112,41 @@ func withDuplicateMetadata(t *testing.T, data []byte, meta metav1.ObjectMeta) []
 		t.Fatal(err)
 	}
 	return append(append([]byte(nil), protobufPrefix...), envelope...)
+}
+
+func TestUnsettledClaimEvents(t *testing.T) {
+	bound := settledTestClaim(func(c *corev1.PersistentVolumeClaim) {
+		c.Name, c.ResourceVersion = "bound", "42"
+		// A tenant's annotation must not end the informer's initial events.
+		c.Annotations[metav1.InitialEventsAnnotationKey] = "true"
+	})
+	deleting := bound.DeepCopy()
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	unbound := settledTestClaim(func(c *corev1.PersistentVolumeClaim) { c.Name, c.Spec.VolumeName = "unbound", "" })
+	bookmark := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "42"}}
+	for _, tt := range []struct {
+		name string
+		in   watch.Event
+		want watch.Event
+	}{
+		{"unbound claim added", watch.Event{Type: watch.Added, Object: unbound}, watch.Event{Type: watch.Added, Object: unbound}},
+		{"unbound claim modified", watch.Event{Type: watch.Modified, Object: unbound}, watch.Event{Type: watch.Modified, Object: unbound}},
+		{"bound claim added: a bookmark of its resource version", watch.Event{Type: watch.Added, Object: bound}, watch.Event{Type: watch.Bookmark, Object: bookmark}},
+		{"claim bound: leaves the cache", watch.Event{Type: watch.Modified, Object: bound}, watch.Event{Type: watch.Deleted, Object: bound}},
+		{"bound claim deleted", watch.Event{Type: watch.Deleted, Object: bound}, watch.Event{Type: watch.Deleted, Object: bound}},
+		{"bound claim being deleted: back in the cache", watch.Event{Type: watch.Modified, Object: deleting}, watch.Event{Type: watch.Modified, Object: deleting}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := UnsettledClaimEvent(tt.in)
+			if !ok {
+				t.Fatal("event dropped")
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("event passed on (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
 
 // What the PV cache holds is the same whether a PV was decoded whole or
@@ -136,8 +181,8 @@ func TestSettledDecoderVolumesAsWholeDecoding(t *testing.T) {
 			if _, light := readBoundVolume(raw); light != tt.light {
 				t.Errorf("read from its cached fields: %v, want %v", light, tt.light)
 			}
-			want, _ := trimForCache(decodeAsClient(t, data, false, nil), nil)
-			got, _ := trimForCache(decodeAsClient(t, data, true, nil), nil)
+			want, _ := Trim(decodeAsClient(t, data, false, nil), nil)
+			got, _ := Trim(decodeAsClient(t, data, true, nil), nil)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("cached PV (-whole decoding +settled decoder):\n%s", diff)
 			}
@@ -220,7 +265,7 @@ func TestSettledClaimEvents(t *testing.T) {
 		{watch.Modified, watch.Deleted, true},
 		{watch.Deleted, watch.Deleted, true},
 	} {
-		e, keep := unsettledClaimEvent(watch.Event{Type: tt.in, Object: settled})
+		e, keep := UnsettledClaimEvent(watch.Event{Type: tt.in, Object: settled})
 		got, ok := e.Object.(*corev1.PersistentVolumeClaim)
 		if !keep || e.Type != tt.want || !ok {
 			t.Errorf("%s: got %s %T (kept %v), want %s of a claim", tt.in, e.Type, e.Object, keep, tt.want)
@@ -255,7 +300,7 @@ func TestSettledDecoderLists(t *testing.T) {
 	wantVolumes := decodeAsClient(t, data, false, &corev1.PersistentVolumeList{}).(*corev1.PersistentVolumeList)
 	for _, l := range []*corev1.PersistentVolumeList{gotVolumes, wantVolumes} {
 		for i := range l.Items {
-			_, _ = trimForCache(&l.Items[i], nil)
+			_, _ = Trim(&l.Items[i], nil)
 		}
 	}
 	if diff := cmp.Diff(wantVolumes, gotVolumes); diff != "" {
@@ -298,7 +343,7 @@ func TestSettledDecodingClientOverHTTP(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	core := settledDecodingCore(kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL}))
+	core := CoreV1(kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL}))
 	if core == nil {
 		t.Fatal("no settled decoding client for a real clientset")
 	}
@@ -321,7 +366,7 @@ func TestSettledDecodingClientOverHTTP(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s %T", e.Type, e.Object))
 		events = append(events, e)
 	}
-	if diff := cmp.Diff([]string{"ADDED *controller.settledClaim", "MODIFIED *controller.settledClaim", "ADDED *v1.PersistentVolumeClaim"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"ADDED *cachedecode.settledClaim", "MODIFIED *cachedecode.settledClaim", "ADDED *v1.PersistentVolumeClaim"}, got); diff != "" {
 		t.Fatalf("watch events (-want +got):\n%s", diff)
 	}
 	// The settled claim's encoding is still its own after later events.
@@ -335,7 +380,7 @@ func TestSettledDecodingClientOverHTTP(t *testing.T) {
 			t.Errorf("requested %q, want protobuf", accept)
 		}
 	}
-	if core := settledDecodingCore(fake.NewClientset()); core != nil {
+	if core := CoreV1(fake.NewClientset()); core != nil {
 		t.Error("settled decoding client for a fake clientset")
 	}
 }

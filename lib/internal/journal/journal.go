@@ -1,7 +1,13 @@
 // Copyright 2026 The external-storage Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+// Package journal is the controller's durable record of in-flight
+// provisioning: ConfigMaps holding one signed entry per PV name, written
+// before Provision is called and cleared once the PV is saved or the asset
+// deleted. The controller records (Record, RecordAsset, Adopt), reads it back
+// at start (Load), forgets finished operations (Forget, Keep, ForgetKept),
+// and runs its writer (Run, FlushRemovals at stop).
+package journal
 
 import (
 	"context"
@@ -10,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -26,37 +31,38 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/lib/recordkey"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const (
 	// journalShardMaxBytes keeps each journal ConfigMap well under the 1 MiB
 	// object limit.
 	journalShardMaxBytes = 800 * 1024
-	// journalShards is how many ConfigMaps the journal may use: the first is
+	// Shards is how many ConfigMaps the journal may use: the first is
 	// named by WithJournal (JournalName), the others "<name>-1" to "<name>-31".
 	// With the class stored once per ConfigMap a typical entry takes about
 	// 300 bytes (450 with a Lease term and an asset ID), so the journal
 	// holds some 80,000 operations (57,000), the claims of one namespace a
 	// quarter of that.
-	journalShards = 32
-	// journalEntryMaxBytes bounds one entry: a claim's spec plus the metadata
+	Shards = 32
+	// EntryMaxBytes bounds one entry: a claim's spec plus the metadata
 	// the provisioner declares it reads.
-	journalEntryMaxBytes = 16 * 1024
+	EntryMaxBytes = 16 * 1024
 	// journalForgetDelay lets removals wait for the next write instead of
 	// costing one each: a stale entry only makes a restart look at a claim again.
 	journalForgetDelay = 5 * time.Second
 	// journalClassKeyPrefix starts the keys of the classes a ConfigMap's
 	// entries refer to. A PV name never contains "_", so no entry's key does.
 	journalClassKeyPrefix = "_class."
-	// journalShardsAnnotation, on the first ConfigMap, says how many of them
+	// ShardsAnnotation, on the first ConfigMap, says how many of them
 	// are in use, so that a restart reads only those.
-	journalShardsAnnotation = "kubeprov.io/journal-shards"
-	lastAppliedAnnotation   = "kubectl.kubernetes.io/last-applied-configuration"
-	// JournalKeySecret is the Secret, in the journal's namespace, holding the
+	ShardsAnnotation      = "kubeprov.io/journal-shards"
+	lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+	// KeySecret is the Secret, in the journal's namespace, holding the
 	// key that signs journal entries. The controller creates it with a random
 	// key on first use; provisioners in one namespace share it (each entry's
 	// signature names its journal).
-	JournalKeySecret = "kubeprov-journal-key" //nolint:gosec // G101: the Secret's name, not a credential
+	KeySecret = "kubeprov-journal-key" //nolint:gosec // G101: the Secret's name, not a credential
 	// journalSignatureDomain starts every signed message, so that no other
 	// record signed with a key of package recordkey passes for an entry.
 	journalSignatureDomain = "kubeprov.io/journal-entry/v1"
@@ -68,19 +74,19 @@ const (
 )
 
 var (
-	errJournalFull      = errors.New("too many operations in flight: the in-flight journal is full, retrying later")
-	errNamespaceFull    = errors.New("too many claims of this namespace are being provisioned at once, retrying later")
-	errJournalEntrySize = fmt.Errorf("the claim's spec and the labels and annotations the provisioner reads take more than %d bytes", journalEntryMaxBytes)
+	ErrFull          = errors.New("too many operations in flight: the in-flight journal is full, retrying later")
+	ErrNamespaceFull = errors.New("too many claims of this namespace are being provisioned at once, retrying later")
+	ErrEntrySize     = fmt.Errorf("the claim's spec and the labels and annotations the provisioner reads take more than %d bytes", EntryMaxBytes)
 )
 
-// journalEntry is what the controller needs, after a crash, to finish or undo
+// Entry is what the controller needs, after a crash, to finish or undo
 // a Provision call whose PV may never have been saved: enough to call
 // Provision again (it is idempotent) and then Delete when the claim is gone.
 //
 // On the wire the class is stored once per ConfigMap under ClassKey; entries
 // written before the journal had several ConfigMaps carry it inline in Class,
 // and are still read.
-type journalEntry struct {
+type Entry struct {
 	Claim        *corev1.PersistentVolumeClaim `json:"claim"`
 	Class        *storagev1.StorageClass       `json:"class,omitempty"`
 	ClassKey     string                        `json:"classKey,omitempty"`
@@ -96,26 +102,26 @@ type journalEntry struct {
 	AssetID string `json:"assetID,omitempty"`
 	// Lease is the leader Lease term the entry was written under; nil
 	// without leader election and in entries of earlier versions.
-	Lease *leaseTerm `json:"lease,omitempty"`
+	Lease *LeaseTerm `json:"lease,omitempty"`
 }
 
-// leaseTerm is one holding of the leader Lease: the holder's identity and
+// LeaseTerm is one holding of the leader Lease: the holder's identity and
 // the Lease's leaderTransitions while it held it. Every change of holder
 // adds one to leaderTransitions, so a count that moved by more than that
 // says another identity held the Lease in between.
-type leaseTerm struct {
+type LeaseTerm struct {
 	Holder      string `json:"holder"`
 	Transitions int    `json:"transitions"`
 }
 
-// unverifiedEntry is a journal key whose value this controller cannot prove
+// Unverified is a journal key whose value this controller cannot prove
 // it wrote: it stays on the server as it is and is never acted upon.
-type unverifiedEntry struct {
-	claim  *corev1.PersistentVolumeClaim // what it says, if it could be read
-	reason string
+type Unverified struct {
+	Claim  *corev1.PersistentVolumeClaim // what it says, if it could be read
+	Reason string
 }
 
-// journal is the durable record of in-flight provisioning: ConfigMaps with
+// Journal is the durable record of in-flight provisioning: ConfigMaps with
 // one key per PV name, written before Provision is called and cleared after
 // the PV is saved or the asset deleted.
 //
@@ -124,21 +130,23 @@ type unverifiedEntry struct {
 // one is written, as before there were shards; only when it is full do
 // entries spill into the next. Writes are batched per shard: every caller
 // that arrives while a write is under way shares the next one.
-type journal struct {
-	client          kubernetes.Interface
-	namespace, name string
-	metrics         *metrics
-	// metadataKeys names the claim labels and annotations to keep (see
+type Journal struct {
+	client            kubernetes.Interface
+	namespace, name   string
+	writes            prometheus.Counter
+	labels            map[string]string // of its ConfigMaps and key Secret
+	systemAnnotations []string
+	// MetadataKeys names the claim labels and annotations to keep (see
 	// ClaimMetadataReader); nil keeps none.
-	metadataKeys func(*storagev1.StorageClass) (labels, annotations []string)
+	MetadataKeys func(*storagev1.StorageClass) (labels, annotations []string)
 	// shardMaxBytes and namespaceMaxBytes are the bounds (constants but in tests).
 	shardMaxBytes, namespaceMaxBytes int
-	// term is the Lease term this controller holds (nil without leader
+	// Term is the Lease term this controller holds (nil without leader
 	// election), recorded in every entry it writes.
-	term atomic.Pointer[leaseTerm]
+	Term atomic.Pointer[LeaseTerm]
 
 	keyMu sync.Mutex
-	key   []byte // signs entries (JournalKeySecret); loaded on first use
+	key   []byte // signs entries (KeySecret); loaded on first use
 
 	mu          sync.Mutex
 	shards      []*journalShard
@@ -169,15 +177,58 @@ type journalShard struct {
 	size    int // bytes of entries and classes
 }
 
-func newJournal(client kubernetes.Interface, namespace, name string, m *metrics) *journal {
-	j := &journal{client: client, namespace: namespace, name: name, metrics: m, kick: make(chan struct{}, 1),
-		shardMaxBytes: journalShardMaxBytes, namespaceMaxBytes: journalShards * journalShardMaxBytes / 4}
+// Config is what a journal is made of.
+type Config struct {
+	Client          kubernetes.Interface
+	Namespace, Name string
+	// Writes counts ConfigMap writes (controller_journal_writes_total).
+	Writes prometheus.Counter
+	// Labels go on the ConfigMaps and on the key Secret.
+	Labels map[string]string
+	// SystemAnnotations of a claim are kept in every entry: set by
+	// Kubernetes and bounded by what the controller checks before it
+	// records.
+	SystemAnnotations []string
+}
+
+// New returns an empty journal; Load reads what the server holds.
+func New(cfg Config) *Journal {
+	j := &Journal{client: cfg.Client, namespace: cfg.Namespace, name: cfg.Name, writes: cfg.Writes, labels: cfg.Labels,
+		systemAnnotations: cfg.SystemAnnotations, kick: make(chan struct{}, 1),
+		shardMaxBytes: journalShardMaxBytes, namespaceMaxBytes: Shards * journalShardMaxBytes / 4}
 	j.reset()
 	return j
 }
 
-// journalShardName names shard i of the journal name.
-func journalShardName(name string, i int) string {
+// Namespace is where the journal's ConfigMaps and key Secret are.
+func (j *Journal) Namespace() string { return j.namespace }
+
+// Name is the name of the journal's first ConfigMap.
+func (j *Journal) Name() string { return j.name }
+
+// SetBounds changes the bytes a ConfigMap and a namespace's entries may
+// take (0 leaves one as it is); for tests, which fill the journal with a
+// few entries.
+func (j *Journal) SetBounds(shardMaxBytes, namespaceMaxBytes int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if shardMaxBytes > 0 {
+		j.shardMaxBytes = shardMaxBytes
+	}
+	if namespaceMaxBytes > 0 {
+		j.namespaceMaxBytes = namespaceMaxBytes
+	}
+}
+
+// Size is the bytes the entries and classes of a shard take.
+func (j *Journal) Size(shard int) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.shards[shard].size
+}
+
+// ShardName names shard i of the journal name.
+func ShardName(name string, i int) string {
 	if i == 0 {
 		return name
 	}
@@ -185,10 +236,10 @@ func journalShardName(name string, i int) string {
 }
 
 // reset empties the journal; j.mu is held (or j not yet shared).
-func (j *journal) reset() {
-	j.shards = make([]*journalShard, journalShards)
+func (j *Journal) reset() {
+	j.shards = make([]*journalShard, Shards)
 	for i := range j.shards {
-		j.shards[i] = &journalShard{name: journalShardName(j.name, i), entries: map[string]string{}, classOf: map[string]string{},
+		j.shards[i] = &journalShard{name: ShardName(j.name, i), entries: map[string]string{}, classOf: map[string]string{},
 			classes: map[string]string{}, classRefs: map[string]int{}, committed: map[string]string{}, kept: map[string]string{}}
 	}
 	j.shardOf, j.namespaceOf, j.nsSize, j.shardsInUse = map[string]int{}, map[string]string{}, map[string]int{}, 0
@@ -196,11 +247,11 @@ func (j *journal) reset() {
 }
 
 // keepRaw leaves an entry, and its class, on the server as they are; j.mu is held.
-func (j *journal) keepRaw(shard int, pvName, data, classKey, classData string) {
+func (j *Journal) keepRaw(shard int, pvName, data, classKey, classData string) {
 	s := j.shards[shard]
 	s.kept[pvName] = data
 	s.size += len(data)
-	if isClassKey(classKey) && classData != "" {
+	if IsClassKey(classKey) && classData != "" {
 		if _, ok := s.kept[classKey]; !ok {
 			s.kept[classKey] = classData
 			s.size += len(classData)
@@ -211,7 +262,7 @@ func (j *journal) keepRaw(shard int, pvName, data, classKey, classData string) {
 
 // unkeep lets the next write remove a kept entry (its class goes at the next
 // restart); j.mu is held.
-func (j *journal) unkeep(pvName string) {
+func (j *Journal) unkeep(pvName string) {
 	shard, ok := j.keptIn[pvName]
 	if !ok {
 		return
@@ -222,9 +273,9 @@ func (j *journal) unkeep(pvName string) {
 	delete(j.keptIn, pvName)
 }
 
-// keep turns an operation into a kept entry: it stays in the journal, for an
+// Keep turns an operation into a kept entry: it stays in the journal, for an
 // admin to see and remove, and is no longer in flight.
-func (j *journal) keep(pvName string) {
+func (j *Journal) Keep(pvName string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	shard, ok := j.shardOf[pvName]
@@ -238,22 +289,22 @@ func (j *journal) keep(pvName string) {
 	j.keepRaw(shard, pvName, data, classKey, classData)
 }
 
-// forgetKept drops a kept entry that turned out to be done (its PV exists).
-func (j *journal) forgetKept(pvName string) {
+// ForgetKept drops a kept entry that turned out to be done (its PV exists).
+func (j *Journal) ForgetKept(pvName string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.unkeep(pvName)
 }
 
 // signingKey loads the key that signs entries, once.
-func (j *journal) signingKey(ctx context.Context) ([]byte, error) {
+func (j *Journal) signingKey(ctx context.Context) ([]byte, error) {
 	j.keyMu.Lock()
 	defer j.keyMu.Unlock()
 	if j.key != nil {
 		return j.key, nil
 	}
-	key, err := recordkey.Load(ctx, j.client.CoreV1().Secrets(j.namespace), JournalKeySecret,
-		map[string]string{LabelManagedBy: "kubeprov-external-storage"})
+	key, err := recordkey.Load(ctx, j.client.CoreV1().Secrets(j.namespace), KeySecret,
+		j.labels)
 	if err != nil {
 		return nil, fmt.Errorf("loading the in-flight journal's signing key: %w", err)
 	}
@@ -262,13 +313,20 @@ func (j *journal) signingKey(ctx context.Context) ([]byte, error) {
 }
 
 // sign binds an entry to this journal, its key (the PV name) and its class.
-func (j *journal) sign(key []byte, pvName, entry, classData string) string {
+func (j *Journal) sign(key []byte, pvName, entry, classData string) string {
 	return recordkey.Sign(key, journalSignatureDomain, j.namespace, j.name, pvName, entry, classData)
 }
 
 // signedEntry appends the signature to an entry as its last JSON field.
 func signedEntry(entry []byte, signature string) string {
 	return string(entry[:len(entry)-1]) + journalSignatureField + signature + `"}`
+}
+
+// SignedEntry is an encoded entry as journal namespace/name stores it under
+// pvName, signed with key: what a controller wrote, for tests.
+func SignedEntry(key []byte, namespace, name, pvName string, entry []byte, classData string) string {
+	j := &Journal{namespace: namespace, name: name}
+	return signedEntry(entry, j.sign(key, pvName, string(entry), classData))
 }
 
 // splitSignedEntry returns the entry as it was signed and its signature;
@@ -287,7 +345,7 @@ func splitSignedEntry(data string) (entry, signature string, ok bool) {
 
 // add and drop keep the byte counts and class references with the entries;
 // j.mu is held.
-func (j *journal) add(shard int, pvName, namespace, data, classKey, classData string) {
+func (j *Journal) add(shard int, pvName, namespace, data, classKey, classData string) {
 	s := j.shards[shard]
 	s.entries[pvName], s.classOf[pvName] = data, classKey
 	s.size += len(data)
@@ -302,7 +360,7 @@ func (j *journal) add(shard int, pvName, namespace, data, classKey, classData st
 	j.nsSize[namespace] += len(data)
 }
 
-func (j *journal) drop(pvName string) {
+func (j *Journal) drop(pvName string) {
 	shard, ok := j.shardOf[pvName]
 	if !ok {
 		return
@@ -326,30 +384,28 @@ func (j *journal) drop(pvName string) {
 	delete(j.namespaceOf, pvName)
 }
 
-var invalidNameChars = regexp.MustCompile(`[^a-z0-9.-]+`)
-
-// describe names the journal and the permissions it needs, for messages.
-func (j *journal) describe() string {
+// Describe names the journal and the permissions it needs, for messages.
+func (j *Journal) Describe() string {
 	return fmt.Sprintf("in-flight journal ConfigMap %s/%s (and %s-1 to -%d when it fills; get, create, update, patch on configmaps) and its key, Secret %s/%s (get, create on secrets)",
-		j.namespace, j.name, j.name, journalShards-1, j.namespace, JournalKeySecret)
+		j.namespace, j.name, j.name, Shards-1, j.namespace, KeySecret)
 }
 
-// load reads the journal and returns its entries by PV name, and apart
+// Load reads the journal and returns its entries by PV name, and apart
 // the entries whose signature does not verify (or that cannot be read):
 // those stay on the server as they are and are never acted upon. A second
 // entry of one PV name is dropped (the next write of its ConfigMap removes
 // it).
-func (j *journal) load(ctx context.Context) (map[string]journalEntry, map[string]unverifiedEntry, error) {
+func (j *Journal) Load(ctx context.Context) (map[string]Entry, map[string]Unverified, error) {
 	key, err := j.signingKey(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	objects := make([]*corev1.ConfigMap, journalShards)
-	for i := range journalShards {
+	objects := make([]*corev1.ConfigMap, Shards)
+	for i := range Shards {
 		if i > 0 && i >= shardsRecorded(objects[0]) {
 			break
 		}
-		name := journalShardName(j.name, i)
+		name := ShardName(j.name, i)
 		cm, err := j.client.CoreV1().ConfigMaps(j.namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			cm, err = nil, nil
@@ -359,7 +415,7 @@ func (j *journal) load(ctx context.Context) (map[string]journalEntry, map[string
 		}
 		objects[i] = cm
 	}
-	out, unverified := map[string]journalEntry{}, map[string]unverifiedEntry{}
+	out, unverified := map[string]Entry{}, map[string]Unverified{}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.reset()
@@ -372,12 +428,12 @@ func (j *journal) load(ctx context.Context) (map[string]journalEntry, map[string
 		}
 		maps.Copy(s.committed, cm.Data)
 		for pvName, data := range cm.Data {
-			if isClassKey(pvName) {
+			if IsClassKey(pvName) {
 				continue
 			}
 			e, classData, reason := j.verify(key, pvName, data, cm.Data)
 			if reason != "" {
-				unverified[pvName] = unverifiedEntry{claim: e.Claim, reason: reason}
+				unverified[pvName] = Unverified{Claim: e.Claim, Reason: reason}
 				j.keepRaw(i, pvName, data, e.ClassKey, classData)
 				continue
 			}
@@ -394,19 +450,19 @@ func (j *journal) load(ctx context.Context) (map[string]journalEntry, map[string
 
 // verify reads one entry and checks its signature; reason says why it cannot
 // be acted upon ("" if it can). What could be read is returned either way.
-func (j *journal) verify(key []byte, pvName, data string, configMap map[string]string) (e journalEntry, classData, reason string) {
+func (j *Journal) verify(key []byte, pvName, data string, configMap map[string]string) (e Entry, classData, reason string) {
 	entry, signature, signed := splitSignedEntry(data)
 	if err := json.Unmarshal([]byte(entry), &e); err != nil {
-		return journalEntry{}, "", fmt.Sprintf("it cannot be read: %v", err)
+		return Entry{}, "", fmt.Sprintf("it cannot be read: %v", err)
 	}
-	if e.ClassKey != "" && isClassKey(e.ClassKey) {
+	if e.ClassKey != "" && IsClassKey(e.ClassKey) {
 		classData = configMap[e.ClassKey]
 	}
 	switch {
 	case !signed:
 		return e, classData, "it is not signed: an earlier version of the provisioner, or someone else, wrote it"
 	case !recordkey.Verify(key, signature, journalSignatureDomain, j.namespace, j.name, pvName, entry, classData):
-		return e, classData, fmt.Sprintf("its signature does not verify with the key in Secret %s/%s: someone else wrote or changed it, or the key was replaced", j.namespace, JournalKeySecret)
+		return e, classData, fmt.Sprintf("its signature does not verify with the key in Secret %s/%s: someone else wrote or changed it, or the key was replaced", j.namespace, KeySecret)
 	case e.Claim == nil || classData == "":
 		return e, classData, "it names no claim or no class"
 	}
@@ -425,51 +481,52 @@ func shardsRecorded(first *corev1.ConfigMap) int {
 	if first == nil {
 		return 0
 	}
-	v, ok := first.Annotations[journalShardsAnnotation]
+	v, ok := first.Annotations[ShardsAnnotation]
 	if !ok {
 		return 1
 	}
 	var n int
-	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < 1 || n > journalShards {
-		return journalShards
+	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < 1 || n > Shards {
+		return Shards
 	}
 	return n
 }
 
-func isClassKey(key string) bool { return strings.HasPrefix(key, journalClassKeyPrefix) }
+// IsClassKey tells the keys of classes from those of entries.
+func IsClassKey(key string) bool { return strings.HasPrefix(key, journalClassKeyPrefix) }
 
-// classKey names a class by its content: entries recorded with the same
+// ClassKey names a class by its content: entries recorded with the same
 // class share one copy in their ConfigMap.
-func classKey(classData []byte) string {
+func ClassKey(classData []byte) string {
 	return journalClassKeyPrefix + fmt.Sprintf("%x", sha256.Sum256(classData))[:16]
 }
 
-// record makes the entry durable before it returns: only then may an asset
+// Record makes the entry durable before it returns: only then may an asset
 // be created for pvName.
-func (j *journal) record(ctx context.Context, pvName string, e journalEntry) error {
+func (j *Journal) Record(ctx context.Context, pvName string, e Entry) error {
 	signingKey, err := j.signingKey(ctx)
 	if err != nil {
 		return err
 	}
 	var labels, annotations []string
-	declared := j.metadataKeys != nil
+	declared := j.MetadataKeys != nil
 	if declared {
-		labels, annotations = j.metadataKeys(e.Class)
+		labels, annotations = j.MetadataKeys(e.Class)
 	}
-	classData, err := json.Marshal(strippedClass(e.Class))
+	classData, err := json.Marshal(StrippedClass(e.Class))
 	if err != nil {
 		return fmt.Errorf("encoding in-flight journal entry: %w", err)
 	}
-	key := classKey(classData)
-	stripped := strippedClaim(e.Claim, labels, annotations)
-	unsigned, err := json.Marshal(journalEntry{Claim: stripped, ClassKey: key, SelectedNode: e.SelectedNode,
-		ClaimIncomplete: !declared && metadataDropped(e.Claim, stripped), Lease: j.term.Load()})
+	key := ClassKey(classData)
+	stripped := StrippedClaim(e.Claim, labels, annotations, j.systemAnnotations)
+	unsigned, err := json.Marshal(Entry{Claim: stripped, ClassKey: key, SelectedNode: e.SelectedNode,
+		ClaimIncomplete: !declared && metadataDropped(e.Claim, stripped), Lease: j.Term.Load()})
 	if err != nil {
 		return fmt.Errorf("encoding in-flight journal entry: %w", err)
 	}
 	data := signedEntry(unsigned, j.sign(signingKey, pvName, string(unsigned), string(classData)))
-	if len(data) > journalEntryMaxBytes {
-		return errJournalEntrySize
+	if len(data) > EntryMaxBytes {
+		return ErrEntrySize
 	}
 	namespace := e.Claim.Namespace
 	j.mu.Lock()
@@ -510,9 +567,9 @@ func (j *journal) record(ctx context.Context, pvName string, e journalEntry) err
 	}
 	shard := -1
 	if j.nsSize[namespace]+len(data) > j.namespaceMaxBytes {
-		err = errNamespaceFull
+		err = ErrNamespaceFull
 	} else if shard = j.shardWithRoom(len(data), key, len(classData)); shard < 0 {
-		err = errJournalFull
+		err = ErrFull
 	}
 	if err != nil {
 		if hadOld {
@@ -525,29 +582,29 @@ func (j *journal) record(ctx context.Context, pvName string, e journalEntry) err
 	return j.waitForWrite(ctx, shard)
 }
 
-// recordAsset adds the backend's ID of its asset to the entry of pvName and
-// has it written at once, without waiting for the write: IDs that arrive
+// RecordAsset adds the backend's ID of its asset to the entry of pvName and
+// Has it written at once, without waiting for the write: IDs that arrive
 // together share it, and until it is done a restart finds the entry as it
 // was, which is what it found before there were IDs.
-func (j *journal) recordAsset(pvName, id string) error {
-	if err := j.rewrite(pvName, func(e *journalEntry) { e.AssetID = id }); err != nil {
+func (j *Journal) RecordAsset(pvName, id string) error {
+	if err := j.rewrite(pvName, func(e *Entry) { e.AssetID = id }); err != nil {
 		return err
 	}
-	j.poke()
+	j.Poke()
 	return nil
 }
 
-// adopt records the current Lease term in the entry of pvName: an operation
+// Adopt records the current Lease term in the entry of pvName: an operation
 // resumed under this term is this term's, so a later restart does not take
 // the earlier holder for another identity.
-func (j *journal) adopt(pvName string) error {
-	term := j.term.Load()
-	return j.rewrite(pvName, func(e *journalEntry) { e.Lease = term })
+func (j *Journal) Adopt(pvName string) error {
+	term := j.Term.Load()
+	return j.rewrite(pvName, func(e *Entry) { e.Lease = term })
 }
 
 // rewrite changes the entry of pvName, if it is still recorded, and signs it
 // again; the change is written with the journal's next write.
-func (j *journal) rewrite(pvName string, change func(*journalEntry)) error {
+func (j *Journal) rewrite(pvName string, change func(*Entry)) error {
 	j.keyMu.Lock()
 	key := j.key
 	j.keyMu.Unlock()
@@ -560,7 +617,7 @@ func (j *journal) rewrite(pvName string, change func(*journalEntry)) error {
 	s := j.shards[shard]
 	old := s.entries[pvName]
 	unsigned, _, _ := splitSignedEntry(old)
-	var e journalEntry
+	var e Entry
 	if err := json.Unmarshal([]byte(unsigned), &e); err != nil {
 		return fmt.Errorf("reading in-flight journal entry %s: %w", pvName, err)
 	}
@@ -570,8 +627,8 @@ func (j *journal) rewrite(pvName string, change func(*journalEntry)) error {
 		return fmt.Errorf("encoding in-flight journal entry: %w", err)
 	}
 	data := signedEntry(b, j.sign(key, pvName, string(b), s.classes[s.classOf[pvName]]))
-	if len(data) > journalEntryMaxBytes {
-		return errJournalEntrySize
+	if len(data) > EntryMaxBytes {
+		return ErrEntrySize
 	}
 	s.entries[pvName] = data
 	s.size += len(data) - len(old)
@@ -581,11 +638,11 @@ func (j *journal) rewrite(pvName string, change func(*journalEntry)) error {
 
 // waitForWrite waits for the next write of a shard; j.mu is held, and
 // released.
-func (j *journal) waitForWrite(ctx context.Context, shard int) error {
+func (j *Journal) waitForWrite(ctx context.Context, shard int) error {
 	done := make(chan error, 1)
 	j.shards[shard].waiters = append(j.shards[shard].waiters, done)
 	j.mu.Unlock()
-	j.poke()
+	j.Poke()
 	select {
 	case err := <-done:
 		return err
@@ -596,7 +653,7 @@ func (j *journal) waitForWrite(ctx context.Context, shard int) error {
 
 // shardWithRoom returns the first shard an entry fits in (with its class,
 // unless the shard has it already); -1 if none. j.mu is held.
-func (j *journal) shardWithRoom(entryBytes int, classKey string, classBytes int) int {
+func (j *Journal) shardWithRoom(entryBytes int, classKey string, classBytes int) int {
 	for i, s := range j.shards {
 		need := entryBytes
 		if s.classRefs[classKey] == 0 {
@@ -609,31 +666,31 @@ func (j *journal) shardWithRoom(entryBytes int, classKey string, classBytes int)
 	return -1
 }
 
-// has reports whether an operation for pvName is recorded.
-func (j *journal) has(pvName string) bool {
+// Has reports whether an operation for pvName is recorded.
+func (j *Journal) Has(pvName string) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	_, ok := j.shardOf[pvName]
 	return ok
 }
 
-// forget drops the entry; the removal is written with the next write of its
+// Forget drops the entry; the removal is written with the next write of its
 // ConfigMap or after journalForgetDelay.
-func (j *journal) forget(pvName string) {
+func (j *Journal) Forget(pvName string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.drop(pvName)
 }
 
-func (j *journal) poke() {
+func (j *Journal) Poke() {
 	select {
 	case j.kick <- struct{}{}:
 	default:
 	}
 }
 
-// run writes the journal whenever records wait, and removals lazily.
-func (j *journal) run(ctx context.Context) {
+// Run writes the journal whenever records wait, and removals lazily.
+func (j *Journal) Run(ctx context.Context) {
 	lazy := time.NewTicker(journalForgetDelay)
 	defer lazy.Stop()
 	for {
@@ -643,7 +700,7 @@ func (j *journal) run(ctx context.Context) {
 		case <-j.kick:
 		case <-lazy.C:
 		}
-		j.flush(ctx)
+		j.Flush(ctx)
 	}
 }
 
@@ -656,10 +713,10 @@ type shardWrite struct {
 	write   bool
 }
 
-// flush writes every shard whose content changed, the first one first: it
+// Flush writes every shard whose content changed, the first one first: it
 // says how many shards are in use, so it is written before a shard beyond
 // that number is.
-func (j *journal) flush(ctx context.Context) {
+func (j *Journal) Flush(ctx context.Context) {
 	j.mu.Lock()
 	var jobs []shardWrite
 	inUse := 0
@@ -721,15 +778,15 @@ func changed(desired, committed map[string]string) bool {
 		}
 	}
 	for k := range committed {
-		if _, ok := desired[k]; !ok && !isClassKey(k) {
+		if _, ok := desired[k]; !ok && !IsClassKey(k) {
 			return true
 		}
 	}
 	return false
 }
 
-func (j *journal) write(ctx context.Context, index int, object *corev1.ConfigMap, desired map[string]string, shardsInUse int) error {
-	name := journalShardName(j.name, index)
+func (j *Journal) write(ctx context.Context, index int, object *corev1.ConfigMap, desired map[string]string, shardsInUse int) error {
+	name := ShardName(j.name, index)
 	annotate := func(cm *corev1.ConfigMap) {
 		if index != 0 {
 			return
@@ -739,7 +796,7 @@ func (j *journal) write(ctx context.Context, index int, object *corev1.ConfigMap
 			if cm.Annotations == nil {
 				cm.Annotations = map[string]string{}
 			}
-			cm.Annotations[journalShardsAnnotation] = fmt.Sprint(n)
+			cm.Annotations[ShardsAnnotation] = fmt.Sprint(n)
 		}
 	}
 	for attempt := 0; ; attempt++ {
@@ -748,7 +805,7 @@ func (j *journal) write(ctx context.Context, index int, object *corev1.ConfigMap
 		if object == nil {
 			cm := &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: j.namespace,
-					Labels: map[string]string{LabelManagedBy: "kubeprov-external-storage"}},
+					Labels: j.labels},
 				Data: desired,
 			}
 			annotate(cm)
@@ -759,7 +816,7 @@ func (j *journal) write(ctx context.Context, index int, object *corev1.ConfigMap
 			annotate(cm)
 			written, err = j.client.CoreV1().ConfigMaps(j.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 		}
-		j.metrics.journalWrites.Inc()
+		j.writes.Inc()
 		if err == nil {
 			j.mu.Lock()
 			s := j.shards[index]
@@ -788,12 +845,12 @@ func (j *journal) write(ctx context.Context, index int, object *corev1.ConfigMap
 	}
 }
 
-// flushRemovals writes the removals still pending, and only them, as a merge
+// FlushRemovals writes the removals still pending, and only them, as a merge
 // patch of each ConfigMap that has some: safe even if another instance
 // already writes the journal (after a graceful stop under leader election),
 // because it touches no other key. Classes stay: the other instance's
 // entries may refer to the same ones; its next write removes those unused.
-func (j *journal) flushRemovals(ctx context.Context) error {
+func (j *Journal) FlushRemovals(ctx context.Context) error {
 	type patch struct {
 		index   int
 		removed []string
@@ -807,7 +864,7 @@ func (j *journal) flushRemovals(ctx context.Context) error {
 		var removed []string
 		for k := range s.committed {
 			_, kept := s.kept[k]
-			if _, ok := s.entries[k]; !ok && !kept && !isClassKey(k) {
+			if _, ok := s.entries[k]; !ok && !kept && !IsClassKey(k) {
 				removed = append(removed, k)
 			}
 		}
@@ -818,7 +875,7 @@ func (j *journal) flushRemovals(ctx context.Context) error {
 	j.mu.Unlock()
 	var errs []error
 	for _, p := range patches {
-		name := journalShardName(j.name, p.index)
+		name := ShardName(j.name, p.index)
 		data := map[string]any{}
 		for _, k := range p.removed {
 			data[k] = nil
@@ -828,7 +885,7 @@ func (j *journal) flushRemovals(ctx context.Context) error {
 			return err
 		}
 		_, err = j.client.CoreV1().ConfigMaps(j.namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
-		j.metrics.journalWrites.Inc()
+		j.writes.Inc()
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("writing in-flight journal %s/%s: %w", j.namespace, name, err))
 			continue
@@ -842,22 +899,17 @@ func (j *journal) flushRemovals(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// systemClaimAnnotations are set by Kubernetes (or name the class the old
-// way) and bounded by what the controller checks before it records: every
-// entry keeps them, so that a claim with no other metadata is recorded whole.
-var systemClaimAnnotations = []string{AnnStorageProvisioner, AnnBetaStorageProvisioner, AnnSelectedNode, corev1.BetaStorageClassAnnotation}
-
-// strippedClaim keeps what Provision may read: the claim's identity, its
-// spec, the system annotations and the labels and annotations the
+// StrippedClaim keeps what Provision may read: the claim's identity, its
+// spec, the system annotations (set by Kubernetes, kept in every entry) and the labels and annotations the
 // provisioner declares.
-func strippedClaim(c *corev1.PersistentVolumeClaim, labels, annotations []string) *corev1.PersistentVolumeClaim {
+func StrippedClaim(c *corev1.PersistentVolumeClaim, labels, annotations, systemAnnotations []string) *corev1.PersistentVolumeClaim {
 	if c == nil {
 		return nil
 	}
 	return &corev1.PersistentVolumeClaim{
 		TypeMeta: metav1.TypeMeta{Kind: "PersistentVolumeClaim", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, UID: c.UID,
-			Labels: pick(c.Labels, labels), Annotations: pick(c.Annotations, slices.Concat(annotations, systemClaimAnnotations))},
+			Labels: pick(c.Labels, labels), Annotations: pick(c.Annotations, slices.Concat(annotations, systemAnnotations))},
 		Spec: *c.Spec.DeepCopy(),
 	}
 }
@@ -887,7 +939,9 @@ func pick(m map[string]string, keys []string) map[string]string {
 	return out
 }
 
-func strippedClass(c *storagev1.StorageClass) *storagev1.StorageClass {
+// StrippedClass is what an entry keeps of a class: all but its metadata
+// beyond name, UID, labels and annotations (less kubectl's).
+func StrippedClass(c *storagev1.StorageClass) *storagev1.StorageClass {
 	if c == nil {
 		return nil
 	}
