@@ -47,10 +47,8 @@ func writeTarGz(t *testing.T, path string, files map[string]string) {
 // records ports and volumes, as a Dockerfile's USER, EXPOSE and VOLUME do.
 func TestBuildWithRootfs(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "prov")
-	if err := os.WriteFile(bin, []byte("\x7fELF fake"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// A Go binary: the SBOM reads its build information.
+	bin := goBinary(t)
 	ca := filepath.Join(dir, "ca.crt")
 	if err := os.WriteFile(ca, []byte("CA"), 0o644); err != nil {
 		t.Fatal(err)
@@ -61,6 +59,7 @@ func TestBuildWithRootfs(t *testing.T) {
 		"etc/group":         "root:x:0:\nmessagebus:x:101:\n",
 		"usr/bin/ganesha":   "daemon",
 		"etc/nsswitch.conf": "passwd: files\n",
+		dpkgStatusPath:      testStatus,
 	})
 	var binaries platformFlag
 	if err := binaries.Set("linux/amd64=" + bin); err != nil {
