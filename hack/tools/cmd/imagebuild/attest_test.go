@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
 const testStatus = `Package: libfoo1
@@ -37,12 +36,7 @@ Version: 2.3-4
 // pushes it to registries with and without the OCI referrers API, and
 // fetches the SBOM and provenance back as a user would.
 func TestAttestations(t *testing.T) {
-	dir := t.TempDir()
-	bin := goBinary(t)
-	ca := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(ca, []byte("CA"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, bin, ca := buildInputs(t)
 	rootfs := filepath.Join(dir, "rootfs.tar.gz")
 	writeTarGz(t, rootfs, map[string]string{dpkgStatusPath: testStatus})
 	var binaries platformFlag
@@ -59,32 +53,13 @@ func TestAttestations(t *testing.T) {
 	if _, err := build(o); err != nil {
 		t.Fatal(err)
 	}
-	lp, err := layout.FromPath(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	entries, err := top.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	entries, _, platforms := readLayout(t, out)
 	var types []string
 	for _, d := range entries.Manifests {
 		types = append(types, d.ArtifactType)
 	}
 	if want := []string{"", spdxMediaType, inTotoMediaType}; !slices.Equal(types, want) {
 		t.Fatalf("index.json lists artifact types %q, want %q (the index, then its SBOM and provenance)", types, want)
-	}
-	idx, err := top.ImageIndex(entries.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	platforms, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
 	}
 	manifest := platforms.Manifests[0].Digest
 
@@ -160,17 +135,24 @@ func TestAttestations(t *testing.T) {
 	}
 }
 
-// goBinary builds testdata/gobinary, a small static Go program with
-// module dependencies, as make builds the provisioners.
-func goBinary(t *testing.T) string {
+// buildInputs returns a temporary directory holding a CA bundle and a Go
+// binary (the SBOM reads its build information): testdata/gobinary, a
+// small static program with module dependencies, built as make builds the
+// provisioners.
+func buildInputs(t *testing.T) (dir, bin, ca string) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gobinary")
+	dir = t.TempDir()
+	bin = filepath.Join(dir, "gobinary")
 	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/gobinary")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./testdata/gobinary: %v\n%s", err, out)
 	}
-	return bin
+	ca = filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(ca, []byte("CA"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, bin, ca
 }
 
 func readJSON(t *testing.T, path string, v any) {

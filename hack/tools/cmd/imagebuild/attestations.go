@@ -112,7 +112,7 @@ func writeBlob(art v1.Image, digest v1.Hash, path string) (err error) {
 		return err
 	}
 	defer rc.Close()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return err
 	}
 	f, err := os.Create(path)
