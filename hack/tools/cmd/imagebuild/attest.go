@@ -25,7 +25,8 @@ import (
 // manifest (OCI 1.1 referrers): an SPDX 2.3 SBOM of the Go modules built
 // into the binary (and the Debian packages of the root filesystem, if any),
 // and an in-toto statement of SLSA provenance v1. Both derive from the
-// build's inputs only, so the same commit gives the same digests.
+// build's inputs only (no clock, no host name), so the same commit and make
+// invocation give the same digests.
 const (
 	spdxMediaType     = "application/spdx+json"
 	inTotoMediaType   = "application/vnd.in-toto+json"
