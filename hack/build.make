@@ -111,6 +111,13 @@ IMAGE_FLAGS += $(foreach p,$(PLATFORMS),-rootfs $(p)=$(call platform_rootfs,$(p)
 image: rootfs
 endif
 
+# Each platform's SBOM and provenance (docs/releasing.md#sbom-and-provenance)
+# record who built it (BUILDER_ID: set it in CI) and this make invocation.
+BUILDER_ID ?= $(SOURCE_URL)/hack/build.make
+PROVENANCE_VARS := MODULE_DIR VERSION REVISION TAG IMAGE PLATFORMS SOURCE_DATE_EPOCH DEBIAN_PACKAGES DEBIAN_EXCLUDE
+IMAGE_FLAGS += -builder-id '$(BUILDER_ID)' -goals '$(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))' \
+  $(foreach v,$(PROVENANCE_VARS),$(if $(strip $($(v))),-param '$(v)=$(strip $($(v)))'))
+
 image: binaries $(IMAGEBUILD) ## OCI image index (all PLATFORMS) into _output/images/$(BINARY), without a container engine.
 	$(IMAGEBUILD) build -name $(BINARY) -o $(LAYOUT) \
 	  -version $(VERSION) -revision $(REVISION) -source $(SOURCE_URL) -tag $(TAG) -created $(SOURCE_DATE_EPOCH) \

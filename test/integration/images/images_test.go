@@ -91,10 +91,16 @@ func TestImages(t *testing.T) {
 
 	// A real registry (the distribution API, in memory) on 127.0.0.1: the
 	// push goes over HTTP like any other.
+	// Without the OCI 1.1 referrers API, as many registries still are: the
+	// SBOM and provenance go to the tag-schema fallback (sha256-<digest>).
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")
 	repoPrefix := host + "/" + namespace
+	// With the referrers API, for one image (a second push costs a build).
+	srv11 := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithReferrersSupport(true)))
+	t.Cleanup(srv11.Close)
+	repoPrefix11 := strings.TrimPrefix(srv11.URL, "http://") + "/" + namespace
 
 	ctx := testContext(t)
 	revision, err := release.Run(ctx, root, nil, "git", "rev-parse", "HEAD")
@@ -130,12 +136,20 @@ func TestImages(t *testing.T) {
 			}
 			t.Logf("make push of %s took %s", p.Binary, time.Since(started).Round(time.Second))
 
-			checkIndex(ctx, t, ref, imageWant{
+			want := imageWant{
 				binary:   p.Binary,
 				version:  version,
 				revision: revision,
 				caBundle: hostCA,
-			})
+			}
+			checkIndex(ctx, t, ref, want)
+			if p.Dir == "hostpath" {
+				vars[0] = "REGISTRY=" + repoPrefix11
+				if _, err := release.Run(ctx, dir, nil, "make", append([]string{"push"}, vars...)...); err != nil {
+					t.Fatal(err)
+				}
+				checkIndex(ctx, t, strings.Replace(ref, repoPrefix, repoPrefix11, 1), want)
+			}
 		})
 	}
 }
@@ -172,7 +186,10 @@ func checkIndex(ctx context.Context, t *testing.T, ref string, want imageWant) {
 		if err != nil {
 			t.Fatalf("%s: %v", platform, err)
 		}
-		checkImage(t, platform, img, want)
+		binary, dpkgStatus := checkImage(t, platform, img, want)
+		checkAttestations(ctx, t, r.Context().Digest(desc.Digest.String()), platform, attested{
+			binary: binary, dpkgStatus: dpkgStatus, revision: want.revision,
+		})
 	}
 	slices.Sort(platforms)
 	if !slices.Equal(platforms, wantPlatforms) {
@@ -181,8 +198,9 @@ func checkIndex(ctx context.Context, t *testing.T, ref string, want imageWant) {
 }
 
 // checkImage checks the configuration and the files of one platform's
-// image, and runs the amd64 binary with --version.
-func checkImage(t *testing.T, platform string, img v1.Image, want imageWant) {
+// image, and runs the amd64 binary with --version. It returns the binary
+// and dpkg's status file (nil in images without Debian packages).
+func checkImage(t *testing.T, platform string, img v1.Image, want imageWant) (binary, dpkgStatus []byte) {
 	t.Helper()
 	cfg, err := img.ConfigFile()
 	if err != nil {
@@ -239,6 +257,7 @@ func checkImage(t *testing.T, platform string, img v1.Image, want imageWant) {
 	bin, ok := files[strings.TrimPrefix(entrypoint, "/")+want.binary]
 	if !ok {
 		t.Fatalf("%s: the image has no %s%s", platform, entrypoint, want.binary)
+		return nil, nil
 	}
 	if bin.mode&0o111 == 0 {
 		t.Errorf("%s: the binary is not executable (mode %v)", platform, bin.mode)
@@ -247,6 +266,7 @@ func checkImage(t *testing.T, platform string, img v1.Image, want imageWant) {
 	if platform == "linux/amd64" {
 		checkVersion(t, bin.data, want)
 	}
+	return bin.data, files["var/lib/dpkg/status"].data
 }
 
 // checkELF: a static binary for the platform's architecture.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,31 +117,46 @@ func checkVersionOutput(t *testing.T, binary, name, version, revision string) {
 }
 
 // checkLayout reads the OCI layout make image wrote: index.json names the
-// image index by the tag, and the index carries the version annotation.
+// image index by the tag, the index carries the version annotation, and
+// the other entries are an SBOM and a provenance per platform
+// (test/integration/images reads their content back from a registry).
 func checkLayout(t *testing.T, dir, version string) {
 	t.Helper()
 	var layoutIndex struct {
 		Manifests []struct {
-			MediaType   string            `json:"mediaType"`
-			Digest      string            `json:"digest"`
-			Annotations map[string]string `json:"annotations"`
+			MediaType    string            `json:"mediaType"`
+			Digest       string            `json:"digest"`
+			ArtifactType string            `json:"artifactType"`
+			Annotations  map[string]string `json:"annotations"`
 		} `json:"manifests"`
 	}
 	readJSON(t, filepath.Join(dir, "index.json"), &layoutIndex)
-	if len(layoutIndex.Manifests) != 1 {
-		t.Fatalf("%s/index.json lists %d entries, want 1", dir, len(layoutIndex.Manifests))
+	if len(layoutIndex.Manifests) == 0 {
+		t.Fatalf("%s/index.json lists nothing", dir)
 	}
 	entry := layoutIndex.Manifests[0]
 	if got := entry.Annotations["org.opencontainers.image.ref.name"]; got != version {
 		t.Errorf("the layout names the image %q, want the tag %s", got, version)
 	}
 	var index struct {
+		Manifests   []json.RawMessage `json:"manifests"`
 		Annotations map[string]string `json:"annotations"`
 	}
 	algo, hex, _ := strings.Cut(entry.Digest, ":")
 	readJSON(t, filepath.Join(dir, "blobs", algo, hex), &index)
 	if got := index.Annotations["org.opencontainers.image.version"]; got != version {
 		t.Errorf("the image index says version %q, want %s", got, version)
+	}
+	var types []string
+	for _, m := range layoutIndex.Manifests {
+		types = append(types, m.ArtifactType)
+	}
+	want := []string{""}
+	for range index.Manifests {
+		want = append(want, "application/spdx+json", "application/vnd.in-toto+json")
+	}
+	if !slices.Equal(types, want) {
+		t.Errorf("%s/index.json lists entries of artifact types %q, want %q (the image index, then an SBOM and a provenance per platform)", dir, types, want)
 	}
 }
 

@@ -53,6 +53,8 @@ type buildOptions struct {
 	RootFS map[string]string
 	// User the image runs as; default the nonroot user.
 	User string
+	// Provenance is recorded in each platform's provenance statement.
+	Provenance provenanceOptions
 	// ExposedPorts (such as 2049/tcp) and Volumes are recorded in the
 	// configuration, as a Dockerfile's EXPOSE and VOLUME do.
 	ExposedPorts, Volumes []string
@@ -129,11 +131,18 @@ func build(o buildOptions) (v1.Hash, error) {
 	}
 
 	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	var referrers []v1.Image
 	for _, b := range o.Binaries {
 		img, err := platformImage(o, b, caBundle, labels)
 		if err != nil {
 			return v1.Hash{}, fmt.Errorf("%s: %w", b.Platform, err)
 		}
+		// Per platform manifest: each has its own binary and packages.
+		arts, err := attestations(o, b, img)
+		if err != nil {
+			return v1.Hash{}, fmt.Errorf("%s: %w", b.Platform, err)
+		}
+		referrers = append(referrers, arts...)
 		p := b.Platform
 		index = mutate.AppendManifests(index, mutate.IndexAddendum{
 			Add:        img,
@@ -168,6 +177,13 @@ func build(o buildOptions) (v1.Hash, error) {
 	}
 	if err := lp.AppendIndex(index, refOpts...); err != nil {
 		return v1.Hash{}, fmt.Errorf("writing the OCI layout to %s: %w", o.Out, err)
+	}
+	// Listed in index.json too, as the image layout spec allows, so that
+	// push finds them without scanning the blobs.
+	for _, r := range referrers {
+		if err := lp.AppendImage(r); err != nil {
+			return v1.Hash{}, fmt.Errorf("writing the SBOM and provenance to %s: %w", o.Out, err)
+		}
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return v1.Hash{}, err

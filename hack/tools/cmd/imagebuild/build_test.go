@@ -42,25 +42,42 @@ func writeTarGz(t *testing.T, path string, files map[string]string) {
 	}
 }
 
+// readLayout returns what a layout's index.json lists, the image index
+// listed first and that index's platform entries.
+func readLayout(t *testing.T, out string) (entries *v1.IndexManifest, idx v1.ImageIndex, platforms *v1.IndexManifest) {
+	t.Helper()
+	lp, err := layout.FromPath(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := lp.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, err = top.IndexManifest(); err != nil {
+		t.Fatal(err)
+	}
+	if idx, err = top.ImageIndex(entries.Manifests[0].Digest); err != nil {
+		t.Fatal(err)
+	}
+	if platforms, err = idx.IndexManifest(); err != nil {
+		t.Fatal(err)
+	}
+	return entries, idx, platforms
+}
+
 // TestBuildWithRootfs: an image over a root filesystem has it as its first
 // layer, keeps its users (adding nonroot), runs as the user given and
 // records ports and volumes, as a Dockerfile's USER, EXPOSE and VOLUME do.
 func TestBuildWithRootfs(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "prov")
-	if err := os.WriteFile(bin, []byte("\x7fELF fake"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ca := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(ca, []byte("CA"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, bin, ca := buildInputs(t)
 	rootfs := filepath.Join(dir, "rootfs.tar.gz")
 	writeTarGz(t, rootfs, map[string]string{
 		"etc/passwd":        "root:x:0:0:root:/root:/usr/sbin/nologin\nmessagebus:x:100:101::/nonexistent:/usr/sbin/nologin\n",
 		"etc/group":         "root:x:0:\nmessagebus:x:101:\n",
 		"usr/bin/ganesha":   "daemon",
 		"etc/nsswitch.conf": "passwd: files\n",
+		dpkgStatusPath:      testStatus,
 	})
 	var binaries platformFlag
 	if err := binaries.Set("linux/amd64=" + bin); err != nil {
@@ -76,26 +93,7 @@ func TestBuildWithRootfs(t *testing.T) {
 	if _, err := build(o); err != nil {
 		t.Fatal(err)
 	}
-	lp, err := layout.FromPath(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := top.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := top.ImageIndex(m.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, idx, im := readLayout(t, out)
 	img, err := idx.Image(im.Manifests[0].Digest)
 	if err != nil {
 		t.Fatal(err)

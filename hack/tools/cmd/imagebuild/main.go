@@ -8,6 +8,7 @@
 //	    -version V -revision R -source URL -tag TAG -o DIR
 //	imagebuild push -layout DIR -ref REGISTRY/NAME:TAG
 //	imagebuild rootfs -o FILE.tar.gz [-user NAME:UID:GID[:HOME]]... PKG.deb...
+//	imagebuild attestations -ref REGISTRY/NAME:TAG -o DIR
 //
 // build writes an OCI layout whose index.json names one image index (one
 // image per platform). Every image has the same two layers below the binary's
@@ -25,9 +26,18 @@
 // made, dpkg's status, /run, /tmp and /var/run. The packages' own owners,
 // modes and times are kept, so the same packages give the same bytes.
 //
-// push copies what a layout holds (an index built here or by docker buildx)
-// to a registry, with credentials from the Docker config (docker login or
-// crane auth login).
+// build also gives each platform's image an SPDX SBOM (the binary's Go
+// modules, the root filesystem's Debian packages) and a SLSA provenance
+// statement, as OCI artifacts whose subject is that image's manifest,
+// listed in the layout beside the index (attest.go).
+//
+// push copies what a layout holds (an index built here or by docker buildx,
+// and the artifacts referring to it) to a registry, with credentials from
+// the Docker config (docker login or crane auth login).
+//
+// attestations fetches the SBOM and provenance of each platform of a pushed
+// image into DIR/OS_ARCH/, through the registry's referrers API or the
+// referrers tag schema (sha256-<digest>) of registries without it.
 package main
 
 import (
@@ -51,7 +61,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: imagebuild build|push|rootfs [flags] (-h for the flags of each)")
+		return errors.New("usage: imagebuild build|push|rootfs|attestations [flags] (-h for the flags of each)")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -62,8 +72,10 @@ func run(args []string) error {
 		return runPush(ctx, args[1:])
 	case "rootfs":
 		return runRootfs(args[1:])
+	case "attestations":
+		return runAttestations(ctx, args[1:])
 	default:
-		return fmt.Errorf("unknown command %q: want build, push or rootfs", args[0])
+		return fmt.Errorf("unknown command %q: want build, push, rootfs or attestations", args[0])
 	}
 }
 
@@ -87,10 +99,27 @@ func runBuild(args []string) error {
 	fs.StringVar(&o.User, "user", "", "UID:GID the image runs as (default the nonroot user)")
 	fs.Var(&ports, "expose", "PORT/PROTOCOL recorded as exposed (repeatable)")
 	fs.Var(&volumes, "volume", "directory recorded as a volume (repeatable)")
+	var params listFlag
+	var goals string
+	fs.StringVar(&o.Provenance.BuilderID, "builder-id", "", "URI of who built, recorded as the provenance's builder.id (default SOURCE/hack/build.make)")
+	fs.StringVar(&goals, "goals", "", "make goals of this build, space-separated, recorded in the provenance")
+	fs.Var(&params, "param", "NAME=VALUE of a make variable recorded in the provenance (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	o.ExposedPorts, o.Volumes = ports, volumes
+	o.Provenance.Goals = strings.Fields(goals)
+	o.Provenance.Params = map[string]string{}
+	for _, p := range params {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("-param %q: want NAME=VALUE", p)
+		}
+		o.Provenance.Params[k] = v
+	}
+	if o.Provenance.BuilderID == "" {
+		o.Provenance.BuilderID = strings.TrimSuffix(o.Source, "/") + "/hack/build.make"
+	}
 	if len(rootfs) > 0 {
 		o.RootFS = map[string]string{}
 		for _, r := range rootfs {
@@ -158,6 +187,23 @@ func runPush(ctx context.Context, args []string) error {
 	}
 	fmt.Println("pushed", pushed)
 	return nil
+}
+
+func runAttestations(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("attestations", flag.ContinueOnError)
+	ref := fs.String("ref", "", "image or image index, REGISTRY/REPOSITORY:TAG or @DIGEST")
+	out := fs.String("o", "", "directory to write each platform's files into (DIR/OS_ARCH/)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *ref == "" || *out == "" || fs.NArg() != 0 {
+		return errors.New("attestations needs -ref REGISTRY/REPOSITORY:TAG and -o DIR")
+	}
+	files, err := fetchAttestations(ctx, *ref, *out)
+	for _, f := range files {
+		fmt.Println(f)
+	}
+	return err
 }
 
 func parseTime(s string) (time.Time, error) {

@@ -9,12 +9,17 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// push sends the one index or image a layout's index.json lists to ref and
-// returns the pushed reference with its digest. Registries on localhost or a
+// push sends the one index or image a layout's index.json lists to ref,
+// then the artifacts listed beside it that refer to it or to its platform
+// images (build's SBOMs and provenance), and returns the pushed reference
+// with its digest. The artifacts go by digest; a registry without the OCI
+// 1.1 referrers API gets go-containerregistry's tag-schema fallback (an
+// index tagged sha256-<subject digest>). Registries on localhost or a
 // loopback address are spoken to over plain HTTP (go-containerregistry's
 // rule), so a local test registry needs no TLS.
 func push(ctx context.Context, dir, ref string) (string, error) {
@@ -30,10 +35,18 @@ func push(ctx context.Context, dir, ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(manifest.Manifests) != 1 {
-		return "", fmt.Errorf("%s lists %d entries in index.json, want exactly one", dir, len(manifest.Manifests))
+	var main, referrers []v1.Descriptor
+	for _, d := range manifest.Manifests {
+		if isReferrer(d) {
+			referrers = append(referrers, d)
+		} else {
+			main = append(main, d)
+		}
 	}
-	desc := manifest.Manifests[0]
+	if len(main) != 1 {
+		return "", fmt.Errorf("%s lists %d images or indexes in index.json, want exactly one (besides SBOMs and provenance)", dir, len(main))
+	}
+	desc := main[0]
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
 	switch {
 	case desc.MediaType.IsIndex():
@@ -55,6 +68,17 @@ func push(ctx context.Context, dir, ref string) (string, error) {
 		}
 	default:
 		return "", fmt.Errorf("%s: index.json lists a %s, want an image or an image index", dir, desc.MediaType)
+	}
+	// After their subjects, so that a registry never lists a referrer of a
+	// manifest it does not have.
+	for _, d := range referrers {
+		img, err := root.Image(d.Digest)
+		if err != nil {
+			return "", err
+		}
+		if err := remote.Write(tag.Context().Digest(d.Digest.String()), img, opts...); err != nil {
+			return "", fmt.Errorf("pushing the %s %s of %s: %w", d.ArtifactType, d.Digest, tag, err)
+		}
 	}
 	return tag.String() + "@" + desc.Digest.String(), nil
 }
