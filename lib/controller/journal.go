@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -150,6 +151,17 @@ type journal struct {
 	// beyond it are never written before it says more.
 	shardsInUse int
 	kick        chan struct{}
+	// lastClass is the last class recorded, encoded: nearly every record
+	// has the same class as the one before.
+	lastClass atomic.Pointer[encodedClass]
+}
+
+// encodedClass is a class as the journal stores it, and its key.
+type encodedClass struct {
+	class           *storagev1.StorageClass
+	resourceVersion string
+	data            []byte
+	key             string
 }
 
 // journalShard is one ConfigMap of the journal.
@@ -441,7 +453,8 @@ func isClassKey(key string) bool { return strings.HasPrefix(key, journalClassKey
 // classKey names a class by its content: entries recorded with the same
 // class share one copy in their ConfigMap.
 func classKey(classData []byte) string {
-	return journalClassKeyPrefix + fmt.Sprintf("%x", sha256.Sum256(classData))[:16]
+	sum := sha256.Sum256(classData)
+	return journalClassKeyPrefix + hex.EncodeToString(sum[:8])
 }
 
 // record makes the entry durable before it returns: only then may an asset
@@ -456,11 +469,21 @@ func (j *journal) record(ctx context.Context, pvName string, e journalEntry) err
 	if declared {
 		labels, annotations = j.metadataKeys(e.Class)
 	}
-	classData, err := json.Marshal(strippedClass(e.Class))
-	if err != nil {
-		return fmt.Errorf("encoding in-flight journal entry: %w", err)
+	// Objects from the informers' cache are never changed in place: the
+	// same object at the same version encodes the same.
+	enc := j.lastClass.Load()
+	if enc == nil || enc.class != e.Class || (e.Class != nil && enc.resourceVersion != e.Class.ResourceVersion) {
+		data, err := json.Marshal(strippedClass(e.Class))
+		if err != nil {
+			return fmt.Errorf("encoding in-flight journal entry: %w", err)
+		}
+		enc = &encodedClass{class: e.Class, data: data, key: classKey(data)}
+		if e.Class != nil {
+			enc.resourceVersion = e.Class.ResourceVersion
+		}
+		j.lastClass.Store(enc)
 	}
-	key := classKey(classData)
+	classData, key := enc.data, enc.key
 	stripped := strippedClaim(e.Claim, labels, annotations)
 	unsigned, err := json.Marshal(journalEntry{Claim: stripped, ClassKey: key, SelectedNode: e.SelectedNode,
 		ClaimIncomplete: !declared && metadataDropped(e.Claim, stripped), Lease: j.term.Load()})
@@ -664,6 +687,9 @@ func (j *journal) flush(ctx context.Context) {
 	var jobs []shardWrite
 	inUse := 0
 	for i, s := range j.shards {
+		if s.object == nil && len(s.entries)+len(s.classes)+len(s.kept)+len(s.committed)+len(s.waiters) == 0 {
+			continue // a shard never used: nothing to write or to answer
+		}
 		desired := make(map[string]string, len(s.entries)+len(s.classes)+len(s.kept))
 		maps.Copy(desired, s.kept)
 		maps.Copy(desired, s.entries)
@@ -754,13 +780,20 @@ func (j *journal) write(ctx context.Context, index int, object *corev1.ConfigMap
 			annotate(cm)
 			written, err = j.client.CoreV1().ConfigMaps(j.namespace).Create(ctx, cm, metav1.CreateOptions{})
 		} else {
-			cm := object.DeepCopy()
+			// Data is replaced whole: copying the old one would cost as much
+			// as the write itself.
+			meta := *object
+			meta.Data = nil
+			cm := meta.DeepCopy()
 			cm.Data = desired
 			annotate(cm)
 			written, err = j.client.CoreV1().ConfigMaps(j.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 		}
 		j.metrics.journalWrites.Inc()
 		if err == nil {
+			// committed holds the content; of the object only its metadata
+			// is needed, for the next update.
+			written.Data = nil
 			j.mu.Lock()
 			s := j.shards[index]
 			s.object, s.committed = written, desired
