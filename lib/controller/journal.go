@@ -469,19 +469,9 @@ func (j *journal) record(ctx context.Context, pvName string, e journalEntry) err
 	if declared {
 		labels, annotations = j.metadataKeys(e.Class)
 	}
-	// Objects from the informers' cache are never changed in place: the
-	// same object at the same version encodes the same.
-	enc := j.lastClass.Load()
-	if enc == nil || enc.class != e.Class || (e.Class != nil && enc.resourceVersion != e.Class.ResourceVersion) {
-		data, err := json.Marshal(strippedClass(e.Class))
-		if err != nil {
-			return fmt.Errorf("encoding in-flight journal entry: %w", err)
-		}
-		enc = &encodedClass{class: e.Class, data: data, key: classKey(data)}
-		if e.Class != nil {
-			enc.resourceVersion = e.Class.ResourceVersion
-		}
-		j.lastClass.Store(enc)
+	enc, err := j.encodeClass(e.Class)
+	if err != nil {
+		return err
 	}
 	classData, key := enc.data, enc.key
 	stripped := strippedClaim(e.Claim, labels, annotations)
@@ -546,6 +536,26 @@ func (j *journal) record(ctx context.Context, pvName string, e journalEntry) err
 	}
 	j.add(shard, pvName, namespace, string(data), key, string(classData))
 	return j.waitForWrite(ctx, shard)
+}
+
+// encodeClass returns class as entries refer to it, reusing the last
+// encoding while the class is the same: objects from the informers' cache
+// are never changed in place, so the same object at the same version
+// encodes the same.
+func (j *journal) encodeClass(class *storagev1.StorageClass) (*encodedClass, error) {
+	if enc := j.lastClass.Load(); enc != nil && enc.class == class && (class == nil || enc.resourceVersion == class.ResourceVersion) {
+		return enc, nil
+	}
+	data, err := json.Marshal(strippedClass(class))
+	if err != nil {
+		return nil, fmt.Errorf("encoding in-flight journal entry: %w", err)
+	}
+	enc := &encodedClass{class: class, data: data, key: classKey(data)}
+	if class != nil {
+		enc.resourceVersion = class.ResourceVersion
+	}
+	j.lastClass.Store(enc)
+	return enc, nil
 }
 
 // recordAsset adds the backend's ID of its asset to the entry of pvName and
