@@ -324,3 +324,27 @@ func TestJournalWriteOfTheFirstConfigMapFailingHoldsTheOthers(t *testing.T) {
 		t.Fatal("second ConfigMap written although the first could not say it is in use")
 	}
 }
+
+// A class that changed (a new resource version) is recorded as it is now,
+// and entries of the same class share one copy of it.
+func TestJournalRecordsTheClassAsItIsNow(t *testing.T) {
+	f := newFixture(t, newStore(t), nil)
+	gold := class("gold", func(sc *storagev1.StorageClass) {
+		sc.ResourceVersion, sc.Parameters = "1", map[string]string{"tier": "a"}
+	})
+	recordAll(t, f, []*corev1.PersistentVolumeClaim{claim("a", "gold"), claim("b", "gold")}, gold, 1)
+	changed := gold.DeepCopy()
+	changed.ResourceVersion, changed.Parameters = "2", map[string]string{"tier": "b"}
+	recordAll(t, f, []*corev1.PersistentVolumeClaim{claim("c", "gold")}, changed, 1)
+	data := f.journalConfigMaps()[0].Data
+	var classes []string
+	for k, v := range data {
+		if journal.IsClassKey(k) {
+			classes = append(classes, v)
+		}
+	}
+	slices.Sort(classes)
+	if len(classes) != 2 || !strings.Contains(classes[0], `"tier":"a"`) || !strings.Contains(classes[1], `"tier":"b"`) {
+		t.Fatalf("classes in the journal: %v, want one with tier a (claims a and b) and one with tier b (claim c)", classes)
+	}
+}

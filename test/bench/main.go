@@ -68,7 +68,14 @@ type config struct {
 	restartRuns            int
 	restartProfile         bool
 	restartKCM             string
+	// cpuProfileDir, if set, receives CPU profiles of the provisioner's
+	// first cpuProfileFor of the burst and of the backlog.
+	cpuProfileDir string
+	cpuProfileFor time.Duration
 }
+
+// profiling: the provisioner serves /debug/pprof/.
+func (c config) profiling() bool { return c.restartProfile || c.cpuProfileDir != "" }
 
 // Default sizes per provisioner: the library alone and the two provisioners
 // without a storage system to wait for take the large bursts. The restart
@@ -152,6 +159,8 @@ func main() {
 	flag.IntVar(&c.restartRuns, "restart-runs", 1, "restarts measured on the same bound claims (binding 100,000 takes about 20 minutes, a restart seconds)")
 	flag.StringVar(&c.restartKCM, "restart-kcm", kcmRunning, "kube-controller-manager during each restart: "+kcmRunning+", "+kcmPaused+" (SIGSTOP until the provisioner is idle: in a cluster it runs on other machines, here it shares the 2 cores), or "+kcmAlternate+" (running, paused, running, ...)")
 	flag.BoolVar(&c.restartProfile, "restart-profile", false, "save a CPU profile of each restart's start-up and a heap profile when idle into the run's directory (the provisioner runs with --enable-pprof)")
+	flag.StringVar(&c.cpuProfileDir, "cpuprofile", "", "directory to save CPU profiles of the provisioner into (it runs with --enable-pprof): <name>-burst-cpu.pprof over the burst's first -cpuprofile-for, <name>-backlog-cpu.pprof over the backlog's")
+	flag.DurationVar(&c.cpuProfileFor, "cpuprofile-for", 20*time.Second, "length of each -cpuprofile profile, in whole seconds")
 	flag.IntVar(&c.inflight, "inflight", 0, "lib only: claims a slow backend keeps \"in background\" (-inflight-hold) while 100 more claims are measured (0 skips it)")
 	flag.DurationVar(&c.inflightHold, "inflight-hold", 90*time.Second, "lib only: how long the slow backend takes for each of -inflight's claims")
 	flag.Parse()
@@ -166,6 +175,12 @@ func main() {
 	if !slices.Contains([]string{kcmRunning, kcmPaused, kcmAlternate}, c.restartKCM) {
 		fmt.Fprintf(os.Stderr, "bench: -restart-kcm %q: want %s, %s or %s\n", c.restartKCM, kcmRunning, kcmPaused, kcmAlternate)
 		os.Exit(2)
+	}
+	if c.cpuProfileDir != "" {
+		if err := os.MkdirAll(c.cpuProfileDir, 0o755); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -cpuprofile: %v\n", err)
+			os.Exit(2)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err = run(ctx, c, os.Stdout)
@@ -252,7 +267,8 @@ func measure(ctx context.Context, name string, c config, out io.Writer) (*result
 			return nil, err
 		}
 		fmt.Fprintf(out, "\nThe provisioner alone: with %d annotated claims already waiting, a freshly started provisioner created their PVs at **%.1f PVs/s** "+
-			"(from process start to the last PV; %.0f%% of the raw ceiling), with %.3f API writes of the PV path per volume.\n", n, alone.rate, 100*alone.rate/r.ceiling, alone.writes)
+			"(from process start to the last PV; %.0f%% of the raw ceiling), with %.3f API writes of the PV path per volume and **%.2f s of CPU per 1000 volumes**.\n",
+			n, alone.rate, 100*alone.rate/r.ceiling, alone.writes, 1000*alone.cpu/float64(n))
 	}
 
 	if r.restartClaims > 0 {
@@ -469,8 +485,11 @@ type phase struct {
 	failedAttempts            float64 // provisioning attempts that failed and were retried
 	eventsWritten             map[string]float64
 	journalWrites             float64
-	peakRSSMB, heapMB         float64
-	problems                  []string // assets that disagree with the PVs
+	// cpu is the provisioner's CPU time from the first claim created until
+	// the burst's events and journal settled.
+	cpu               float64
+	peakRSSMB, heapMB float64
+	problems          []string // assets that disagree with the PVs
 }
 
 // measureBurst creates n claims at once, waits for all to bind, then deletes them all.
@@ -500,6 +519,8 @@ func measureBurst(ctx context.Context, s *subject, n int, prefix string) (*phase
 		return nil, err
 	}
 	beforeRequests := s.api.snapshot()
+	profiled := s.profileCPU(ctx, prefix)
+	defer func() { <-profiled }()
 	logf("creating %d claims", n)
 	if err := parallel(ctx, n, func(i int) error {
 		pvc := framework.NewPVC(ns, fmt.Sprintf("%s-%d", prefix, i), s.class, "1Gi")
@@ -536,6 +557,7 @@ func measureBurst(ctx context.Context, s *subject, n int, prefix string) (*phase
 			before.sum("controller_events_written_total", map[string]string{"kind": kind})
 	}
 	res.journalWrites = afterProv.sum("controller_journal_writes_total", nil) - before.sum("controller_journal_writes_total", nil)
+	res.cpu = afterProv.sum("process_cpu_seconds_total", nil) - before.sum("process_cpu_seconds_total", nil)
 	res.heapMB = afterProv.sum("go_memstats_heap_inuse_bytes", nil) / 1024 / 1024
 	if problem := s.checkAssets(ctx, "after the burst"); problem != "" {
 		res.problems = append(res.problems, problem)
@@ -635,7 +657,9 @@ func rawCeiling(ctx context.Context, s *subject, n int) (float64, error) {
 	return rate, nil
 }
 
-type backlog struct{ rate, writes float64 }
+// backlog: PVs/s and API writes per volume; cpu the provisioner's CPU time
+// from its start to the last PV.
+type backlog struct{ rate, writes, cpu float64 }
 
 // measureBacklog isolates the provisioner from the rest of the system: the
 // claims are created and annotated by kube-controller-manager while no
@@ -663,6 +687,8 @@ func measureBacklog(ctx context.Context, s *subject, n int) (*backlog, error) {
 	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
+	profiled := s.profileCPU(ctx, "backlog")
+	defer func() { <-profiled }()
 	if err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
 		pvs, err := admin.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -680,6 +706,11 @@ func measureBacklog(ctx context.Context, s *subject, n int) (*backlog, error) {
 	}
 	b := &backlog{rate: float64(n) / time.Since(s.started).Seconds()}
 	b.writes = writes(diff(s.api.snapshot(), before)) / float64(n)
+	m, err := scrape(s.p)
+	if err != nil {
+		return nil, err
+	}
+	b.cpu = m.sum("process_cpu_seconds_total", nil)
 	return b, nil
 }
 
@@ -830,10 +861,32 @@ func measureRestart(ctx context.Context, s *subject, profile, pauseKCM bool) (*r
 	return r, nil
 }
 
+// profileCPU saves a CPU profile of the provisioner's next
+// -cpuprofile-for as <subject>-<phase>-cpu.pprof in -cpuprofile's
+// directory, if set; the channel closes when it is saved.
+func (s *subject) profileCPU(ctx context.Context, phase string) <-chan struct{} {
+	done := make(chan struct{})
+	if s.c.cpuProfileDir == "" {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		path := filepath.Join(s.c.cpuProfileDir, fmt.Sprintf("%s-%s-cpu.pprof", s.name, phase))
+		saveProfileTo(ctx, s, path, "cpu", fmt.Sprintf("profile?seconds=%d", max(1, int(s.c.cpuProfileFor.Seconds()))))
+	}()
+	return done
+}
+
 // saveProfile saves one of the running provisioner's pprof profiles as
 // <kind>-<pid>.pprof in the run's directory; failures are only logged.
 func saveProfile(ctx context.Context, s *subject, kind, query string) {
-	path := filepath.Join(s.dir, fmt.Sprintf("%s-%d.pprof", kind, s.p.Pid()))
+	saveProfileTo(ctx, s, filepath.Join(s.dir, fmt.Sprintf("%s-%d.pprof", kind, s.p.Pid())), kind, query)
+}
+
+// saveProfileTo saves one of the running provisioner's pprof profiles at
+// path; failures are only logged.
+func saveProfileTo(ctx context.Context, s *subject, path, kind, query string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.p.Endpoint+"/debug/pprof/"+query, nil)
 	if err != nil {
 		logf("%s profile: %v", kind, err)
@@ -1051,6 +1104,7 @@ func report(out io.Writer, h string, c config, r *phase, ceiling float64) {
 	written := r.eventsWritten["single"] + r.eventsWritten["aggregated"] + r.eventsWritten["repeat"]
 	fmt.Fprintf(out, "Events: %.0f emitted (%.0f warnings; %.0f failed provisioning attempts, retried), %.0f written (%.0f single, %.0f aggregated per namespace, %.0f count updates); journal writes: %.0f (%.3f per volume).\n\n",
 		r.eventsEmitted, r.warnings, r.failedAttempts, written, r.eventsWritten["single"], r.eventsWritten["aggregated"], r.eventsWritten["repeat"], r.journalWrites, r.journalWrites/n)
+	fmt.Fprintf(out, "Provisioner CPU: **%.2f s per 1000 provisioned volumes** (%.2f s from the first claim created until its events and journal settled).\n\n", 1000*r.cpu/n, r.cpu)
 	fmt.Fprintf(out, "Provisioner memory: peak RSS %.1f MB (creation and deletion), heap in use after the burst %.1f MB.\n", r.peakRSSMB, r.heapMB)
 	for _, p := range r.problems {
 		fmt.Fprintf(out, "\n**Problem:** %s\n", p)

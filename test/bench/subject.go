@@ -122,7 +122,7 @@ func newSubject(ctx context.Context, name string, c config) (_ *subject, retErr 
 		},
 		Log: logf,
 	}
-	if c.restartProfile {
+	if c.profiling() {
 		bcfg.ExtraArgs = append(bcfg.ExtraArgs, "--enable-pprof")
 	}
 	s.class = "bench"

@@ -81,9 +81,20 @@ type Recorder struct {
 	starting map[types.UID]*pendingEvent
 	// pendingWarnings finds a warning still waiting, to count a repeat into it.
 	pendingWarnings map[eventKey]*pendingEvent
-	recent          map[eventKey]*corev1.Event
-	stopBy          time.Time // when stopping: the end of the final flush
-	kick            chan struct{}
+	recent          map[eventKey]writtenEvent
+	// swept is when recent was last searched for expired events.
+	swept  time.Time
+	stopBy time.Time // when stopping: the end of the final flush
+	kick   chan struct{}
+}
+
+// writtenEvent is what a repeat of an event needs of the one written: the
+// decoded Event would keep a few hundred bytes more for each of
+// eventRecentCap.
+type writtenEvent struct {
+	namespace, name string
+	count           int32
+	last            time.Time
 }
 
 // Metrics are the counters the recorder keeps (registered by the controller
@@ -123,7 +134,7 @@ func NewRecorder(client kubernetes.Interface, component, instance string, interv
 		qps:             eventBudget(client),
 		starting:        map[types.UID]*pendingEvent{},
 		pendingWarnings: map[eventKey]*pendingEvent{},
-		recent:          map[eventKey]*corev1.Event{},
+		recent:          map[eventKey]writtenEvent{},
 		kick:            make(chan struct{}, 1),
 	}
 }
@@ -437,11 +448,11 @@ func (r *Recorder) writeReady(ctx context.Context, all bool, horizon time.Durati
 func (r *Recorder) write(ctx context.Context, e *pendingEvent) {
 	key := eventKey{uid: e.ref.UID, reason: e.reason, message: e.message}
 	r.mu.Lock()
-	prev := r.recent[key]
+	prev, ok := r.recent[key]
 	r.mu.Unlock()
-	if prev != nil && e.at.Sub(prev.LastTimestamp.Time) < eventRepeatWindow {
-		patch := fmt.Sprintf(`{"count":%d,"lastTimestamp":%q}`, prev.Count+e.count, e.at.UTC().Format(time.RFC3339))
-		updated, err := r.client.CoreV1().Events(prev.Namespace).Patch(ctx, prev.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if ok && e.at.Sub(prev.last) < eventRepeatWindow {
+		patch := fmt.Sprintf(`{"count":%d,"lastTimestamp":%q}`, prev.count+e.count, e.at.UTC().Format(time.RFC3339))
+		updated, err := r.client.CoreV1().Events(prev.namespace).Patch(ctx, prev.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		if err == nil {
 			r.metrics.Written.WithLabelValues("repeat").Inc()
 			r.remember(key, updated)
@@ -492,15 +503,25 @@ func (r *Recorder) create(ctx context.Context, e *pendingEvent) *corev1.Event {
 func (r *Recorder) remember(key eventKey, ev *corev1.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.recent) >= eventRecentCap {
-		now := time.Now()
-		for k, v := range r.recent {
-			if now.Sub(v.LastTimestamp.Time) > eventRepeatWindow || len(r.recent) >= eventRecentCap {
-				delete(r.recent, k)
+	if _, known := r.recent[key]; !known && len(r.recent) >= eventRecentCap {
+		// Searching for expired events reads all of them: at most once a
+		// second, or a full map would cost that for every event written.
+		if now := time.Now(); now.Sub(r.swept) >= time.Second {
+			r.swept = now
+			for k, v := range r.recent {
+				if now.Sub(v.last) > eventRepeatWindow {
+					delete(r.recent, k)
+				}
 			}
 		}
+		for k := range r.recent {
+			if len(r.recent) < eventRecentCap {
+				break
+			}
+			delete(r.recent, k)
+		}
 	}
-	r.recent[key] = ev
+	r.recent[key] = writtenEvent{namespace: ev.Namespace, name: ev.Name, count: ev.Count, last: ev.LastTimestamp.Time}
 }
 
 // Pending is an event waiting to be written, as the controller's tests see it.

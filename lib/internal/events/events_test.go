@@ -291,6 +291,39 @@ func TestRepeatedWarningUpdatesCount(t *testing.T) {
 	}
 }
 
+// The events remembered for count updates stay bounded: a full memory
+// forgets expired events first, and a repeat is still counted into the
+// event written.
+func TestRememberedEventsStayBounded(t *testing.T) {
+	for _, expired := range []bool{true, false} {
+		f := newFixture(t, time.Hour)
+		r := f.r
+		last := time.Now()
+		if expired {
+			last = last.Add(-2 * eventRepeatWindow)
+		}
+		for i := range eventRecentCap {
+			r.recent[eventKey{uid: types.UID(fmt.Sprint(i))}] = writtenEvent{namespace: "ns", name: fmt.Sprint(i), count: 1, last: last}
+		}
+		ref := ClaimReference(claim("c", "gold"))
+		for range 2 {
+			r.Event(ref, "gold", corev1.EventTypeWarning, "ProvisioningFailed", "quota exceeded")
+			r.writeReady(f.ctx, false, eventBacklogMaxDelay)
+		}
+		events, _ := f.client.CoreV1().Events("ns").List(f.ctx, metav1.ListOptions{})
+		if len(events.Items) != 1 || events.Items[0].Count != 2 {
+			t.Fatalf("expired %v: events = %+v, want one with count 2", expired, events.Items)
+		}
+		want := eventRecentCap
+		if expired {
+			want = 1
+		}
+		if len(r.recent) != want {
+			t.Errorf("expired %v: %d events remembered, want %d", expired, len(r.recent), want)
+		}
+	}
+}
+
 func TestStopWritesWhatIsLeftWithinItsBound(t *testing.T) {
 	f := newFixture(t, time.Hour)
 	r := f.r

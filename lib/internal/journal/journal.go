@@ -12,6 +12,7 @@ package journal
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -158,6 +159,17 @@ type Journal struct {
 	// beyond it are never written before it says more.
 	shardsInUse int
 	kick        chan struct{}
+	// lastClass is the last class recorded, encoded: nearly every record
+	// has the same class as the one before.
+	lastClass atomic.Pointer[encodedClass]
+}
+
+// encodedClass is a class as the journal stores it, and its key.
+type encodedClass struct {
+	class           *storagev1.StorageClass
+	resourceVersion string
+	data            []byte
+	key             string
 }
 
 // journalShard is one ConfigMap of the journal.
@@ -498,7 +510,8 @@ func IsClassKey(key string) bool { return strings.HasPrefix(key, journalClassKey
 // ClassKey names a class by its content: entries recorded with the same
 // class share one copy in their ConfigMap.
 func ClassKey(classData []byte) string {
-	return journalClassKeyPrefix + fmt.Sprintf("%x", sha256.Sum256(classData))[:16]
+	sum := sha256.Sum256(classData)
+	return journalClassKeyPrefix + hex.EncodeToString(sum[:8])
 }
 
 // Record makes the entry durable before it returns: only then may an asset
@@ -513,11 +526,11 @@ func (j *Journal) Record(ctx context.Context, pvName string, e Entry) error {
 	if declared {
 		labels, annotations = j.MetadataKeys(e.Class)
 	}
-	classData, err := json.Marshal(StrippedClass(e.Class))
+	enc, err := j.encodeClass(e.Class)
 	if err != nil {
-		return fmt.Errorf("encoding in-flight journal entry: %w", err)
+		return err
 	}
-	key := ClassKey(classData)
+	classData, key := enc.data, enc.key
 	stripped := StrippedClaim(e.Claim, labels, annotations, j.systemAnnotations)
 	unsigned, err := json.Marshal(Entry{Claim: stripped, ClassKey: key, SelectedNode: e.SelectedNode,
 		ClaimIncomplete: !declared && metadataDropped(e.Claim, stripped), Lease: j.Term.Load()})
@@ -582,8 +595,28 @@ func (j *Journal) Record(ctx context.Context, pvName string, e Entry) error {
 	return j.waitForWrite(ctx, shard)
 }
 
+// encodeClass returns class as entries refer to it, reusing the last
+// encoding while the class is the same: objects from the informers' cache
+// are never changed in place, so the same object at the same version
+// encodes the same.
+func (j *Journal) encodeClass(class *storagev1.StorageClass) (*encodedClass, error) {
+	if enc := j.lastClass.Load(); enc != nil && enc.class == class && (class == nil || enc.resourceVersion == class.ResourceVersion) {
+		return enc, nil
+	}
+	data, err := json.Marshal(StrippedClass(class))
+	if err != nil {
+		return nil, fmt.Errorf("encoding in-flight journal entry: %w", err)
+	}
+	enc := &encodedClass{class: class, data: data, key: ClassKey(data)}
+	if class != nil {
+		enc.resourceVersion = class.ResourceVersion
+	}
+	j.lastClass.Store(enc)
+	return enc, nil
+}
+
 // RecordAsset adds the backend's ID of its asset to the entry of pvName and
-// Has it written at once, without waiting for the write: IDs that arrive
+// has it written at once, without waiting for the write: IDs that arrive
 // together share it, and until it is done a restart finds the entry as it
 // was, which is what it found before there were IDs.
 func (j *Journal) RecordAsset(pvName, id string) error {
@@ -721,6 +754,9 @@ func (j *Journal) Flush(ctx context.Context) {
 	var jobs []shardWrite
 	inUse := 0
 	for i, s := range j.shards {
+		if s.object == nil && len(s.entries)+len(s.classes)+len(s.kept)+len(s.committed)+len(s.waiters) == 0 {
+			continue // a shard never used: nothing to write or to answer
+		}
 		desired := make(map[string]string, len(s.entries)+len(s.classes)+len(s.kept))
 		maps.Copy(desired, s.kept)
 		maps.Copy(desired, s.entries)
@@ -811,13 +847,20 @@ func (j *Journal) write(ctx context.Context, index int, object *corev1.ConfigMap
 			annotate(cm)
 			written, err = j.client.CoreV1().ConfigMaps(j.namespace).Create(ctx, cm, metav1.CreateOptions{})
 		} else {
-			cm := object.DeepCopy()
+			// Data is replaced whole: copying the old one would cost as much
+			// as the write itself.
+			meta := *object
+			meta.Data = nil
+			cm := meta.DeepCopy()
 			cm.Data = desired
 			annotate(cm)
 			written, err = j.client.CoreV1().ConfigMaps(j.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 		}
 		j.writes.Inc()
 		if err == nil {
+			// committed holds the content; of the object only its metadata
+			// is needed, for the next update.
+			written.Data = nil
 			j.mu.Lock()
 			s := j.shards[index]
 			s.object, s.committed = written, desired
