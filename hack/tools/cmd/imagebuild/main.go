@@ -40,6 +40,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 func main() {
@@ -87,6 +89,8 @@ func runBuild(args []string) error {
 	fs.StringVar(&o.User, "user", "", "UID:GID the image runs as (default the nonroot user)")
 	fs.Var(&ports, "expose", "PORT/PROTOCOL recorded as exposed (repeatable)")
 	fs.Var(&volumes, "volume", "directory recorded as a volume (repeatable)")
+	var platformLabels listFlag
+	fs.Var(&platformLabels, "platform-label", "OS/ARCH[/VARIANT]=KEY=VALUE: a label (and manifest annotation) of that platform's image only (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -96,6 +100,10 @@ func runBuild(args []string) error {
 		for _, r := range rootfs {
 			o.RootFS[r.Platform.String()] = r.Path
 		}
+	}
+	var err error
+	if o.PlatformLabels, err = parsePlatformLabels(platformLabels); err != nil {
+		return err
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -158,6 +166,28 @@ func runPush(ctx context.Context, args []string) error {
 	}
 	fmt.Println("pushed", pushed)
 	return nil
+}
+
+// parsePlatformLabels reads OS/ARCH[/VARIANT]=KEY=VALUE into labels by
+// platform.
+func parsePlatformLabels(flags []string) (map[string]map[string]string, error) {
+	var labels map[string]map[string]string
+	for _, f := range flags {
+		spec, label, _ := strings.Cut(f, "=")
+		key, value, _ := strings.Cut(label, "=")
+		p, err := v1.ParsePlatform(spec)
+		if err != nil || p.OS == "" || p.Architecture == "" || key == "" || value == "" {
+			return nil, fmt.Errorf("-platform-label %q: want OS/ARCH[/VARIANT]=KEY=VALUE with a value", f)
+		}
+		if labels == nil {
+			labels = map[string]map[string]string{}
+		}
+		if labels[p.String()] == nil {
+			labels[p.String()] = map[string]string{}
+		}
+		labels[p.String()][key] = value
+	}
+	return labels, nil
 }
 
 func parseTime(s string) (time.Time, error) {
