@@ -46,15 +46,7 @@ func writeTarGz(t *testing.T, path string, files map[string]string) {
 // layer, keeps its users (adding nonroot), runs as the user given and
 // records ports and volumes, as a Dockerfile's USER, EXPOSE and VOLUME do.
 func TestBuildWithRootfs(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "prov")
-	if err := os.WriteFile(bin, []byte("\x7fELF fake"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ca := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(ca, []byte("CA"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, bin, ca := fakeInputs(t)
 	rootfs := filepath.Join(dir, "rootfs.tar.gz")
 	writeTarGz(t, rootfs, map[string]string{
 		"etc/passwd":        "root:x:0:0:root:/root:/usr/sbin/nologin\nmessagebus:x:100:101::/nonexistent:/usr/sbin/nologin\n",
@@ -76,26 +68,7 @@ func TestBuildWithRootfs(t *testing.T) {
 	if _, err := build(o); err != nil {
 		t.Fatal(err)
 	}
-	lp, err := layout.FromPath(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := top.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := top.ImageIndex(m.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	idx, im := builtIndex(t, out)
 	img, err := idx.Image(im.Manifests[0].Digest)
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +122,48 @@ func TestBuildWithRootfs(t *testing.T) {
 	}
 }
 
+// fakeInputs writes a binary (only its ELF magic is checked) and a CA bundle
+// into a new directory.
+func fakeInputs(t *testing.T) (dir, bin, ca string) {
+	t.Helper()
+	dir = t.TempDir()
+	bin = filepath.Join(dir, "prov")
+	if err := os.WriteFile(bin, []byte("\x7fELF fake"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ca = filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(ca, []byte("CA"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, bin, ca
+}
+
+// builtIndex reads back the image index a build wrote into the layout out.
+func builtIndex(t *testing.T, out string) (v1.ImageIndex, *v1.IndexManifest) {
+	t.Helper()
+	lp, err := layout.FromPath(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := lp.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := top.ImageIndex(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idx, im
+}
+
 func layerFiles(t *testing.T, l v1.Layer) map[string]string {
 	t.Helper()
 	rc, err := l.Uncompressed()
@@ -174,15 +189,7 @@ func layerFiles(t *testing.T, l v1.Layer) map[string]string {
 // TestPlatformLabels: the index names arm's variant, and a -platform-label
 // lands on its platform's image only (config label and manifest annotation).
 func TestPlatformLabels(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "prov")
-	if err := os.WriteFile(bin, []byte("\x7fELF fake"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ca := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(ca, []byte("CA"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, bin, ca := fakeInputs(t)
 	var binaries platformFlag
 	for _, p := range []string{"linux/amd64", "linux/arm/v7"} {
 		if err := binaries.Set(p + "=" + bin); err != nil {
@@ -205,26 +212,7 @@ func TestPlatformLabels(t *testing.T) {
 	if _, err := build(o); err != nil {
 		t.Fatal(err)
 	}
-	lp, err := layout.FromPath(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := top.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := top.ImageIndex(m.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	idx, im := builtIndex(t, out)
 	want := map[string]string{"linux/amd64": "", "linux/arm/v7": "bookworm,bookworm-updates"}
 	for _, desc := range im.Manifests {
 		p := desc.Platform.String()
