@@ -48,7 +48,9 @@ REGISTRY ?= ghcr.io/kubeprov
 # Tags cannot hold "+": v0.0.0-dev+abc1234 is tagged v0.0.0-dev-abc1234.
 TAG ?= $(subst +,-,$(VERSION))
 IMAGE ?= $(REGISTRY)/$(BINARY)
-PLATFORMS ?= linux/amd64 linux/arm64
+# Every platform the upstream provisioners' images cover (arm/v7: k3s on a
+# Raspberry Pi); docs/releasing.md lists them.
+PLATFORMS ?= linux/amd64 linux/arm64 linux/arm/v7 linux/ppc64le linux/s390x linux/riscv64
 SOURCE_URL ?= https://github.com/kubeprov/external-storage
 
 VERSION_PKG := github.com/kubeprov/external-storage/lib/version
@@ -82,8 +84,10 @@ build: ## Static binary for this machine into _output/bin/$(BINARY).
 
 binaries: $(foreach p,$(PLATFORMS),binary/$(p)) ## Static binaries for every platform in PLATFORMS.
 
+# linux/arm/v7: GOARM=7, the variant the index names.
 binary/%:
-	GOOS=$(word 1,$(subst /, ,$*)) GOARCH=$(word 2,$(subst /, ,$*)) $(GO_BUILD) -o $(call platform_bin,$*) ./cmd/$(BINARY)
+	GOOS=$(word 1,$(subst /, ,$*)) GOARCH=$(word 2,$(subst /, ,$*)) $(if $(word 3,$(subst /, ,$*)),GOARM=$(patsubst v%,%,$(word 3,$(subst /, ,$*)))) \
+	  $(GO_BUILD) -o $(call platform_bin,$*) ./cmd/$(BINARY)
 
 $(IMAGEBUILD):
 	$(ROOT)/hack/tools.sh imagebuild
@@ -93,7 +97,12 @@ IMAGE_FLAGS := $(if $(IMAGE_USER),-user $(IMAGE_USER)) $(foreach p,$(IMAGE_EXPOS
 # linux/arm64 -> $(OUTPUT)/rootfs/$(BINARY)/linux_arm64.tar.gz
 platform_rootfs = $(OUTPUT)/rootfs/$(BINARY)/$(subst /,_,$(1)).tar.gz
 # Debian's name of a platform's architecture.
-debian_arch = $(or $(filter amd64 arm64 riscv64 s390x ppc64el,$(subst ppc64le,ppc64el,$(word 2,$(subst /, ,$(1))))),$(error no Debian architecture for $(1)))
+debian_arch = $(or $(filter amd64 arm64 armhf riscv64 s390x ppc64el,$(subst arm/v7,armhf,$(subst ppc64le,ppc64el,$(patsubst linux/%,%,$(1))))),$(error no Debian architecture for $(1)))
+# The Debian release the packages come from, per architecture: Debian 12
+# has no riscv64 port, Debian 13 has.
+DEBIAN_SUITE ?= bookworm
+DEBIAN_SUITE_riscv64 ?= trixie
+debian_suite = $(or $(DEBIAN_SUITE_$(call debian_arch,$(1))),$(DEBIAN_SUITE))
 
 ifneq ($(DEBIAN_PACKAGES),)
 .PHONY: rootfs
@@ -102,12 +111,15 @@ rootfs: $(foreach p,$(PLATFORMS),rootfs/$(p)) ## Only for images that set DEBIAN
 # Always run: the script resolves the packages (seconds) and reuses the
 # root filesystem cached for exactly those versions.
 rootfs/%: $(IMAGEBUILD)
-	$(ROOT)/hack/debian-rootfs.sh -a $(call debian_arch,$*) -o $(call platform_rootfs,$*) -i $(IMAGEBUILD) \
+	DEBIAN_SUITE=$(call debian_suite,$*) $(ROOT)/hack/debian-rootfs.sh -a $(call debian_arch,$*) -o $(call platform_rootfs,$*) -i $(IMAGEBUILD) \
 	  -x '$(subst $(space),$(comma),$(strip $(DEBIAN_EXCLUDE)))' $(foreach u,$(DEBIAN_USERS),-u $(u)) $(DEBIAN_PACKAGES)
 endif
 
 ifneq ($(DEBIAN_PACKAGES),)
-IMAGE_FLAGS += $(foreach p,$(PLATFORMS),-rootfs $(p)=$(call platform_rootfs,$(p)))
+# Each platform's image is labelled with the Debian suites its packages came
+# from (a suite whose index did not verify is left out: hack/debian-rootfs.sh).
+IMAGE_FLAGS += $(foreach p,$(PLATFORMS),-rootfs $(p)=$(call platform_rootfs,$(p)) \
+  -platform-label $(p)=io.kubeprov.debian.suites=$$(cat $(patsubst %.tar.gz,%.suites,$(call platform_rootfs,$(p)))))
 image: rootfs
 endif
 

@@ -32,7 +32,12 @@
 # DEBIAN_SECURITY_MIRROR (http://deb.debian.org/debian-security),
 # DEBIAN_SUITE (bookworm), DEBIAN_KEYRING
 # (/usr/share/keyrings/debian-archive-keyring.gpg, from the
-# debian-archive-keyring package), DEBIAN_REFRESH, KUBEPROV_CACHE.
+# debian-archive-keyring package), DEBIAN_REFRESH, DEBIAN_STRICT (every
+# suite's index must verify), KUBEPROV_CACHE.
+#
+# Beside OUT.tar.gz: OUT.packages (name and version of each package, in
+# unpacking order) and OUT.suites (the suites whose indexes were used,
+# comma-separated).
 set -euo pipefail
 
 usage() {
@@ -69,11 +74,9 @@ done
 [[ -r $keyring ]] || { log "needs the Debian archive keyring $keyring (apt-get install debian-archive-keyring)"; exit 1; }
 
 mkdir -p "$base"/{etc/apt.conf.d,etc/preferences.d,etc/sources.list.d,state/lists/partial,cache/archives/partial} "$cache_root/debian/rootfs"
-cat >"$base/etc/sources.list" <<EOF
-deb [signed-by=$keyring] $mirror $suite main
-deb [signed-by=$keyring] $mirror $suite-updates main
-deb [signed-by=$keyring] $security $suite-security main
-EOF
+# The release, its -updates and -security suites; refresh writes to
+# sources.list, and names in state/suites, those whose index verified.
+sources=("$mirror $suite" "$mirror $suite-updates" "$security $suite-security")
 # The host's apt.conf.d is still read (proxies, timeouts); its sources,
 # preferences and state are not.
 apt_opts=(
@@ -108,13 +111,35 @@ for p in "${excl[@]}"; do
 done
 
 lists_stamp=$base/state/updated
+# refresh updates each suite's index on its own: apt verifies it against the
+# suite's signed InRelease and keeps nothing of a suite whose files do not
+# match (a mirror caught mid-sync serves a Packages.xz of another size). The
+# release itself must verify; a suite of updates that does not is left out
+# with a warning (DEBIAN_STRICT=1: an error), and the suites used are
+# written beside the output (the image carries them as a label).
 refresh() {
   log "apt-get update ($suite, $mirror)"
   : >"$base/state/status"
-  apt update
+  local line used=()
+  for line in "${sources[@]}"; do
+    printf 'deb [signed-by=%s] %s main\n' "$keyring" "$line" >"$base/etc/sources.list"
+    if apt update >&2; then
+      used+=("$line")
+    elif [[ ${line##* } == "$suite" || -n ${DEBIAN_STRICT:-} ]]; then
+      log "the index of ${line##* } does not verify (above); retry later or set DEBIAN_MIRROR"
+      exit 1
+    else
+      log "WARNING: the index of ${line##* } does not verify (above): left out, the image gets none of its packages"
+    fi
+  done
+  : >"$base/etc/sources.list"
+  for line in "${used[@]}"; do
+    printf 'deb [signed-by=%s] %s main\n' "$keyring" "$line" >>"$base/etc/sources.list"
+  done
+  printf '%s\n' "${used[@]##* }" | paste -sd, >"$base/state/suites"
   touch "$lists_stamp"
 }
-if [[ -n ${DEBIAN_REFRESH:-} || ! -e $lists_stamp || -n $(find "$lists_stamp" -mmin +1440) ]]; then
+if [[ -n ${DEBIAN_REFRESH:-} || ! -e $lists_stamp || ! -e $base/state/suites || -n $(find "$lists_stamp" -mmin +1440) ]]; then
   refresh
 fi
 
@@ -187,4 +212,5 @@ mkdir -p "$(dirname "$out")"
 cp "$cached" "$out.tmp"
 mv "$out.tmp" "$out"
 printf '%s\n' "$plan" >"${out%.tar.gz}.packages"
+cp "$base/state/suites" "${out%.tar.gz}.suites"
 log "$(wc -l <<<"$plan") packages, $(du -h "$out" | cut -f1) compressed: $out"

@@ -12,7 +12,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -44,19 +46,59 @@ const (
 	entrypoint = "/usr/local/bin/"
 )
 
-var wantPlatforms = []string{"linux/amd64", "linux/arm64"}
+// allPlatforms is what make image builds by default (hack/build.make's
+// PLATFORMS): the platforms upstream's images cover.
+var allPlatforms = []string{"linux/amd64", "linux/arm/v7", "linux/arm64", "linux/ppc64le", "linux/riscv64", "linux/s390x"}
+
+// allPlatformDirs build every platform (make's default): nfs's image proves
+// both rules, the Go binary's cross-compiling and the Debian root filesystem
+// per architecture; the others build two platforms, each further one
+// costing minutes of cold cross-compiling per image.
+var (
+	allPlatformDirs = []string{"nfs"}
+	fewPlatforms    = []string{"linux/amd64", "linux/arm64"}
+)
+
+// elfTarget is what an ELF file built for a platform says it runs on.
+type elfTarget struct {
+	machine elf.Machine
+	class   elf.Class
+	order   binary.ByteOrder
+	goarch  string // and GOARM, for the Go binaries' build settings
+	goarm   string
+}
+
+var elfTargets = map[string]elfTarget{
+	"linux/amd64":   {elf.EM_X86_64, elf.ELFCLASS64, binary.LittleEndian, "amd64", ""},
+	"linux/arm64":   {elf.EM_AARCH64, elf.ELFCLASS64, binary.LittleEndian, "arm64", ""},
+	"linux/arm/v7":  {elf.EM_ARM, elf.ELFCLASS32, binary.LittleEndian, "arm", "7"},
+	"linux/ppc64le": {elf.EM_PPC64, elf.ELFCLASS64, binary.LittleEndian, "ppc64le", ""},
+	"linux/s390x":   {elf.EM_S390, elf.ELFCLASS64, binary.BigEndian, "s390x", ""},
+	"linux/riscv64": {elf.EM_RISCV, elf.ELFCLASS64, binary.LittleEndian, "riscv64", ""},
+}
+
+// debianSuite is the Debian release an OS image's packages come from, by
+// platform (hack/build.make's DEBIAN_SUITE_<arch>).
+func debianSuite(platform string) string {
+	if platform == "linux/riscv64" {
+		return "trixie" // Debian 12 has no riscv64 port
+	}
+	return "bookworm"
+}
 
 // osImages are the images with a Debian root filesystem under the binary
-// (DEBIAN_PACKAGES in their Makefile): the user they run as and files of
-// their packages that must be there.
+// (DEBIAN_PACKAGES in their Makefile): the user they run as, files of
+// their packages that must be there ("a|b": either), and those that must
+// be ELF programs for the image's platform.
 var osImages = map[string]struct {
-	user  string
-	files []string
+	user         string
+	files, progs []string
 }{
 	// Ganesha serves files of every uid: root, as nfs/Makefile's IMAGE_USER.
-	"nfs-provisioner": {user: "0:0", files: []string{
+	"nfs-provisioner": {user: "0:0", progs: []string{"usr/bin/ganesha.nfsd", "sbin/rpcbind"}, files: []string{
 		"usr/bin/ganesha.nfsd", "sbin/rpcbind", "usr/bin/dbus-daemon", "sbin/rpc.statd", "sbin/sm-notify",
-		"etc/dbus-1/system.d/nfs-ganesha-dbus.conf", "var/lib/dpkg/status",
+		// dbus-daemon reads both directories; Debian 13 (riscv64) ships it under /usr/share.
+		"etc/dbus-1/system.d/nfs-ganesha-dbus.conf|usr/share/dbus-1/system.d/nfs-ganesha-dbus.conf", "var/lib/dpkg/status",
 		// netbase: without them Ganesha cannot register with rpcbind.
 		"etc/services", "etc/protocols", "etc/rpc", "etc/mtab",
 	}},
@@ -120,6 +162,11 @@ func TestImages(t *testing.T) {
 			}
 			version = strings.TrimSpace(version)
 			vars := []string{"REGISTRY=" + repoPrefix, "VERSION=" + version, "REVISION=" + revision}
+			platforms := allPlatforms
+			if !slices.Contains(allPlatformDirs, p.Dir) {
+				platforms = fewPlatforms
+				vars = append(vars, "PLATFORMS="+strings.Join(fewPlatforms, " "))
+			}
 			ref, err := release.Run(ctx, dir, nil, "make", append([]string{"-s", "image-ref"}, vars...)...)
 			if err != nil {
 				t.Fatal(err)
@@ -137,10 +184,11 @@ func TestImages(t *testing.T) {
 			t.Logf("make push of %s took %s", p.Binary, time.Since(started).Round(time.Second))
 
 			want := imageWant{
-				binary:   p.Binary,
-				version:  version,
-				revision: revision,
-				caBundle: hostCA,
+				platforms: platforms,
+				binary:    p.Binary,
+				version:   version,
+				revision:  revision,
+				caBundle:  hostCA,
 			}
 			checkIndex(ctx, t, ref, want)
 			if p.Dir == "hostpath" {
@@ -155,6 +203,7 @@ func TestImages(t *testing.T) {
 }
 
 type imageWant struct {
+	platforms                 []string
 	binary, version, revision string
 	caBundle                  []byte
 }
@@ -192,8 +241,8 @@ func checkIndex(ctx context.Context, t *testing.T, ref string, want imageWant) {
 		})
 	}
 	slices.Sort(platforms)
-	if !slices.Equal(platforms, wantPlatforms) {
-		t.Errorf("index %s has platforms %v, want %v", ref, platforms, wantPlatforms)
+	if !slices.Equal(platforms, want.platforms) {
+		t.Errorf("index %s has platforms %v, want %v", ref, platforms, want.platforms)
 	}
 }
 
@@ -247,9 +296,17 @@ func checkImage(t *testing.T, platform string, img v1.Image, want imageWant) (bi
 		t.Errorf("%s: /tmp is missing or not a world-writable sticky directory (mode %v)", platform, f.mode)
 	}
 	for _, f := range osImage.files {
-		if _, ok := files[f]; !ok {
-			t.Errorf("%s: the image has no /%s", platform, f)
+		if !slices.ContainsFunc(strings.Split(f, "|"), func(f string) bool { return exists(files, f) }) {
+			t.Errorf("%s: the image has no /%s", platform, strings.ReplaceAll(f, "|", " or /"))
 		}
+	}
+	for _, f := range osImage.progs {
+		if prog, ok := lookup(files, f); ok {
+			checkELF(t, platform+" /"+f, platform, prog.data, false)
+		}
+	}
+	if hasOS {
+		checkSuites(t, platform, cfg.Config.Labels[suitesLabel])
 	}
 	if hasOS && !strings.Contains(string(files["etc/passwd"].data), "messagebus:x:") {
 		t.Errorf("%s: /etc/passwd lacks the users of the packages:\n%s", platform, files["etc/passwd"].data)
@@ -262,30 +319,83 @@ func checkImage(t *testing.T, platform string, img v1.Image, want imageWant) (bi
 	if bin.mode&0o111 == 0 {
 		t.Errorf("%s: the binary is not executable (mode %v)", platform, bin.mode)
 	}
-	checkELF(t, platform, bin.data)
+	checkELF(t, platform, platform, bin.data, true)
+	checkGoBuild(t, platform, bin.data)
 	if platform == "linux/amd64" {
 		checkVersion(t, bin.data, want)
 	}
 	return bin.data, files["var/lib/dpkg/status"].data
 }
 
-// checkELF: a static binary for the platform's architecture.
-func checkELF(t *testing.T, platform string, data []byte) {
+// checkELF: a program for the platform's machine, word size and byte order
+// (a kernel of another refuses it: "exec format error"); static if asked.
+func checkELF(t *testing.T, what, platform string, data []byte, static bool) {
 	t.Helper()
 	f, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {
-		t.Errorf("%s: the binary is not ELF: %v", platform, err)
+		t.Errorf("%s: not ELF: %v", what, err)
 		return
 	}
 	defer f.Close()
-	machine := map[string]elf.Machine{"linux/amd64": elf.EM_X86_64, "linux/arm64": elf.EM_AARCH64}[platform]
-	if f.Machine != machine {
-		t.Errorf("%s: the binary is for %v", platform, f.Machine)
+	want, ok := elfTargets[platform]
+	if !ok {
+		t.Errorf("%s: no ELF target known for %s", what, platform)
+		return
+	}
+	if f.Machine != want.machine || f.Class != want.class || f.ByteOrder != want.order {
+		t.Errorf("%s: ELF for %v %v %v, want %v %v %v", what, f.Machine, f.Class, f.ByteOrder, want.machine, want.class, want.order)
 	}
 	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			t.Errorf("%s: the binary is dynamically linked (CGO_ENABLED=0 is required)", platform)
+		if static && p.Type == elf.PT_INTERP {
+			t.Errorf("%s: dynamically linked (CGO_ENABLED=0 is required)", what)
 		}
+	}
+}
+
+// checkGoBuild reads the Go build settings stamped into the binary: GOARCH
+// and, for arm/v7, GOARM=7 (the variant the index promises: a GOARM=5
+// binary would run, slowly, and one built for v8 would not).
+func checkGoBuild(t *testing.T, platform string, data []byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "bin")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		t.Errorf("%s: reading the Go build information: %v", platform, err)
+		return
+	}
+	want := elfTargets[platform]
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	for key, w := range map[string]string{"GOOS": "linux", "GOARCH": want.goarch, "GOARM": want.goarm, "CGO_ENABLED": "0"} {
+		if settings[key] != w {
+			t.Errorf("%s: the binary was built with %s=%q, want %q", platform, key, settings[key], w)
+		}
+	}
+}
+
+// suitesLabel names the Debian suites an OS image's packages came from
+// (hack/debian-rootfs.sh leaves out a suite whose index did not verify).
+const suitesLabel = "io.kubeprov.debian.suites"
+
+func checkSuites(t *testing.T, platform, label string) {
+	t.Helper()
+	suite := debianSuite(platform)
+	suites := strings.Split(label, ",")
+	if suites[0] != suite {
+		t.Errorf("%s: label %s=%q, want %s first", platform, suitesLabel, label, suite)
+	}
+	for _, s := range suites[1:] {
+		if s != suite+"-updates" && s != suite+"-security" {
+			t.Errorf("%s: label %s=%q names %q, want only %s-updates and %s-security after %s", platform, suitesLabel, label, s, suite, suite, suite)
+		}
+	}
+	if !slices.Contains(suites, suite+"-security") {
+		t.Logf("%s: built without %s-security (its index did not verify): %s=%s", platform, suite, suitesLabel, label)
 	}
 }
 
@@ -309,6 +419,51 @@ func checkVersion(t *testing.T, data []byte, want imageWant) {
 type imageFile struct {
 	mode fs.FileMode
 	data []byte
+	link string // a symbolic link's target
+}
+
+// lookup finds name as a process in the image would, through symbolic links
+// of its directories (Debian 13's /sbin -> usr/sbin).
+func lookup(files map[string]imageFile, name string) (imageFile, bool) {
+	for range 8 {
+		f, ok := files[name]
+		if ok && f.link == "" {
+			return f, true
+		}
+		if ok {
+			name = resolveLink(name, f.link)
+			continue
+		}
+		resolved := false
+		for dir := filepath.Dir(name); dir != "."; dir = filepath.Dir(dir) {
+			if d, ok := files[dir]; ok && d.link != "" {
+				name = filepath.Join(resolveLink(dir, d.link), strings.TrimPrefix(name, dir+"/"))
+				resolved = true
+				break
+			}
+		}
+		if !resolved {
+			return imageFile{}, false
+		}
+	}
+	return imageFile{}, false
+}
+
+// exists: name is in the image itself (a dangling link too, as /etc/mtab is
+// until /proc is mounted) or through a link of its directories.
+func exists(files map[string]imageFile, name string) bool {
+	if _, ok := files[name]; ok {
+		return true
+	}
+	_, ok := lookup(files, name)
+	return ok
+}
+
+func resolveLink(name, target string) string {
+	if filepath.IsAbs(target) {
+		return strings.TrimPrefix(filepath.Clean(target), "/")
+	}
+	return filepath.Join(filepath.Dir(name), target)
 }
 
 // imageFiles flattens the image's layers (later layers win), without the
@@ -331,7 +486,11 @@ func imageFiles(img v1.Image) (map[string]imageFile, error) {
 			return nil, err
 		}
 		name := strings.Trim(hdr.Name, "/")
-		files[strings.TrimPrefix(name, "./")] = imageFile{mode: hdr.FileInfo().Mode(), data: data}
+		f := imageFile{mode: hdr.FileInfo().Mode(), data: data}
+		if hdr.Typeflag == tar.TypeSymlink {
+			f.link = hdr.Linkname
+		}
+		files[strings.TrimPrefix(name, "./")] = f
 	}
 }
 

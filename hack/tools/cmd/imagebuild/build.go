@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -58,6 +59,9 @@ type buildOptions struct {
 	// ExposedPorts (such as 2049/tcp) and Volumes are recorded in the
 	// configuration, as a Dockerfile's EXPOSE and VOLUME do.
 	ExposedPorts, Volumes []string
+	// PlatformLabels are labels of one platform's image only, by platform
+	// (such as the Debian suites of its root filesystem).
+	PlatformLabels map[string]map[string]string
 }
 
 func (o *buildOptions) validate() error {
@@ -76,6 +80,11 @@ func (o *buildOptions) validate() error {
 	}
 	if strings.ContainsAny(o.Name, "/ ") {
 		return fmt.Errorf("-name %q: want a plain file name", o.Name)
+	}
+	for p := range o.PlatformLabels {
+		if !slices.Contains(o.Binaries.platforms(), p) {
+			return fmt.Errorf("-platform-label for %s, which has no -binary", p)
+		}
 	}
 	return nil
 }
@@ -279,6 +288,10 @@ func platformImage(o buildOptions, b platformBinary, caBundle []byte, labels map
 			cfg.Config.Volumes = map[string]struct{}{}
 		}
 		cfg.Config.Volumes[v] = struct{}{}
+	}
+	if extra := o.PlatformLabels[b.Platform.String()]; len(extra) > 0 {
+		labels = maps.Clone(labels)
+		maps.Copy(labels, extra)
 	}
 	cfg.Config.Labels = labels
 	img, err = mutate.ConfigFile(img, cfg)

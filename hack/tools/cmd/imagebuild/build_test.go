@@ -168,3 +168,73 @@ func layerFiles(t *testing.T, l v1.Layer) map[string]string {
 		files[strings.TrimPrefix(hdr.Name, "./")] = b.String()
 	}
 }
+
+// TestPlatformLabels: the index names arm's variant, and a -platform-label
+// lands on its platform's image only (config label and manifest annotation).
+func TestPlatformLabels(t *testing.T) {
+	dir, bin, ca := buildInputs(t)
+	var binaries platformFlag
+	for _, p := range []string{"linux/amd64", "linux/arm/v7"} {
+		if err := binaries.Set(p + "=" + bin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labels, err := parsePlatformLabels([]string{"linux/arm/v7=io.example.suites=bookworm,bookworm-updates"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "layout")
+	o := buildOptions{
+		Name: "prov", Version: "v1", Revision: "abc", Source: "https://example.com",
+		Created: time.Unix(1700000000, 0).UTC(), Binaries: binaries, CACertificates: ca, Out: out,
+		PlatformLabels: labels,
+	}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := build(o); err != nil {
+		t.Fatal(err)
+	}
+	_, idx, im := readLayout(t, out)
+	want := map[string]string{"linux/amd64": "", "linux/arm/v7": "bookworm,bookworm-updates"}
+	for _, desc := range im.Manifests {
+		p := desc.Platform.String()
+		w, ok := want[p]
+		if !ok {
+			t.Errorf("index entry for %s, want one of %v", p, want)
+			continue
+		}
+		delete(want, p)
+		img, err := idx.Image(desc.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Platform().String(); got != p {
+			t.Errorf("%s: the configuration says %s", p, got)
+		}
+		manifest, err := img.Manifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, got2 := cfg.Config.Labels["io.example.suites"], manifest.Annotations["io.example.suites"]; got != w || got2 != w {
+			t.Errorf("%s: label %q, annotation %q, want %q", p, got, got2, w)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("the index lacks %v", want)
+	}
+
+	for _, bad := range []string{"linux/arm/v7=io.example.suites=", "linux/arm/v7=io.example.suites", "arm=k=v"} {
+		if _, err := parsePlatformLabels([]string{bad}); err == nil {
+			t.Errorf("-platform-label %q was accepted", bad)
+		}
+	}
+	o.PlatformLabels, _ = parsePlatformLabels([]string{"linux/s390x=k=v"})
+	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "linux/s390x, which has no -binary") {
+		t.Errorf("a label for a platform without a binary gave %v", err)
+	}
+}

@@ -50,6 +50,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 func main() {
@@ -104,6 +106,8 @@ func runBuild(args []string) error {
 	fs.StringVar(&o.Provenance.BuilderID, "builder-id", "", "URI of who built, recorded as the provenance's builder.id (default SOURCE/hack/build.make)")
 	fs.StringVar(&goals, "goals", "", "make goals of this build, space-separated, recorded in the provenance")
 	fs.Var(&params, "param", "NAME=VALUE of a make variable recorded in the provenance (repeatable)")
+	var platformLabels listFlag
+	fs.Var(&platformLabels, "platform-label", "OS/ARCH[/VARIANT]=KEY=VALUE: a label (and manifest annotation) of that platform's image only (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -125,6 +129,10 @@ func runBuild(args []string) error {
 		for _, r := range rootfs {
 			o.RootFS[r.Platform.String()] = r.Path
 		}
+	}
+	var err error
+	if o.PlatformLabels, err = parsePlatformLabels(platformLabels); err != nil {
+		return err
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -204,6 +212,28 @@ func runAttestations(ctx context.Context, args []string) error {
 		fmt.Println(f)
 	}
 	return err
+}
+
+// parsePlatformLabels reads OS/ARCH[/VARIANT]=KEY=VALUE into labels by
+// platform.
+func parsePlatformLabels(flags []string) (map[string]map[string]string, error) {
+	var labels map[string]map[string]string
+	for _, f := range flags {
+		spec, label, _ := strings.Cut(f, "=")
+		key, value, _ := strings.Cut(label, "=")
+		p, err := v1.ParsePlatform(spec)
+		if err != nil || p.OS == "" || p.Architecture == "" || key == "" || value == "" {
+			return nil, fmt.Errorf("-platform-label %q: want OS/ARCH[/VARIANT]=KEY=VALUE with a value", f)
+		}
+		if labels == nil {
+			labels = map[string]map[string]string{}
+		}
+		if labels[p.String()] == nil {
+			labels[p.String()] = map[string]string{}
+		}
+		labels[p.String()][key] = value
+	}
+	return labels, nil
 }
 
 func parseTime(s string) (time.Time, error) {
