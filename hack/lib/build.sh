@@ -50,7 +50,7 @@ k8s_replaces() {
 k8s_ldflags() {
   local pkg stamp="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    stamp+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=36 -X $pkg.gitTreeState=clean"
+    stamp+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$K8S_MINOR -X $pkg.gitTreeState=clean"
   done
   echo "$stamp"
 }
