@@ -17,6 +17,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
 
 build_setup() {
   _build_log_prefix=$1
+  [[ $K8S_VERSION =~ ^v1\.[0-9]+\.[0-9]+$ ]] ||
+    die "KUBEPROV_KUBE_VERSION=$KUBEPROV_KUBE_VERSION: want v1.MINOR.PATCH, such as one of the supported ${K8S_SUPPORTED_VERSIONS[*]}"
   cache_root=${KUBEPROV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeprov}
   bin_dir="$cache_root/$2"
   if [[ "${3:-}" == "--print-dir" ]]; then
