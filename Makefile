@@ -21,7 +21,7 @@ FUZZ_TIME ?= 20s
 # charts/common is the library the others depend on: packaged inside each.
 CHARTS := $(filter-out common,$(notdir $(wildcard charts/*)))
 
-.PHONY: help chart build test test-phases prepare test-unit test-fuzz test-integration test-csi-process test-fresh test-faults test-e2e deps deps-node controlplane node cluster lint tidy verify demo bench image push clean
+.PHONY: help chart build test test-phases prepare test-unit test-fuzz test-integration test-oldest test-csi-process test-fresh test-faults test-e2e deps deps-node controlplane node cluster lint tidy verify demo bench image push clean
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z0-9/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -32,7 +32,14 @@ build/%:
 	@if [ -f $*/Makefile ]; then $(MAKE) --no-print-directory -C $* build; fi
 
 # The phases of `make test`, in order; .ci/run runs and times them one by one.
-TEST_PHASES := prepare test-unit test-fuzz test-integration test-csi-process test-fresh
+TEST_PHASES := prepare test-unit test-fuzz test-integration test-oldest test-csi-process test-fresh
+# The oldest supported Kubernetes (hack/lib/versions.sh); test-integration runs
+# the newest.
+KUBE_OLDEST := $(shell source hack/lib/versions.sh && echo "$$K8S_OLDEST_VERSION")
+# The suites test-oldest runs again on it: the library's, csi's and, on real
+# nodes, the hostpath case that follows hostpath/README.md.
+OLDEST_SUITES := ./integration/lib/ ./integration/csi/
+OLDEST_E2E := ^TestHostpathSingleNode$$
 
 test: ## Everything CI runs: install test dependencies and build the control plane (in parallel), then run all tests.
 	@hack/phases.sh $(TEST_PHASES)
@@ -56,6 +63,12 @@ test-fuzz: ## Fuzz each of FUZZ_TARGETS for FUZZ_TIME (beyond the seeds every go
 
 test-integration: controlplane node ## Integration tests against the real control plane and backends, and the e2e suite on real nodes (test/e2e, test/cluster).
 	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./...
+
+test-oldest: ## The lib and csi integration suites and the e2e hostpath case again, on the oldest supported Kubernetes (KUBE_OLDEST; root for the nodes).
+	KUBEPROV_KUBE_VERSION=$(KUBE_OLDEST) hack/controlplane.sh
+	KUBEPROV_KUBE_VERSION=$(KUBE_OLDEST) hack/node.sh
+	cd test && KUBEPROV_KUBE_VERSION=$(KUBE_OLDEST) go test -count=1 -timeout $(INTEGRATION_TIMEOUT) $(OLDEST_SUITES)
+	cd test && KUBEPROV_KUBE_VERSION=$(KUBE_OLDEST) go test -count=1 -timeout $(INTEGRATION_TIMEOUT) -run '$(OLDEST_E2E)' ./e2e/
 
 test-csi-process: controlplane ## The csi integration tests again, the CSI driver a process of its own with its volumes on disk, killed and restarted (CSI_TEST_DRIVER=process).
 	cd test && CSI_TEST_DRIVER=process go test -count=1 -timeout $(INTEGRATION_TIMEOUT) ./integration/csi/

@@ -21,7 +21,8 @@ if built etcd "$ETCD_VERSION" && built kube-apiserver "$K8S_VERSION" && built ku
 fi
 
 mkdir -p "$bin_dir"
-src="$cache_root/controlplane/src"
+# One source tree per Kubernetes version: both minors may build at once.
+src="$cache_root/controlplane/src/$K8S_VERSION"
 mkdir -p "$src/etcd" "$src/kubernetes"
 start=$SECONDS
 

@@ -41,7 +41,8 @@ if all_built; then
   exit 0
 fi
 
-src="$cache_root/node/src"
+# One source tree per Kubernetes version: both minors may build at once.
+src="$cache_root/node/src/$K8S_VERSION"
 mkdir -p "$src/kubernetes" "$src/containerd" "$src/cni" "$bin_dir/cni"
 start=$SECONDS
 # Static binaries with one flag set: the Go build cache is shared with the

@@ -17,6 +17,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"
 
 build_setup() {
   _build_log_prefix=$1
+  [[ $K8S_VERSION =~ ^v1\.[0-9]+\.[0-9]+$ ]] ||
+    die "KUBEPROV_KUBE_VERSION=$KUBEPROV_KUBE_VERSION: want v1.MINOR.PATCH, such as one of the supported ${K8S_SUPPORTED_VERSIONS[*]}"
   cache_root=${KUBEPROV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeprov}
   bin_dir="$cache_root/$2"
   if [[ "${3:-}" == "--print-dir" ]]; then
@@ -50,7 +52,7 @@ k8s_replaces() {
 k8s_ldflags() {
   local pkg stamp="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    stamp+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=36 -X $pkg.gitTreeState=clean"
+    stamp+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$K8S_MINOR -X $pkg.gitTreeState=clean"
   done
   echo "$stamp"
 }

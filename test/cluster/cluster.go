@@ -271,6 +271,10 @@ func (c *Cluster) waitNodeReady(ctx context.Context, n *Node) error {
 		if err != nil {
 			return false, nil
 		}
+		// The kubelet of the version the suite asked for, not the default one.
+		if want, got := framework.WantedKubeVersion(), node.Status.NodeInfo.KubeletVersion; want != "" && got != "" && got != want {
+			return false, fmt.Errorf("%s=%s but node %s runs kubelet %s", framework.KubeVersionEnv, want, n.Name, got)
+		}
 		for _, cond := range node.Status.Conditions {
 			if cond.Type == corev1.NodeReady {
 				return cond.Status == corev1.ConditionTrue, nil

@@ -263,7 +263,10 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options) error 
 	if err := os.WriteFile(cp.CAFile, cfg.CAData, 0o644); err != nil {
 		return err
 	}
-	return cp.waitReady(ctx)
+	if err := cp.waitReady(ctx); err != nil {
+		return err
+	}
+	return checkServerVersion(cp.Client.Discovery())
 }
 
 // RestConfig returns a copy of the admin config, safe to mutate.

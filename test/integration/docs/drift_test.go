@@ -622,3 +622,69 @@ func TestLibNeverExitsOrPanics(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSupportedKubernetesVersions: README.md states the Kubernetes range
+// that hack/lib/versions.sh builds and make test runs, at least the three
+// newest minors without a gap, and the libraries the modules compile
+// against are the newest one's.
+func TestSupportedKubernetesVersions(t *testing.T) {
+	m := regexp.MustCompile(`(?m)^K8S_SUPPORTED_VERSIONS=\(([^)]*)\)`).FindStringSubmatch(readDoc(t, "hack/lib/versions.sh"))
+	if m == nil {
+		t.Fatal("hack/lib/versions.sh sets no K8S_SUPPORTED_VERSIONS=(...)")
+	}
+	versions := strings.Fields(m[1])
+	var minors []string
+	for i, v := range versions {
+		minor := minorOf(t, v)
+		if i > 0 && minor != minorOf(t, versions[0])-i {
+			t.Errorf("K8S_SUPPORTED_VERSIONS %v: want consecutive minors, newest first", versions)
+		}
+		minors = append(minors, fmt.Sprintf("1.%d", minor))
+	}
+	if len(versions) < 3 {
+		t.Errorf("K8S_SUPPORTED_VERSIONS %v: want at least the three newest minors", versions)
+	}
+
+	readme := readDoc(t, "README.md")
+	_, section, ok := strings.Cut(readme, "## Supported Kubernetes versions\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Supported Kubernetes versions" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	slices.Reverse(minors)
+	if stated := strings.Join(minors[:len(minors)-1], ", ") + " and " + minors[len(minors)-1]; !strings.Contains(section, stated) {
+		t.Errorf("README.md's supported versions do not say %q (hack/lib/versions.sh):\n%s", stated, section)
+	}
+	newest, oldest := versions[0], versions[len(versions)-1]
+	for _, want := range []string{strings.TrimPrefix(newest, "v"), strings.TrimPrefix(oldest, "v"), "make test-oldest"} {
+		if !strings.Contains(section, want) {
+			t.Errorf("README.md's supported versions do not name %s, which make test runs", want)
+		}
+	}
+
+	out, err := exec.Command("make", "-s", "-C", root, "test-phases").Output()
+	if err != nil {
+		t.Fatalf("make test-phases: %v", err)
+	}
+	if phases := strings.Fields(string(out)); !slices.Contains(phases, "test-oldest") {
+		t.Errorf("make test runs the phases %v, none on the oldest supported Kubernetes (test-oldest)", phases)
+	}
+	if out, err := exec.Command("make", "-s", "-C", root, "-n", "test-oldest").Output(); err != nil || !strings.Contains(string(out), "KUBEPROV_KUBE_VERSION="+oldest) {
+		t.Errorf("make test-oldest does not run on %s (%v):\n%s", oldest, err, out)
+	}
+
+	clientGo := regexp.MustCompile(`(?m)^\s*k8s.io/client-go v0\.(\d+)\.`).FindStringSubmatch(readDoc(t, "lib/go.mod"))
+	if clientGo == nil || "1."+clientGo[1] != minors[len(minors)-1] {
+		t.Errorf("lib/go.mod requires client-go %v, want the newest supported minor %s", clientGo, newest)
+	}
+}
+
+// minorOf returns the minor of a v1.MINOR.PATCH version.
+func minorOf(t *testing.T, v string) int {
+	t.Helper()
+	var minor, patch int
+	if _, err := fmt.Sscanf(v, "v1.%d.%d", &minor, &patch); err != nil {
+		t.Fatalf("%q is not v1.MINOR.PATCH: %v", v, err)
+	}
+	return minor
+}
