@@ -149,6 +149,10 @@ type Journal struct {
 	keyMu sync.Mutex
 	key   []byte // signs entries (KeySecret); loaded on first use
 
+	// flushMu makes flushes one at a time: a flush that read the shards
+	// before another's write would otherwise write what that one replaced.
+	flushMu sync.Mutex
+
 	mu          sync.Mutex
 	shards      []*journalShard
 	shardOf     map[string]int    // PV name -> shard holding its entry
@@ -750,6 +754,8 @@ type shardWrite struct {
 // says how many shards are in use, so it is written before a shard beyond
 // that number is.
 func (j *Journal) Flush(ctx context.Context) {
+	j.flushMu.Lock()
+	defer j.flushMu.Unlock()
 	j.mu.Lock()
 	var jobs []shardWrite
 	inUse := 0
