@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/gophercloud/gophercloud/v2 v2.15.0
-	github.com/kubeprov/external-storage/lib v0.1.0
+	github.com/kubeprov/external-storage/lib v0.0.0-00010101000000-000000000000
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	gopkg.in/gcfg.v1 v1.2.3
@@ -67,3 +67,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect
 )
+
+replace github.com/kubeprov/external-storage/lib => ../lib

@@ -3,7 +3,7 @@ module github.com/kubeprov/external-storage/hostpath
 go 1.26.0
 
 require (
-	github.com/kubeprov/external-storage/lib v0.1.0
+	github.com/kubeprov/external-storage/lib v0.0.0-00010101000000-000000000000
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	golang.org/x/sys v0.40.0
@@ -63,3 +63,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect
 )
+
+replace github.com/kubeprov/external-storage/lib => ../lib
