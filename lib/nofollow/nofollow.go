@@ -115,6 +115,14 @@ func MkdirAll(root, rel string, o MkdirOptions) (created bool, err error) {
 // parent) is success. A link at rel or below it is removed as a link;
 // a link in a parent of rel is ErrSymlink and nothing is removed.
 func RemoveAll(root, rel string) error {
+	return inExistingParent(root, rel, func(parent int, leaf string) error {
+		return removeEntry(parent, leaf, rel)
+	})
+}
+
+// inExistingParent runs f on the opened parent of rel under root and rel's
+// last component; a missing parent is success without calling f.
+func inExistingParent(root, rel string, f func(parent int, leaf string) error) error {
 	if err := pathpattern.ValidateRelative(rel); err != nil {
 		return err
 	}
@@ -126,7 +134,7 @@ func RemoveAll(root, rel string) error {
 		return err
 	}
 	defer closeFD(parent)
-	return removeEntry(parent, leaf, rel)
+	return f(parent, leaf)
 }
 
 // Check reports whether rel under root is reached without a link: each
@@ -136,26 +144,17 @@ func RemoveAll(root, rel string) error {
 // works on next (a script of the administrator's), so it is only as good
 // as nobody else can change the parents in between.
 func Check(root, rel string) error {
-	if err := pathpattern.ValidateRelative(rel); err != nil {
-		return err
-	}
-	parent, leaf, err := openParent(root, rel, nil)
-	if errors.Is(err, fs.ErrNotExist) {
+	return inExistingParent(root, rel, func(parent int, leaf string) error {
+		fd, err := openAt(parent, leaf, rel)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		closeFD(fd)
 		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer closeFD(parent)
-	fd, err := openAt(parent, leaf, rel)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	closeFD(fd)
-	return nil
+	})
 }
 
 // openParent opens the directory holding rel's last component, one
