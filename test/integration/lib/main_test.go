@@ -71,6 +71,14 @@ func runController(t *testing.T, name string, p controller.Provisioner, opts ...
 // another user than the admin).
 func runControllerAs(t *testing.T, client kubernetes.Interface, name string, p controller.Provisioner, opts ...controller.Option) (stop func()) {
 	t.Helper()
+	_, stop = startControllerAs(t, client, name, p, opts...)
+	return stop
+}
+
+// startControllerAs is runControllerAs that also returns the controller,
+// for tests that ask it about its readiness.
+func startControllerAs(t *testing.T, client kubernetes.Interface, name string, p controller.Provisioner, opts ...controller.Option) (*controller.ProvisionController, func()) {
+	t.Helper()
 	c, err := controller.NewProvisionController(client, name, p, testOptions(opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +87,7 @@ func runControllerAs(t *testing.T, client kubernetes.Interface, name string, p c
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	var stopped atomic.Bool
-	stop = func() {
+	stop := func() {
 		if stopped.Swap(true) {
 			return
 		}
@@ -94,7 +102,7 @@ func runControllerAs(t *testing.T, client kubernetes.Interface, name string, p c
 		}
 	}
 	t.Cleanup(stop)
-	return stop
+	return c, stop
 }
 
 func newStore(t *testing.T) *dirstore.Store {

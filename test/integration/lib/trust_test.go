@@ -145,20 +145,7 @@ func TestMissingPermissionsAreReportedNotSilent(t *testing.T) {
 	// Everything but the journal ConfigMap.
 	cfg := userWithRules(t, ctx, name, provisionerRules)
 
-	limited := kubernetes.NewForConfigOrDie(cfg)
-	c, err := controller.NewProvisionController(limited, name, newStore(t), testOptions()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: Run returned %v", err)
-		}
-	})
+	c, _ := startControllerAs(t, kubernetes.NewForConfigOrDie(cfg), name, newStore(t))
 
 	sc := cp.CreateTestStorageClass(t, framework.NewStorageClass(className(name), name, nil))
 	ns := cp.CreateTestNamespace(t, "rbac")
@@ -184,22 +171,10 @@ func TestForbiddenLeaseIsReportedOnWaitingClaims(t *testing.T) {
 	rules := append(slices.Clone(provisionerRules), rbacv1.PolicyRule{
 		APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}})
 	limited := kubernetes.NewForConfigOrDie(userWithRules(t, ctx, name, rules))
-	c, err := controller.NewProvisionController(limited, name, newStore(t), testOptions(
+	c, _ := startControllerAs(t, limited, name, newStore(t),
 		controller.WithJournal(home, "lease-inflight"),
 		controller.WithLeaderElection(home),
-		controller.WithLeaderElectionTimings(4*time.Second, 2*time.Second, 200*time.Millisecond))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: Run returned %v", err)
-		}
-	})
+		controller.WithLeaderElectionTimings(4*time.Second, 2*time.Second, 200*time.Millisecond))
 
 	sc := cp.CreateTestStorageClass(t, framework.NewStorageClass(className(name), name, nil))
 	ns := cp.CreateTestNamespace(t, "lease")
