@@ -6,7 +6,10 @@
 // parameters gidMin and gidMax, and records each in the PV annotation
 // pv.beta.kubernetes.io/gid, which the kubelet adds to the pod's groups.
 // Its table is rebuilt from existing PVs, so a restart never hands out a GID
-// twice.
+// twice. The PV annotation is only a claim (anyone who may edit PVs can
+// change it); a provisioner whose storage records each volume's group
+// itself (a directory's group owner) should use NewFromStorage, so that the
+// storage's record, which only the provisioner writes, decides.
 package gidallocator
 
 import (
@@ -33,6 +36,7 @@ const (
 // Allocator allocates GIDs per storage class. Safe for concurrent use.
 type Allocator struct {
 	client kubernetes.Interface
+	inUse  GroupsInUse
 
 	mu      sync.Mutex
 	classes map[string]*table
@@ -48,6 +52,21 @@ type table struct {
 // New returns an allocator that rebuilds its tables from the PVs in the API.
 func New(client kubernetes.Interface) *Allocator {
 	return &Allocator{client: client, classes: map[string]*table{}}
+}
+
+// GroupsInUse reports the groups the storage itself gives its volumes, each
+// with the name of the volume (its PV's name) that has it.
+type GroupsInUse func(ctx context.Context) (map[int]string, error)
+
+// NewFromStorage returns an allocator that rebuilds its tables from the
+// storage's own record, inUse, as well as from the PVs: a GID in either is
+// never handed out, and where both name a volume's GID, the storage's is the
+// one Release frees. The storage does not know classes, so a GID it
+// reports is taken in every class's range.
+func NewFromStorage(client kubernetes.Interface, inUse GroupsInUse) *Allocator {
+	a := New(client)
+	a.inUse = inUse
+	return a
 }
 
 // Range parses gidMin and gidMax from class parameters, with defaults, and
@@ -144,6 +163,38 @@ func (a *Allocator) table(ctx context.Context, className string) (*table, error)
 			t.used[gid], t.byPV[pv.Name] = pv.Name, gid
 		}
 	}
+	if a.inUse != nil {
+		if err := t.addStorageGroups(ctx, a.inUse, pvs.Items, className); err != nil {
+			return nil, err
+		}
+	}
 	a.classes[className] = t
 	return t, nil
+}
+
+// addStorageGroups marks the storage's groups taken, and makes the
+// storage's group the one of each of the class's volumes where its PV's
+// annotation names another.
+func (t *table) addStorageGroups(ctx context.Context, inUse GroupsInUse, pvs []corev1.PersistentVolume, className string) error {
+	groups, err := inUse(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the storage's groups to rebuild the GID table: %w", err)
+	}
+	ofClass := map[string]bool{}
+	for _, pv := range pvs {
+		ofClass[pv.Name] = pv.Spec.StorageClassName == className
+	}
+	for gid, volume := range groups {
+		if claimed, ok := t.byPV[volume]; ok && claimed != gid && t.used[claimed] == volume {
+			delete(t.used, claimed)
+			delete(t.byPV, volume)
+		}
+	}
+	for gid, volume := range groups {
+		t.used[gid] = volume
+		if ofClass[volume] {
+			t.byPV[volume] = gid
+		}
+	}
+	return nil
 }

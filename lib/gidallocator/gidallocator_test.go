@@ -5,6 +5,7 @@ package gidallocator
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -63,5 +64,40 @@ func TestRangeErrorsNameTheParameter(t *testing.T) {
 	lo, hi, err := Range(nil)
 	if err != nil || lo != DefaultGIDMin || hi != DefaultGIDMax {
 		t.Fatalf("defaults = %d, %d, %v", lo, hi, err)
+	}
+}
+
+func TestStorageGroupsOverruleAnnotations(t *testing.T) {
+	ctx := context.Background()
+	// "a" has 2000 on the storage but nothing in its annotation (removed by
+	// someone); "b" really has 2003, its annotation says 2001; "orphan" is a
+	// directory without a PV (a volume being made).
+	a0 := pv("a", "gold", "")
+	client := fake.NewClientset(a0, pv("b", "gold", "2001"))
+	storage := map[int]string{2000: "a", 2003: "b", 2004: "orphan"}
+	alloc := NewFromStorage(client, func(context.Context) (map[int]string, error) { return storage, nil })
+	params := map[string]string{ParamGIDMin: "2000", ParamGIDMax: "2005"}
+	var got []int
+	for _, name := range []string{"x", "y"} {
+		gid, err := alloc.Allocate(ctx, "gold", name, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, gid)
+	}
+	if got[0] != 2001 || got[1] != 2002 {
+		t.Fatalf("allocated %v, want [2001 2002]: 2000, 2003 and 2004 are the storage's, 2001 only an annotation's", got)
+	}
+	if _, err := alloc.Allocate(ctx, "gold", "z", params); err != nil {
+		t.Fatal(err) // 2005
+	}
+	// Deleting b frees the storage's 2003, not the annotation's 2001.
+	alloc.Release(pv("b", "gold", "2001"))
+	if gid, err := alloc.Allocate(ctx, "gold", "w", params); err != nil || gid != 2003 {
+		t.Fatalf("after deleting b got %d, %v; want 2003", gid, err)
+	}
+	failing := NewFromStorage(client, func(context.Context) (map[int]string, error) { return nil, errors.New("export root unreadable") })
+	if _, err := failing.Allocate(ctx, "gold", "x", params); err == nil || !strings.Contains(err.Error(), "export root unreadable") {
+		t.Fatalf("unreadable storage: err = %v, want it named (never a guess from annotations alone)", err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kubeprov/external-storage/lib/controller"
 	"github.com/kubeprov/external-storage/lib/gidallocator"
 	"github.com/kubeprov/external-storage/lib/httpendpoint"
+	"github.com/kubeprov/external-storage/nfs/pkg/dirs"
 	"github.com/kubeprov/external-storage/nfs/pkg/ganesha"
 	"github.com/kubeprov/external-storage/nfs/pkg/quota"
 	"github.com/kubeprov/external-storage/nfs/pkg/server"
@@ -178,13 +179,26 @@ func (o *Options) serverMode(ctx context.Context, kube kubernetes.Interface) (*s
 		Identity:      identity,
 		Exports:       bus,
 		Quota:         q,
-		GIDs:          gidallocator.New(kube),
+		GIDs:          gidallocator.NewFromStorage(kube, exportGroups(o.ExportRoot)),
 	})
 	if err != nil {
 		return fail(err)
 	}
 	logger.Info("Server mode ready", "server", addr, "exportRoot", o.ExportRoot, "identity", identity)
 	return p, stop, nil
+}
+
+// exportGroups reads the volume directories' groups: what the GID table
+// is rebuilt from after a restart, rather than PV annotations alone.
+func exportGroups(exportRoot string) gidallocator.GroupsInUse {
+	return func(context.Context) (map[int]string, error) {
+		root, err := os.OpenRoot(exportRoot)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = root.Close() }()
+		return dirs.Groups(root)
+	}
 }
 
 // nfsPorts are the ports clients need; a Service without them still works

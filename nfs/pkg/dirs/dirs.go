@@ -18,6 +18,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 
 	"github.com/kubeprov/external-storage/lib/nofollow"
 	"github.com/kubeprov/external-storage/lib/pathpattern"
@@ -166,6 +167,41 @@ func Remove(root *os.Root, rel string) error {
 		return err
 	}
 	return nofollow.RemoveAll(root.Name(), rel)
+}
+
+// Groups lists the groups of the volume directories directly in root, by
+// gid: directories (never links) with the setgid bit SetGroup gives, except
+// archived ones, whose volumes are gone. Only the provisioner sets these
+// groups, so they are the record of which volume has which group.
+func Groups(root *os.Root) (map[int]string, error) {
+	d, err := root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = d.Close() }()
+	entries, err := d.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	groups := map[int]string{}
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ArchiveName("")) {
+			continue
+		}
+		st, err := root.Lstat(e.Name())
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !st.IsDir() || st.Mode()&os.ModeSetgid == 0 || !ok {
+			continue
+		}
+		groups[int(sys.Gid)] = e.Name()
+	}
+	return groups, nil
 }
 
 // ArchiveName is the name rel gets when archived: its last component gets

@@ -181,3 +181,43 @@ func TestSetGroup(t *testing.T) {
 		t.Errorf("mode %s, want %s", st.Mode(), os.ModeDir|ModeShared)
 	}
 }
+
+func TestGroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chown to other groups needs root; CI runs the tests as root")
+		}
+		t.Skip("chown to other groups needs root")
+	}
+	dir, root := openRoot(t)
+	mk := func(name string, gid *int) {
+		t.Helper()
+		if _, err := Create(root, name, ModeShared); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "data"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := SetGroup(root, name, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g1, g2, g3 := 3001, 3002, 3003
+	mk("pvc-a", &g1)
+	mk("pvc-shared", nil) // no group of its own: not a record
+	mk("pvc-b", &g2)
+	mk("pvc-old", &g3)
+	if _, err := Archive(root, "pvc-old", "x"); err != nil { // its volume is gone
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "pvc-a"), filepath.Join(dir, "pvc-link")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Groups(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[g1] != "pvc-a" || got[g2] != "pvc-b" {
+		t.Errorf("Groups = %v, want map[%d:pvc-a %d:pvc-b] (no shared, archived or linked entry)", got, g1, g2)
+	}
+}

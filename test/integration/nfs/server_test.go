@@ -5,6 +5,7 @@ package nfs
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	nfsbackend "github.com/kubeprov/external-storage/test/backend/nfs"
@@ -256,7 +258,8 @@ func TestServerReusesRunningDaemons(t *testing.T) {
 
 // gidAllocate gives each claim a group of its own from gidMin-gidMax: the
 // PV records it and the exported directory belongs to it; a restarted
-// provisioner does not hand out a group a PV holds, a deleted claim's group
+// provisioner does not hand out a group a volume's directory holds, even
+// when its PV's annotation was edited to another, a deleted claim's group
 // is handed out again, and bad ranges end in a Warning naming the key.
 func TestServerGIDAllocate(t *testing.T) {
 	requireNFS(t)
@@ -300,7 +303,14 @@ func TestServerGIDAllocate(t *testing.T) {
 		t.Fatalf("claims a and b share group %d", gidA)
 	}
 
-	// The new process knows the groups only from the PVs.
+	// A PV's annotation is only a claim: someone edits b's to a's group.
+	// The new process must take the groups from the export directories,
+	// whose group only the provisioner sets, or it would hand b's group out
+	// again.
+	if _, err := cp.Client.CoreV1().PersistentVolumes().Patch(ctx, b.Name, types.MergePatchType,
+		fmt.Appendf(nil, `{"metadata":{"annotations":{"pv.beta.kubernetes.io/gid":"%d"}}}`, gidA), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	srv.restart(t)
 	c := bound(t, ctx, ns, "c", "nfs-server-gidalloc", nil)
 	if gidC := gid(c); gidC == gidA || gidC == gidB {
