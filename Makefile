@@ -111,9 +111,9 @@ tidy/%:
 verify: ## gofmt, vet (workspace and GOWORK=off), tidy-clean, go.work up to date, license headers, shellcheck.
 	hack/verify.sh
 
-lint: ## golangci-lint v2 (pinned in hack/tools) over every module.
+lint: ## golangci-lint v2 (pinned in hack/tools) over every module, the build tools included.
 	hack/lint.sh $(GO_MODULES)
-	GOWORK=off hack/lint.sh $(STANDALONE)
+	GOWORK=off hack/lint.sh $(STANDALONE) hack/tools
 
 image: $(PROVISIONERS:%=image/%) ## OCI images of every provisioner, without a Docker engine.
 image/%:

@@ -68,6 +68,13 @@ type config struct {
 	restartRuns            int
 	restartProfile         bool
 	restartKCM             string
+	// restartQuietLoad, if above 0, is the load average (1 min) each
+	// restart waits for: the binding before the first restart, and each
+	// restart's own start-up, leave the machine busy for a while.
+	restartQuietLoad float64
+	// proxyH2: the counting proxy serves TLS with HTTP/2, not plain
+	// HTTP/1.1 (see newAPICounter).
+	proxyH2 bool
 	// cpuProfileDir, if set, receives CPU profiles of the provisioner's
 	// first cpuProfileFor of the burst and of the backlog.
 	cpuProfileDir string
@@ -158,6 +165,8 @@ func main() {
 	flag.DurationVar(&c.timeout, "timeout", 30*time.Minute, "bound of each provisioner's run")
 	flag.IntVar(&c.restartRuns, "restart-runs", 1, "restarts measured on the same bound claims (binding 100,000 takes about 20 minutes, a restart seconds)")
 	flag.StringVar(&c.restartKCM, "restart-kcm", kcmRunning, "kube-controller-manager during each restart: "+kcmRunning+", "+kcmPaused+" (SIGSTOP until the provisioner is idle: in a cluster it runs on other machines, here it shares the 2 cores), or "+kcmAlternate+" (running, paused, running, ...)")
+	flag.Float64Var(&c.restartQuietLoad, "restart-quiet-load", 0, "before each restart, wait (up to 10 min) until the load average (1 min) is at most this, so that a start-up is not measured on a machine still busy from the binding or the previous start-up (0: start at once)")
+	flag.BoolVar(&c.proxyH2, "proxy-h2", false, "the counting proxy serves TLS with HTTP/2, as kube-apiserver does, instead of plain HTTP/1.1 (where the provisioner's clients dial connections beyond the 25 they keep idle)")
 	flag.BoolVar(&c.restartProfile, "restart-profile", false, "save a CPU profile of each restart's start-up and a heap profile when idle into the run's directory (the provisioner runs with --enable-pprof)")
 	flag.StringVar(&c.cpuProfileDir, "cpuprofile", "", "directory to save CPU profiles of the provisioner into (it runs with --enable-pprof): <name>-burst-cpu.pprof over the burst's first -cpuprofile-for, <name>-backlog-cpu.pprof over the backlog's")
 	flag.DurationVar(&c.cpuProfileFor, "cpuprofile-for", 20*time.Second, "length of each -cpuprofile profile, in whole seconds")
@@ -277,6 +286,7 @@ func measure(ctx context.Context, name string, c config, out io.Writer) (*result
 		}
 		for i := range max(1, c.restartRuns) {
 			pause := c.restartKCM == kcmPaused || (c.restartKCM == kcmAlternate && i%2 == 1)
+			waitQuiet(ctx, c.restartQuietLoad)
 			x, err := measureRestart(ctx, s, c.restartProfile, pause)
 			if err != nil {
 				return nil, err
@@ -362,6 +372,26 @@ func machine(c config) string {
 func peakRSSMB(p *framework.Process) float64 { return procStatusMB(p.Pid(), "VmHWM:") }
 
 // loadAverage is the machine's one-minute load average (0 if unreadable).
+// waitQuiet waits until the load average (1 min) is at most load, for at
+// most 10 minutes; the restart's table reports the load it started at.
+func waitQuiet(ctx context.Context, load float64) {
+	if load <= 0 {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for l := loadAverage(); l > load; l = loadAverage() {
+		if time.Now().After(deadline) {
+			logf("load average still %.1f after 10 minutes, starting anyway", l)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
 func loadAverage() float64 {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {

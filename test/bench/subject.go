@@ -102,7 +102,7 @@ func newSubject(ctx context.Context, name string, c config) (_ *subject, retErr 
 	cfg := s.cp.RestConfig()
 	cfg.QPS, cfg.Burst = 2000, 4000
 	s.admin = kubernetes.NewForConfigOrDie(cfg)
-	if s.api, err = newAPICounter(s.cp, s.dir); err != nil {
+	if s.api, err = newAPICounter(s.cp, s.dir, c.proxyH2); err != nil {
 		return nil, err
 	}
 	ns, err := framework.CreateNamespace(ctx, s.admin, "bench-provisioner")

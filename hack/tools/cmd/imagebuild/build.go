@@ -168,7 +168,7 @@ func build(o buildOptions) (v1.Hash, error) {
 	// when appended to, and test packages running in parallel build the
 	// same image into the same directory (one removing it while another
 	// wrote into it failed a CI run).
-	if err := os.MkdirAll(filepath.Dir(o.Out), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(o.Out), 0o755); err != nil { //nolint:gosec // G301: a build output directory, read by make push and by users
 		return v1.Hash{}, err
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(o.Out), "."+filepath.Base(o.Out)+"-")
@@ -194,7 +194,7 @@ func build(o buildOptions) (v1.Hash, error) {
 			return v1.Hash{}, fmt.Errorf("writing the SBOM and provenance to %s: %w", o.Out, err)
 		}
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	if err := os.Chmod(tmp, 0o755); err != nil { //nolint:gosec // G302: the image layout is published output (MkdirTemp made it 0700)
 		return v1.Hash{}, err
 	}
 	return digest, swapDir(tmp, o.Out)
