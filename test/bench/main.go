@@ -72,6 +72,9 @@ type config struct {
 	// restart waits for: the binding before the first restart, and each
 	// restart's own start-up, leave the machine busy for a while.
 	restartQuietLoad float64
+	// restartDirect: restarts talk to kube-apiserver directly, not through
+	// the counting proxy (see measureRestart).
+	restartDirect bool
 	// proxyH2: the counting proxy serves TLS with HTTP/2, not plain
 	// HTTP/1.1 (see newAPICounter).
 	proxyH2 bool
@@ -166,6 +169,7 @@ func main() {
 	flag.IntVar(&c.restartRuns, "restart-runs", 1, "restarts measured on the same bound claims (binding 100,000 takes about 20 minutes, a restart seconds)")
 	flag.StringVar(&c.restartKCM, "restart-kcm", kcmRunning, "kube-controller-manager during each restart: "+kcmRunning+", "+kcmPaused+" (SIGSTOP until the provisioner is idle: in a cluster it runs on other machines, here it shares the 2 cores), or "+kcmAlternate+" (running, paused, running, ...)")
 	flag.Float64Var(&c.restartQuietLoad, "restart-quiet-load", 0, "before each restart, wait (up to 10 min) until the load average (1 min) is at most this, so that a start-up is not measured on a machine still busy from the binding or the previous start-up (0: start at once)")
+	flag.BoolVar(&c.restartDirect, "restart-direct", false, "restarts connect the provisioner to kube-apiserver directly, as in a cluster, not through the counting proxy, which shares the 2 cores (its CPU is a row of the table); writes are then counted from kube-apiserver's apiserver_request_total, every client's but the Leases' (kube-controller-manager should be paused: -restart-kcm paused)")
 	flag.BoolVar(&c.proxyH2, "proxy-h2", false, "the counting proxy serves TLS with HTTP/2, as kube-apiserver does, instead of plain HTTP/1.1 (where the provisioner's clients dial connections beyond the 25 they keep idle)")
 	flag.BoolVar(&c.restartProfile, "restart-profile", false, "save a CPU profile of each restart's start-up and a heap profile when idle into the run's directory (the provisioner runs with --enable-pprof)")
 	flag.StringVar(&c.cpuProfileDir, "cpuprofile", "", "directory to save CPU profiles of the provisioner into (it runs with --enable-pprof): <name>-burst-cpu.pprof over the burst's first -cpuprofile-for, <name>-backlog-cpu.pprof over the backlog's")
@@ -284,6 +288,11 @@ func measure(ctx context.Context, name string, c config, out io.Writer) (*result
 		if err := bindForRestart(ctx, s, r.restartClaims, r.provisioned); err != nil {
 			return nil, err
 		}
+		if c.restartDirect {
+			if err := s.connectDirectly(); err != nil {
+				return nil, err
+			}
+		}
 		for i := range max(1, c.restartRuns) {
 			pause := c.restartKCM == kcmPaused || (c.restartKCM == kcmAlternate && i%2 == 1)
 			waitQuiet(ctx, c.restartQuietLoad)
@@ -315,6 +324,7 @@ func measure(ctx context.Context, name string, c config, out io.Writer) (*result
 		row("provisioner CPU until idle", "%.2f s", func(x *restart) float64 { return x.cpu })
 		row("kube-controller-manager CPU from start to idle", "%.2f s", func(x *restart) float64 { return x.kcmCPU })
 		row("kube-apiserver CPU from start to idle", "%.2f s", func(x *restart) float64 { return x.apiserverCPU })
+		row("the benchmark's own CPU (its counting proxy, unless -restart-direct, and its polling) from start to idle", "%.2f s", func(x *restart) float64 { return x.benchCPU })
 		row("kube-apiserver garbage collections from start to idle", "%.0f", func(x *restart) float64 { return x.apiserverGCs })
 		row("load average (1 min) before the start", "%.1f", func(x *restart) float64 { return x.loadBefore })
 		row("load average (1 min) at idle", "%.1f", func(x *restart) float64 { return x.load })
@@ -764,6 +774,9 @@ type restart struct {
 	// idle: mostly sending the provisioner its objects; apiserverGCs its
 	// garbage collections meanwhile, each marking its whole watch cache.
 	apiserverCPU, apiserverGCs float64
+	// benchCPU is this program's CPU time meanwhile: the counting proxy
+	// passing the objects on, unless -restart-direct.
+	benchCPU float64
 }
 
 // -restart-kcm values.
@@ -830,6 +843,8 @@ func measureRestart(ctx context.Context, s *subject, profile, pauseKCM bool) (*r
 	}
 	apiserverBefore := procCPUSeconds(apiserver)
 	gcsBefore := apiserverGCCount(ctx, s.admin)
+	benchBefore := procCPUSeconds(os.Getpid())
+	directBefore := s.directWrites(ctx)
 	resume := func() {}
 	if pauseKCM {
 		if err := syscall.Kill(kcm, syscall.SIGSTOP); err != nil {
@@ -866,6 +881,10 @@ func measureRestart(ctx context.Context, s *subject, profile, pauseKCM bool) (*r
 		}
 		r.idle = time.Since(s.started)
 		r.writes = writes(diff(s.api.snapshot(), before))
+		if s.direct {
+			r.writes = s.directWrites(ctx) - directBefore
+		}
+		r.benchCPU = procCPUSeconds(os.Getpid()) - benchBefore
 		r.heapMB = m.sum("go_memstats_heap_inuse_bytes", nil) / 1024 / 1024
 		r.cpu = m.sum("process_cpu_seconds_total", nil)
 		r.load = loadAverage()

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -71,6 +72,9 @@ type subject struct {
 
 	p       *framework.Process // the replica running now, if any
 	started time.Time          // when p was started
+	// direct: replicas started now connect to kube-apiserver without the
+	// counting proxy (connectDirectly).
+	direct bool
 }
 
 // newSubject starts a control plane, the request counter and the backend
@@ -155,6 +159,47 @@ func (s *subject) start(ctx context.Context) error {
 	s.p = p
 	logf("%s provisioner pid %d, log %s", s.name, p.Pid(), p.LogPath)
 	return nil
+}
+
+// connectDirectly points the provisioner's kubeconfig at kube-apiserver
+// itself, with the admin's credentials, for the replicas started from now
+// on: their requests no longer pass the counting proxy.
+func (s *subject) connectDirectly() error {
+	data, err := os.ReadFile(s.cp.KubeconfigPath)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(s.api.Kubeconfig, data, 0o600); err != nil {
+		return err
+	}
+	s.direct = true
+	logf("the provisioner now talks to kube-apiserver directly; writes are counted from its apiserver_request_total")
+	return nil
+}
+
+// directWrites is kube-apiserver's count of mutating requests so far,
+// from every client, except on Leases (kube-apiserver's own renew theirs):
+// the writes of a provisioner connected directly while nothing else writes.
+func (s *subject) directWrites(ctx context.Context) float64 {
+	if !s.direct {
+		return 0
+	}
+	data, err := s.admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		logf("kube-apiserver's request counts: %v", err)
+		return 0
+	}
+	m, err := parseMetrics(bytes.NewReader(data))
+	if err != nil {
+		logf("kube-apiserver's request counts: %v", err)
+		return 0
+	}
+	total := 0.0
+	for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE", "APPLY"} {
+		total += m.sum("apiserver_request_total", map[string]string{"verb": verb}) -
+			m.sum("apiserver_request_total", map[string]string{"verb": verb, "resource": "leases"})
+	}
+	return total
 }
 
 // stop stops the running replica, gracefully: that writes the journal's
