@@ -54,7 +54,7 @@ type apiCounter struct {
 
 // newAPICounter starts the proxy for the control plane and writes its
 // kubeconfig into dir. It speaks plain HTTP/1.1, where a client with many
-// workers opens more connections than it keeps idle (25) and dialling
+// workers opens more connections than it keeps idle (25) and dialing
 // them is part of its CPU; with h2 it serves TLS with HTTP/2 instead, as
 // kube-apiserver does, so that the client multiplexes its requests on one
 // connection as in a cluster (and pays for TLS and HTTP/2 framing).
