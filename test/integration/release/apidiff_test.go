@@ -34,6 +34,8 @@ func TestAPIDiff(t *testing.T) {
 	const extraFile = "lib/version/extra_apidiff_test_only.go"
 	r.write(extraFile, "// Copyright 2026 The external-storage Authors.\n// SPDX-License-Identifier: Apache-2.0\n\npackage version\n\n// Extra exists for the API check test.\nfunc Extra() string { return Version }\n")
 	r.setVersion("lib", "v0.1.0")
+	// The working tree's changelog may already open the next version.
+	r.addChangelog("lib", "v0.1.0")
 	r.git("add", "-A")
 	r.git("commit", "--quiet", "-m", "lib with Extra")
 	r.must(".", skipTests, "hack/release.sh", "lib")
