@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
 )
 
 // trimmedFactory marks the factories of NewInformerFactory, whose transform
@@ -50,65 +51,96 @@ func NewInformerFactory(client kubernetes.Interface, resync time.Duration, keepV
 	f := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(func(obj any) (any, error) {
 		return cachedecode.Trim(obj, keepVolume)
 	}))
-	core := cachedecode.CoreV1(client)
+	core, pages := cachedecode.CoreV1(client)
 	if core == nil {
-		core = client.CoreV1()
+		core, pages = client.CoreV1(), client.CoreV1()
 	}
-	f.InformerFor(&corev1.PersistentVolumeClaim{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return newUnsettledClaimInformer(client, core, resync)
+	f.InformerFor(&corev1.PersistentVolumeClaim{}, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return newUnsettledClaimInformer(core, pages, resync)
 	})
 	if keepVolume == nil {
 		// keepVolume reads the whole PV: a bound one must then be decoded whole.
-		f.InformerFor(&corev1.PersistentVolume{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return newVolumeInformer(client, core, resync)
+		f.InformerFor(&corev1.PersistentVolume{}, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return newVolumeInformer(core, pages, resync)
 		})
 	}
 	return trimmedFactory{f}
 }
 
-// newUnsettledClaimInformer is the claim informer of NewInformerFactory: the
-// factory's own, listing and watching through core, with settled claims
-// filtered out of its list and watch.
-func newUnsettledClaimInformer(client kubernetes.Interface, core corev1client.CoreV1Interface, resync time.Duration) cache.SharedIndexInformer {
-	claims := core.PersistentVolumeClaims(metav1.NamespaceAll)
+// listPageSize is how many objects a page of the claim and PV informers'
+// lists holds: a list of 100,000 claims takes 20 requests, and no response
+// is more than a few megabytes.
+const listPageSize = 5000
+
+// pagedListWatch lists in pages of listPageSize, never by a watch-list
+// stream. At 100,000 bound claims a stream cost kube-apiserver about twice
+// the CPU of a list, which on a busy control plane was most of a restart's
+// time, and a list in one response is held whole while it is decoded (over
+// 500 MB at the start-up's peak).
+type pagedListWatch struct {
+	*cache.ListWatch
+}
+
+// IsWatchListSemanticsUnSupported tells the reflector to list.
+func (pagedListWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+// newPagedListWatch lists with list, the first page of each list through
+// first and the further pages through pages, and watches with watch.
+func newPagedListWatch[L runtime.Object](first, pages func(context.Context, metav1.ListOptions) (L, error), watch cache.WatchFuncWithContext) pagedListWatch {
 	list := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		l, err := claims.List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		unsettled := l.Items[:0]
-		for i := range l.Items {
-			if !cachedecode.ClaimSettled(&l.Items[i]) {
-				unsettled = append(unsettled, l.Items[i])
+		p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			if opts.Continue == "" {
+				return first(ctx, opts)
 			}
+			return pages(ctx, opts)
+		})
+		p.PageSize = listPageSize
+		// The reflector's "0" (any version) is served from the watch cache
+		// whole, ignoring the limit; a consistent read ("") is served from
+		// it in pages, and is as fresh as any version the reflector asks for.
+		opts.ResourceVersion, opts.ResourceVersionMatch, opts.Limit = "", "", 0
+		l, _, err := p.ListWithAlloc(ctx, opts)
+		return l, err
+	}
+	return pagedListWatch{&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watch}}
+}
+
+// newUnsettledClaimInformer is the claim informer of NewInformerFactory: the
+// factory's own, listing and watching through core (and pages), with
+// settled claims filtered out of its list and watch.
+func newUnsettledClaimInformer(core, pages corev1client.CoreV1Interface, resync time.Duration) cache.SharedIndexInformer {
+	unsettled := func(claims corev1client.PersistentVolumeClaimInterface) func(context.Context, metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error) {
+		return func(ctx context.Context, opts metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error) {
+			l, err := claims.List(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			unsettled := l.Items[:0]
+			for i := range l.Items {
+				if !cachedecode.ClaimSettled(&l.Items[i]) {
+					unsettled = append(unsettled, l.Items[i])
+				}
+			}
+			l.Items = unsettled
+			return l, nil
 		}
-		l.Items = unsettled
-		return l, nil
 	}
 	watchUnsettled := func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-		w, err := claims.Watch(ctx, opts)
+		w, err := core.PersistentVolumeClaims(metav1.NamespaceAll).Watch(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
 		return watch.Filter(w, cachedecode.UnsettledClaimEvent), nil
 	}
-	lw := &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchUnsettled}
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.PersistentVolumeClaim{},
+	lw := newPagedListWatch(unsettled(core.PersistentVolumeClaims(metav1.NamespaceAll)), unsettled(pages.PersistentVolumeClaims(metav1.NamespaceAll)), watchUnsettled)
+	return cache.NewSharedIndexInformerWithOptions(lw, &corev1.PersistentVolumeClaim{},
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 }
 
 // newVolumeInformer is the PV informer of NewInformerFactory: the factory's
-// own, listing and watching through core.
-func newVolumeInformer(client kubernetes.Interface, core corev1client.CoreV1Interface, resync time.Duration) cache.SharedIndexInformer {
-	volumes := core.PersistentVolumes()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return volumes.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return volumes.Watch(ctx, opts)
-		},
-	}
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.PersistentVolume{},
+// own, listing and watching through core (and pages).
+func newVolumeInformer(core, pages corev1client.CoreV1Interface, resync time.Duration) cache.SharedIndexInformer {
+	lw := newPagedListWatch(core.PersistentVolumes().List, pages.PersistentVolumes().List, core.PersistentVolumes().Watch)
+	return cache.NewSharedIndexInformerWithOptions(lw, &corev1.PersistentVolume{},
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}})
 }

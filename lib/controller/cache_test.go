@@ -5,9 +5,15 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +29,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 )
@@ -350,4 +357,94 @@ func heapAfterGC() runtime.MemStats {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m
+}
+
+// The claim and PV informers list in pages from a consistent read, never by
+// a watch-list stream, and watch from the version the pages were read at.
+func TestInformersListInPages(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	settled := claim("settled", "gold", func(c *corev1.PersistentVolumeClaim) {
+		c.Spec.VolumeName, c.Status.Phase = "pvc-settled", corev1.ClaimBound
+		c.Annotations = map[string]string{"pv.kubernetes.io/bind-completed": "yes"}
+	})
+	pages := map[string]map[string]any{ // continue token → page
+		"/api/v1/persistentvolumeclaims": {
+			"":       &corev1.PersistentVolumeClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "second"}, Items: []corev1.PersistentVolumeClaim{*claim("a", "gold"), *settled}},
+			"second": &corev1.PersistentVolumeClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "42"}, Items: []corev1.PersistentVolumeClaim{*claim("b", "gold")}},
+		},
+		"/api/v1/persistentvolumes": {
+			"":       &corev1.PersistentVolumeList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "second"}, Items: []corev1.PersistentVolume{{ObjectMeta: metav1.ObjectMeta{Name: "pv-a"}}}},
+			"second": &corev1.PersistentVolumeList{ListMeta: metav1.ListMeta{ResourceVersion: "42"}, Items: []corev1.PersistentVolume{{ObjectMeta: metav1.ObjectMeta{Name: "pv-b"}}}},
+		},
+	}
+	var mu sync.Mutex
+	var requests []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		mu.Lock()
+		requests = append(requests, fmt.Sprintf("%s watch=%s sendInitialEvents=%s resourceVersion=%s limit=%s continue=%s",
+			r.URL.Path, q.Get("watch"), q.Get("sendInitialEvents"), q.Get("resourceVersion"), q.Get("limit"), q.Get("continue")))
+		mu.Unlock()
+		page, ok := pages[r.URL.Path][q.Get("continue")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if q.Get("watch") == "true" {
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		_ = json.NewEncoder(w).Encode(page)
+	}))
+	defer srv.Close()
+	defer cancel() // before srv.Close: the watches end with the context
+
+	factory := NewInformerFactory(kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL}), 0, nil)
+	claims, volumes := factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().PersistentVolumes()
+	claims.Informer()
+	volumes.Informer()
+	factory.Start(ctx.Done())
+	syncCtx, synced := context.WithTimeout(ctx, 10*time.Second)
+	defer synced()
+	if !cache.WaitForCacheSync(syncCtx.Done(), claims.Informer().HasSynced, volumes.Informer().HasSynced) {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("caches did not sync; requests:\n%s", strings.Join(requests, "\n"))
+	}
+	var cached []string
+	for _, c := range claims.Informer().GetStore().ListKeys() {
+		cached = append(cached, "claim "+c)
+	}
+	for _, v := range volumes.Informer().GetStore().ListKeys() {
+		cached = append(cached, "PV "+v)
+	}
+	slices.Sort(cached)
+	if diff := cmp.Diff([]string{"PV pv-a", "PV pv-b", "claim ns/a", "claim ns/b"}, cached); diff != "" {
+		t.Errorf("cached from both pages (-want +got):\n%s", diff)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(requests) >= 6, nil
+	}); err != nil {
+		t.Fatal("the informers did not watch after listing")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(requests)
+	want := []string{}
+	for _, path := range []string{"/api/v1/persistentvolumeclaims", "/api/v1/persistentvolumes"} {
+		want = append(want,
+			path+" watch= sendInitialEvents= resourceVersion= limit="+strconv.Itoa(listPageSize)+" continue=",
+			path+" watch= sendInitialEvents= resourceVersion= limit="+strconv.Itoa(listPageSize)+" continue=second",
+			path+" watch=true sendInitialEvents= resourceVersion=42 limit= continue=")
+	}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, requests); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
 }

@@ -4,7 +4,7 @@
 // Package cachedecode is what the controller's informer caches keep of
 // claims and PVs, and the protobuf decoder that reads a settled claim's or a
 // bound PV's few kept fields straight from kube-apiserver's encoding. The
-// controller calls CoreV1 for the client its claim and PV informers list
+// controller calls CoreV1 for the clients its claim and PV informers list
 // and watch with, UnsettledClaimEvent as the claim watch's filter, and Trim
 // as the informers' transform.
 package cachedecode
@@ -41,14 +41,17 @@ import (
 // lib/controller's AnnProvisionedBy.
 const AnnProvisionedBy = "pv.kubernetes.io/provisioned-by"
 
-// CoreV1 returns the core/v1 client the claim and PV informers
-// list and watch with: client's connection, credentials and rate limit,
-// protobuf always, and settledDecoder. Nil when client has no REST client
-// to share (a fake clientset): the informers then use client itself.
-func CoreV1(client kubernetes.Interface) corev1client.CoreV1Interface {
+// CoreV1 returns the core/v1 clients the claim and PV informers list and
+// watch with: client's connection and credentials, protobuf always, and
+// settledDecoder. first has client's rate limit, for each watch and each
+// list's first page; pages has none, for the further pages of a list, so
+// that a list in pages costs the rate limit one request, as a list in one
+// response does. Both nil when client has no REST client to share (a fake
+// clientset): the informers then use client itself.
+func CoreV1(client kubernetes.Interface) (first, pages corev1client.CoreV1Interface) {
 	rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
 	if !ok || rc == nil || rc.Client == nil {
-		return nil
+		return nil, nil
 	}
 	prefix := rc.Get().URL() // the base URL, its path the versioned API path
 	base := &url.URL{Scheme: prefix.Scheme, User: prefix.User, Host: prefix.Host}
@@ -59,11 +62,15 @@ func CoreV1(client kubernetes.Interface) corev1client.CoreV1Interface {
 		GroupVersion:       gv,
 		Negotiator:         runtime.NewClientNegotiator(settledDecoding{scheme.Codecs.WithoutConversion()}, gv),
 	}
-	restClient, err := rest.NewRESTClient(base, prefix.Path, content, rc.GetRateLimiter(), rc.Client)
+	throttled, err := rest.NewRESTClient(base, prefix.Path, content, rc.GetRateLimiter(), rc.Client)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	return corev1client.New(restClient)
+	unthrottled, err := rest.NewRESTClient(base, prefix.Path, content, nil, rc.Client)
+	if err != nil {
+		return nil, nil
+	}
+	return corev1client.New(throttled), corev1client.New(unthrottled)
 }
 
 // settledDecoding is the scheme's serializers with settledDecoder in place

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -343,17 +344,26 @@ func TestSettledDecodingClientOverHTTP(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	core := CoreV1(kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL}))
-	if core == nil {
+	client := kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL, QPS: 1, Burst: 1})
+	core, pages := CoreV1(client)
+	if core == nil || pages == nil {
 		t.Fatal("no settled decoding client for a real clientset")
 	}
-	ctx := context.Background()
-	list, err := core.PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if core.RESTClient().GetRateLimiter() != client.CoreV1().RESTClient().GetRateLimiter() {
+		t.Error("first pages and watches are not charged to the client's rate limit")
 	}
-	if len(list.Items) != 1 || list.Items[0].Name != "unbound" || list.Items[0].Spec.Resources.Requests == nil {
-		t.Errorf("listed %+v, want the unbound claim only, whole", list.Items)
+	if pages.RESTClient().GetRateLimiter() != nil {
+		t.Error("further pages of a list are charged to a rate limit")
+	}
+	ctx := context.Background()
+	for _, c := range []corev1client.CoreV1Interface{core, pages} {
+		list, err := c.PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != 1 || list.Items[0].Name != "unbound" || list.Items[0].Spec.Resources.Requests == nil {
+			t.Errorf("listed %+v, want the unbound claim only, whole", list.Items)
+		}
 	}
 	w, err := core.PersistentVolumeClaims("").Watch(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -380,7 +390,7 @@ func TestSettledDecodingClientOverHTTP(t *testing.T) {
 			t.Errorf("requested %q, want protobuf", accept)
 		}
 	}
-	if core := CoreV1(fake.NewClientset()); core != nil {
+	if core, pages := CoreV1(fake.NewClientset()); core != nil || pages != nil {
 		t.Error("settled decoding client for a fake clientset")
 	}
 }
