@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/pager"
 )
 
 // trimmedFactory marks the factories of NewInformerFactory, whose transform
@@ -40,7 +39,9 @@ type trimmedFactory struct {
 //     brings the whole object again.
 //   - Neither is decoded whole (a bound PV is when keepVolume is given): the
 //     claim and PV informers list and watch through a client of their own
-//     whose decoder reads only those few fields (see cachedecode.CoreV1).
+//     whose decoder reads only those few fields (see cachedecode.CoreV1),
+//     and they list rather than stream, reading the list one object at a
+//     time (see cachedecode.ListClaims).
 //
 // A provisioner that reads volumes itself shares such a factory with
 // WithInformerFactory, and keepVolume copies into a bound PV's cached form
@@ -51,67 +52,40 @@ func NewInformerFactory(client kubernetes.Interface, resync time.Duration, keepV
 	f := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(func(obj any) (any, error) {
 		return cachedecode.Trim(obj, keepVolume)
 	}))
-	core, pages := cachedecode.CoreV1(client)
-	if core == nil {
-		core, pages = client.CoreV1(), client.CoreV1()
-	}
-	f.InformerFor(&corev1.PersistentVolumeClaim{}, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return newUnsettledClaimInformer(core, pages, resync)
+	core := cachedecode.CoreV1(client)
+	f.InformerFor(&corev1.PersistentVolumeClaim{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return newUnsettledClaimInformer(client, core, resync)
 	})
 	if keepVolume == nil {
 		// keepVolume reads the whole PV: a bound one must then be decoded whole.
-		f.InformerFor(&corev1.PersistentVolume{}, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return newVolumeInformer(core, pages, resync)
+		f.InformerFor(&corev1.PersistentVolume{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return newVolumeInformer(client, core, resync)
 		})
 	}
 	return trimmedFactory{f}
 }
 
-// listPageSize is how many objects a page of the claim and PV informers'
-// lists holds: a list of 100,000 claims takes 20 requests, and no response
-// is more than a few megabytes.
-const listPageSize = 5000
-
-// pagedListWatch lists in pages of listPageSize, never by a watch-list
-// stream. At 100,000 bound claims a stream cost kube-apiserver about twice
-// the CPU of a list, which on a busy control plane was most of a restart's
-// time, and a list in one response is held whole while it is decoded (over
-// 500 MB at the start-up's peak).
-type pagedListWatch struct {
+// listWatch lists and watches with the reflector's list, never a watch-list
+// stream: see cachedecode.ListClaims.
+type listWatch struct {
 	*cache.ListWatch
 }
 
-// IsWatchListSemanticsUnSupported tells the reflector to list.
-func (pagedListWatch) IsWatchListSemanticsUnSupported() bool { return true }
-
-// newPagedListWatch lists with list, the first page of each list through
-// first and the further pages through pages, and watches with watch.
-func newPagedListWatch[L runtime.Object](first, pages func(context.Context, metav1.ListOptions) (L, error), watch cache.WatchFuncWithContext) pagedListWatch {
-	list := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			if opts.Continue == "" {
-				return first(ctx, opts)
-			}
-			return pages(ctx, opts)
-		})
-		p.PageSize = listPageSize
-		// The reflector's "0" (any version) is served from the watch cache
-		// whole, ignoring the limit; a consistent read ("") is served from
-		// it in pages, and is as fresh as any version the reflector asks for.
-		opts.ResourceVersion, opts.ResourceVersionMatch, opts.Limit = "", "", 0
-		l, _, err := p.ListWithAlloc(ctx, opts)
-		return l, err
-	}
-	return pagedListWatch{&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watch}}
-}
+// IsWatchListSemanticsUnSupported tells the reflector to list. (Its log
+// line at -v=2 then calls this expected only in unit tests.)
+func (listWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // newUnsettledClaimInformer is the claim informer of NewInformerFactory: the
-// factory's own, listing and watching through core (and pages), with
+// factory's own, listing and watching through core (nil: client), with
 // settled claims filtered out of its list and watch.
-func newUnsettledClaimInformer(core, pages corev1client.CoreV1Interface, resync time.Duration) cache.SharedIndexInformer {
-	unsettled := func(claims corev1client.PersistentVolumeClaimInterface) func(context.Context, metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error) {
-		return func(ctx context.Context, opts metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error) {
-			l, err := claims.List(ctx, opts)
+func newUnsettledClaimInformer(client kubernetes.Interface, core corev1client.CoreV1Interface, resync time.Duration) cache.SharedIndexInformer {
+	list := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return cachedecode.ListClaims(ctx, core, opts)
+	}
+	if core == nil {
+		core = client.CoreV1()
+		list = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			l, err := core.PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, opts)
 			if err != nil {
 				return nil, err
 			}
@@ -132,15 +106,26 @@ func newUnsettledClaimInformer(core, pages corev1client.CoreV1Interface, resync 
 		}
 		return watch.Filter(w, cachedecode.UnsettledClaimEvent), nil
 	}
-	lw := newPagedListWatch(unsettled(core.PersistentVolumeClaims(metav1.NamespaceAll)), unsettled(pages.PersistentVolumeClaims(metav1.NamespaceAll)), watchUnsettled)
+	lw := listWatch{&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchUnsettled}}
 	return cache.NewSharedIndexInformerWithOptions(lw, &corev1.PersistentVolumeClaim{},
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 }
 
 // newVolumeInformer is the PV informer of NewInformerFactory: the factory's
-// own, listing and watching through core (and pages).
-func newVolumeInformer(core, pages corev1client.CoreV1Interface, resync time.Duration) cache.SharedIndexInformer {
-	lw := newPagedListWatch(core.PersistentVolumes().List, pages.PersistentVolumes().List, core.PersistentVolumes().Watch)
+// own, listing and watching through core (nil: client).
+func newVolumeInformer(client kubernetes.Interface, core corev1client.CoreV1Interface, resync time.Duration) cache.SharedIndexInformer {
+	list := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return cachedecode.ListVolumes(ctx, core, opts)
+	}
+	if core == nil {
+		core = client.CoreV1()
+		list = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return core.PersistentVolumes().List(ctx, opts)
+		}
+	}
+	lw := listWatch{&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		return core.PersistentVolumes().Watch(ctx, opts)
+	}}}
 	return cache.NewSharedIndexInformerWithOptions(lw, &corev1.PersistentVolume{},
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}})
 }

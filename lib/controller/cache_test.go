@@ -5,7 +5,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -24,11 +23,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
@@ -359,9 +360,10 @@ func heapAfterGC() runtime.MemStats {
 	return m
 }
 
-// The claim and PV informers list in pages from a consistent read, never by
-// a watch-list stream, and watch from the version the pages were read at.
-func TestInformersListInPages(t *testing.T) {
+// The claim and PV informers list, never by a watch-list stream, reading
+// kube-apiserver's protobuf one item at a time, and watch from the list's
+// version.
+func TestInformersListWithoutStreaming(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -369,36 +371,36 @@ func TestInformersListInPages(t *testing.T) {
 		c.Spec.VolumeName, c.Status.Phase = "pvc-settled", corev1.ClaimBound
 		c.Annotations = map[string]string{"pv.kubernetes.io/bind-completed": "yes"}
 	})
-	pages := map[string]map[string]any{ // continue token → page
-		"/api/v1/persistentvolumeclaims": {
-			"":       &corev1.PersistentVolumeClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "second"}, Items: []corev1.PersistentVolumeClaim{*claim("a", "gold"), *settled}},
-			"second": &corev1.PersistentVolumeClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "42"}, Items: []corev1.PersistentVolumeClaim{*claim("b", "gold")}},
-		},
-		"/api/v1/persistentvolumes": {
-			"":       &corev1.PersistentVolumeList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "second"}, Items: []corev1.PersistentVolume{{ObjectMeta: metav1.ObjectMeta{Name: "pv-a"}}}},
-			"second": &corev1.PersistentVolumeList{ListMeta: metav1.ListMeta{ResourceVersion: "42"}, Items: []corev1.PersistentVolume{{ObjectMeta: metav1.ObjectMeta{Name: "pv-b"}}}},
-		},
+	lists := map[string]apiruntime.Object{
+		"/api/v1/persistentvolumeclaims": &corev1.PersistentVolumeClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "42"},
+			Items: []corev1.PersistentVolumeClaim{*claim("a", "gold"), *settled, *claim("b", "gold")}},
+		"/api/v1/persistentvolumes": &corev1.PersistentVolumeList{ListMeta: metav1.ListMeta{ResourceVersion: "43"},
+			Items: []corev1.PersistentVolume{{ObjectMeta: metav1.ObjectMeta{Name: "pv-a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "pv-b"}}}},
 	}
+	info, _ := apiruntime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), apiruntime.ContentTypeProtobuf)
 	var mu sync.Mutex
 	var requests []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		mu.Lock()
-		requests = append(requests, fmt.Sprintf("%s watch=%s sendInitialEvents=%s resourceVersion=%s limit=%s continue=%s",
-			r.URL.Path, q.Get("watch"), q.Get("sendInitialEvents"), q.Get("resourceVersion"), q.Get("limit"), q.Get("continue")))
+		requests = append(requests, fmt.Sprintf("%s watch=%s sendInitialEvents=%s resourceVersion=%s",
+			r.URL.Path, q.Get("watch"), q.Get("sendInitialEvents"), q.Get("resourceVersion")))
 		mu.Unlock()
-		page, ok := pages[r.URL.Path][q.Get("continue")]
+		list, ok := lists[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
 		if q.Get("watch") == "true" {
+			w.Header().Set("Content-Type", apiruntime.ContentTypeProtobuf+";stream=watch")
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
 			return
 		}
-		_ = json.NewEncoder(w).Encode(page)
+		w.Header().Set("Content-Type", apiruntime.ContentTypeProtobuf)
+		if err := scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion).Encode(list, w); err != nil {
+			t.Error(err)
+		}
 	}))
 	defer srv.Close()
 	defer cancel() // before srv.Close: the watches end with the context
@@ -424,26 +426,24 @@ func TestInformersListInPages(t *testing.T) {
 	}
 	slices.Sort(cached)
 	if diff := cmp.Diff([]string{"PV pv-a", "PV pv-b", "claim ns/a", "claim ns/b"}, cached); diff != "" {
-		t.Errorf("cached from both pages (-want +got):\n%s", diff)
+		t.Errorf("cached (-want +got):\n%s", diff)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(requests) >= 6, nil
+		return len(requests) >= 4, nil
 	}); err != nil {
 		t.Fatal("the informers did not watch after listing")
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(requests)
-	want := []string{}
-	for _, path := range []string{"/api/v1/persistentvolumeclaims", "/api/v1/persistentvolumes"} {
-		want = append(want,
-			path+" watch= sendInitialEvents= resourceVersion= limit="+strconv.Itoa(listPageSize)+" continue=",
-			path+" watch= sendInitialEvents= resourceVersion= limit="+strconv.Itoa(listPageSize)+" continue=second",
-			path+" watch=true sendInitialEvents= resourceVersion=42 limit= continue=")
+	want := []string{
+		"/api/v1/persistentvolumeclaims watch= sendInitialEvents= resourceVersion=0",
+		"/api/v1/persistentvolumeclaims watch=true sendInitialEvents= resourceVersion=42",
+		"/api/v1/persistentvolumes watch= sendInitialEvents= resourceVersion=0",
+		"/api/v1/persistentvolumes watch=true sendInitialEvents= resourceVersion=43",
 	}
-	slices.Sort(want)
 	if diff := cmp.Diff(want, requests); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}

@@ -4,7 +4,7 @@
 // Package cachedecode is what the controller's informer caches keep of
 // claims and PVs, and the protobuf decoder that reads a settled claim's or a
 // bound PV's few kept fields straight from kube-apiserver's encoding. The
-// controller calls CoreV1 for the clients its claim and PV informers list
+// controller calls CoreV1 for the client its claim and PV informers list
 // and watch with, UnsettledClaimEvent as the claim watch's filter, and Trim
 // as the informers' transform.
 package cachedecode
@@ -41,17 +41,14 @@ import (
 // lib/controller's AnnProvisionedBy.
 const AnnProvisionedBy = "pv.kubernetes.io/provisioned-by"
 
-// CoreV1 returns the core/v1 clients the claim and PV informers list and
-// watch with: client's connection and credentials, protobuf always, and
-// settledDecoder. first has client's rate limit, for each watch and each
-// list's first page; pages has none, for the further pages of a list, so
-// that a list in pages costs the rate limit one request, as a list in one
-// response does. Both nil when client has no REST client to share (a fake
-// clientset): the informers then use client itself.
-func CoreV1(client kubernetes.Interface) (first, pages corev1client.CoreV1Interface) {
+// CoreV1 returns the core/v1 client the claim and PV informers
+// list and watch with: client's connection, credentials and rate limit,
+// protobuf always, and settledDecoder. Nil when client has no REST client
+// to share (a fake clientset): the informers then use client itself.
+func CoreV1(client kubernetes.Interface) corev1client.CoreV1Interface {
 	rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
 	if !ok || rc == nil || rc.Client == nil {
-		return nil, nil
+		return nil
 	}
 	prefix := rc.Get().URL() // the base URL, its path the versioned API path
 	base := &url.URL{Scheme: prefix.Scheme, User: prefix.User, Host: prefix.Host}
@@ -62,15 +59,11 @@ func CoreV1(client kubernetes.Interface) (first, pages corev1client.CoreV1Interf
 		GroupVersion:       gv,
 		Negotiator:         runtime.NewClientNegotiator(settledDecoding{scheme.Codecs.WithoutConversion()}, gv),
 	}
-	throttled, err := rest.NewRESTClient(base, prefix.Path, content, rc.GetRateLimiter(), rc.Client)
+	restClient, err := rest.NewRESTClient(base, prefix.Path, content, rc.GetRateLimiter(), rc.Client)
 	if err != nil {
-		return nil, nil
+		return nil
 	}
-	unthrottled, err := rest.NewRESTClient(base, prefix.Path, content, nil, rc.Client)
-	if err != nil {
-		return nil, nil
-	}
-	return corev1client.New(throttled), corev1client.New(unthrottled)
+	return corev1client.New(restClient)
 }
 
 // settledDecoding is the scheme's serializers with settledDecoder in place
@@ -89,11 +82,10 @@ func (s settledDecoding) SupportedMediaTypes() []runtime.SerializerInfo {
 	return infos
 }
 
-// settledDecoder decodes a settled claim as a settledClaim and a bound PV as
-// what the cache keeps of it. A list keeps only its unsettled claims, and
-// its bound PVs as the cache keeps them. Everything else, and anything it
-// cannot read, goes to the scheme's decoder, which decodes it whole (or
-// says what is wrong).
+// settledDecoder decodes a watch event's settled claim as a settledClaim
+// and bound PV as what the cache keeps of it. Everything else (lists are
+// read by ListClaims and ListVolumes), and anything it cannot read, goes to
+// the scheme's decoder, which decodes it whole (or says what is wrong).
 type settledDecoder struct {
 	runtime.Serializer
 }
@@ -106,31 +98,17 @@ func (d settledDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, i
 		return d.Serializer.Decode(data, defaults, into)
 	}
 	gvk := corev1.SchemeGroupVersion.WithKind(kind)
-	switch into := into.(type) {
-	case nil:
-		switch kind {
-		case "PersistentVolumeClaim":
-			if resourceVersion, settled := readSettledClaim(raw); settled {
-				return &settledClaim{resourceVersion: string(resourceVersion), encoded: raw}, &gvk, nil
-			}
-		case "PersistentVolume":
-			if pv, ok := readBoundVolume(raw); ok {
-				return pv, &gvk, nil
-			}
+	if into != nil {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	switch kind {
+	case "PersistentVolumeClaim":
+		if resourceVersion, settled := readSettledClaim(raw); settled {
+			return &settledClaim{resourceVersion: string(resourceVersion), encoded: raw}, &gvk, nil
 		}
-	case *corev1.PersistentVolumeClaimList:
-		if kind == "PersistentVolumeClaimList" {
-			if decodeClaimList(raw, into) == nil {
-				return into, &gvk, nil
-			}
-			*into = corev1.PersistentVolumeClaimList{}
-		}
-	case *corev1.PersistentVolumeList:
-		if kind == "PersistentVolumeList" {
-			if decodeVolumeList(raw, into) == nil {
-				return into, &gvk, nil
-			}
-			*into = corev1.PersistentVolumeList{}
+	case "PersistentVolume":
+		if pv, ok := readBoundVolume(raw); ok {
+			return pv, &gvk, nil
 		}
 	}
 	return d.Serializer.Decode(data, defaults, into)
@@ -158,52 +136,6 @@ func (s *settledClaim) whole() (*corev1.PersistentVolumeClaim, error) {
 		return nil, fmt.Errorf("decoding a bound claim: %w", err)
 	}
 	return claim, nil
-}
-
-// decodeClaimList decodes the unsettled claims of a list, which is all the
-// claim informer's list keeps.
-func decodeClaimList(raw []byte, list *corev1.PersistentVolumeClaimList) error {
-	*list = corev1.PersistentVolumeClaimList{}
-	return readListItems(raw, &list.ListMeta, func(item []byte) error {
-		if _, settled := readSettledClaim(item); settled {
-			return nil
-		}
-		list.Items = append(list.Items, corev1.PersistentVolumeClaim{})
-		return list.Items[len(list.Items)-1].Unmarshal(item)
-	})
-}
-
-// decodeVolumeList decodes a list's bound PVs as the cache keeps them and
-// the others whole.
-func decodeVolumeList(raw []byte, list *corev1.PersistentVolumeList) error {
-	*list = corev1.PersistentVolumeList{}
-	return readListItems(raw, &list.ListMeta, func(item []byte) error {
-		if pv, bound := readBoundVolume(item); bound {
-			list.Items = append(list.Items, *pv)
-			return nil
-		}
-		list.Items = append(list.Items, corev1.PersistentVolume{})
-		return list.Items[len(list.Items)-1].Unmarshal(item)
-	})
-}
-
-// readListItems reads a list's metadata and passes each item's encoding to
-// item.
-func readListItems(raw []byte, meta *metav1.ListMeta, item func([]byte) error) error {
-	var err error
-	ok := readMessage(raw, func(num protowire.Number, value []byte) bool {
-		switch num {
-		case 1:
-			err = meta.Unmarshal(value)
-		case 2:
-			err = item(value)
-		}
-		return err == nil
-	})
-	if err == nil && !ok {
-		err = fmt.Errorf("malformed list")
-	}
-	return err
 }
 
 // readSettledClaim is ClaimSettled on a claim's encoding: true when the
