@@ -159,7 +159,6 @@ func asTyped(list runtime.Object, read func(io.Reader) (runtime.Object, error), 
 	listMeta.SetResourceVersion(l.ResourceVersion)
 	listMeta.SetContinue(l.Continue)
 	listMeta.SetRemainingItemCount(l.RemainingItemCount)
-	listMeta.SetSelfLink(l.SelfLink)
 	return list, nil
 }
 

@@ -328,9 +328,11 @@ func (w *wireReader) discard(n uint64) error {
 	if n > maxListItem {
 		return fmt.Errorf("a field of %d bytes, more than any claim or PV", n)
 	}
-	discarded, err := w.r.Discard(int(n))
-	w.read += uint64(discarded)
-	return unexpectedEOF(err)
+	if _, err := w.r.Discard(int(n)); err != nil {
+		return unexpectedEOF(err)
+	}
+	w.read += n
+	return nil
 }
 
 // skip reads past a field of wire type typ.
