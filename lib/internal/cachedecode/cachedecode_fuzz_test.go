@@ -30,10 +30,12 @@ import (
 const liveEncodingsEnv = "KUBEPROV_LIVE_ENCODINGS"
 
 // FuzzSettledDecoding: for any bytes the informers' client may receive, the
-// settled decoder and the scheme's protobuf decoder agree on everything the
-// caches keep (a claim's settledness and resource version; a bound PV's
-// name, uid, resource version, provisioned-by, phase and claim reference;
-// a list's items and metadata). On an encoding as kube-apiserver writes it
+// settled decoder (for a watch event's object) or the list readers (for a
+// list, read one item at a time) and the scheme's protobuf decoder agree on
+// everything the caches keep (a claim's settledness and resource version;
+// a bound PV's name, uid, resource version, provisioned-by, phase and claim
+// reference; a list's items and metadata); a list of another kind is
+// refused. On an encoding as kube-apiserver writes it
 // (the input encoded again), the reader also takes its shortcut exactly
 // for settled claims and bound PVs: falling back to a whole decode is
 // correct but would let the shortcut silently stop working.
@@ -94,7 +96,7 @@ func FuzzSettledDecoding(f *testing.F) {
 }
 
 // decodeTargets are the informers' three ways of decoding: a watch event's
-// object, and the two lists.
+// object, and the two lists (readClaimList and readVolumeList).
 func decodeTargets() []func() runtime.Object {
 	return []func() runtime.Object{
 		func() runtime.Object { return nil },

@@ -347,6 +347,27 @@ func TestListReaders(t *testing.T) {
 	}
 }
 
+// A list bigger than any one object may be is read whole (kube-apiserver's
+// list of 100,000 PVs is about 100 MB).
+func TestListReaderBigList(t *testing.T) {
+	volumes := &corev1.PersistentVolumeList{ListMeta: metav1.ListMeta{ResourceVersion: "44"}}
+	for i := range 60000 {
+		volumes.Items = append(volumes.Items, *settledTestVolume(func(pv *corev1.PersistentVolume) { pv.Name = fmt.Sprintf("pvc-%d", i) }))
+	}
+	data := encodeProtobuf(t, volumes)
+	if len(data) <= maxListItem {
+		t.Fatalf("the test's list is %d bytes, not more than one item may be (%d)", len(data), maxListItem)
+	}
+	read, err := readVolumeList(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := read.(*metainternalversion.List)
+	if len(l.Items) != len(volumes.Items) || l.ResourceVersion != "44" || l.Items[59999].(*corev1.PersistentVolume).Name != "pvc-59999" {
+		t.Errorf("read %d PVs at version %q, want %d at 44", len(l.Items), l.ResourceVersion, len(volumes.Items))
+	}
+}
+
 // readListAs reads data with read, one byte at a time, into a list of
 // list's type.
 func readListAs[L runtime.Object](t *testing.T, read func(io.Reader) (runtime.Object, error), data []byte, list L) L {

@@ -38,6 +38,9 @@ import (
 // a PV this decoder should believe.
 const maxListItem = 16 << 20
 
+// maxList bounds the encoding of a whole list, far above any cluster's.
+const maxList = 1 << 40
+
 // ListClaims lists claims through core and returns the unsettled ones, the
 // claim informer's list, reading kube-apiserver's response one claim at a
 // time.
@@ -176,7 +179,7 @@ func readListStream(r *wireReader, kind string, listMeta *metav1.ListMeta, item 
 			}
 			continue
 		}
-		n, err := r.length()
+		n, err := r.length(num == 2)
 		if err != nil {
 			return err
 		}
@@ -221,7 +224,7 @@ func readListMessage(r *wireReader, buf []byte, listMeta *metav1.ListMeta, item 
 			}
 			continue
 		}
-		size, err := r.length()
+		size, err := r.length(false)
 		if err != nil {
 			return buf, err
 		}
@@ -292,13 +295,14 @@ func (w *wireReader) field() (protowire.Number, protowire.Type, error) {
 	return num, typ, err
 }
 
-// length reads a length-delimited field's length.
-func (w *wireReader) length() (uint64, error) {
+// length reads a length-delimited field's length: at most maxListItem but
+// for the list itself (whole).
+func (w *wireReader) length(whole bool) (uint64, error) {
 	n, err := binary.ReadUvarint(w)
 	if err != nil {
 		return 0, unexpectedEOF(err)
 	}
-	if n > maxListItem {
+	if n > maxListItem && (!whole || n > maxList) {
 		return 0, fmt.Errorf("a field of %d bytes, more than any claim or PV", n)
 	}
 	return n, nil
@@ -346,7 +350,7 @@ func (w *wireReader) skip(typ protowire.Type) error {
 	case protowire.Fixed32Type:
 		return w.discard(4)
 	case protowire.BytesType:
-		n, err := w.length()
+		n, err := w.length(false)
 		if err != nil {
 			return err
 		}
