@@ -154,13 +154,12 @@ func asTyped(list runtime.Object, read func(io.Reader) (runtime.Object, error), 
 	if err := meta.SetList(list, items); err != nil {
 		return nil, err
 	}
-	listMeta, err := meta.ListAccessor(list)
-	if err != nil {
-		return nil, err
+	switch typed := list.(type) {
+	case *corev1.PersistentVolumeClaimList:
+		typed.ListMeta = l.ListMeta
+	case *corev1.PersistentVolumeList:
+		typed.ListMeta = l.ListMeta
 	}
-	listMeta.SetResourceVersion(l.ResourceVersion)
-	listMeta.SetContinue(l.Continue)
-	listMeta.SetRemainingItemCount(l.RemainingItemCount)
 	return list, nil
 }
 
