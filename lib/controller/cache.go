@@ -39,7 +39,9 @@ type trimmedFactory struct {
 //     brings the whole object again.
 //   - Neither is decoded whole (a bound PV is when keepVolume is given): the
 //     claim and PV informers list and watch through a client of their own
-//     whose decoder reads only those few fields (see cachedecode.CoreV1).
+//     whose decoder reads only those few fields (see cachedecode.CoreV1),
+//     and they list rather than stream, reading the list one object at a
+//     time (see cachedecode.ListClaims).
 //
 // A provisioner that reads volumes itself shares such a factory with
 // WithInformerFactory, and keepVolume copies into a bound PV's cached form
@@ -51,9 +53,6 @@ func NewInformerFactory(client kubernetes.Interface, resync time.Duration, keepV
 		return cachedecode.Trim(obj, keepVolume)
 	}))
 	core := cachedecode.CoreV1(client)
-	if core == nil {
-		core = client.CoreV1()
-	}
 	f.InformerFor(&corev1.PersistentVolumeClaim{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return newUnsettledClaimInformer(client, core, resync)
 	})
@@ -66,49 +65,67 @@ func NewInformerFactory(client kubernetes.Interface, resync time.Duration, keepV
 	return trimmedFactory{f}
 }
 
+// listWatch lists and watches with the reflector's list, never a watch-list
+// stream: see cachedecode.ListClaims.
+type listWatch struct {
+	*cache.ListWatch
+}
+
+// IsWatchListSemanticsUnSupported tells the reflector to list. (Its log
+// line at -v=2 then calls this expected only in unit tests.)
+func (listWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
 // newUnsettledClaimInformer is the claim informer of NewInformerFactory: the
-// factory's own, listing and watching through core, with settled claims
-// filtered out of its list and watch.
+// factory's own, listing and watching through core (nil: client), with
+// settled claims filtered out of its list and watch.
 func newUnsettledClaimInformer(client kubernetes.Interface, core corev1client.CoreV1Interface, resync time.Duration) cache.SharedIndexInformer {
-	claims := core.PersistentVolumeClaims(metav1.NamespaceAll)
 	list := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		l, err := claims.List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		unsettled := l.Items[:0]
-		for i := range l.Items {
-			if !cachedecode.ClaimSettled(&l.Items[i]) {
-				unsettled = append(unsettled, l.Items[i])
+		return cachedecode.ListClaims(ctx, core, opts)
+	}
+	if core == nil {
+		core = client.CoreV1()
+		list = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			l, err := core.PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, opts)
+			if err != nil {
+				return nil, err
 			}
+			unsettled := l.Items[:0]
+			for i := range l.Items {
+				if !cachedecode.ClaimSettled(&l.Items[i]) {
+					unsettled = append(unsettled, l.Items[i])
+				}
+			}
+			l.Items = unsettled
+			return l, nil
 		}
-		l.Items = unsettled
-		return l, nil
 	}
 	watchUnsettled := func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-		w, err := claims.Watch(ctx, opts)
+		w, err := core.PersistentVolumeClaims(metav1.NamespaceAll).Watch(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
 		return watch.Filter(w, cachedecode.UnsettledClaimEvent), nil
 	}
-	lw := &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchUnsettled}
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.PersistentVolumeClaim{},
+	lw := listWatch{&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchUnsettled}}
+	return cache.NewSharedIndexInformerWithOptions(lw, &corev1.PersistentVolumeClaim{},
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 }
 
 // newVolumeInformer is the PV informer of NewInformerFactory: the factory's
-// own, listing and watching through core.
+// own, listing and watching through core (nil: client).
 func newVolumeInformer(client kubernetes.Interface, core corev1client.CoreV1Interface, resync time.Duration) cache.SharedIndexInformer {
-	volumes := core.PersistentVolumes()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return volumes.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return volumes.Watch(ctx, opts)
-		},
+	list := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return cachedecode.ListVolumes(ctx, core, opts)
 	}
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.PersistentVolume{},
+	if core == nil {
+		core = client.CoreV1()
+		list = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return core.PersistentVolumes().List(ctx, opts)
+		}
+	}
+	lw := listWatch{&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		return core.PersistentVolumes().Watch(ctx, opts)
+	}}}
+	return cache.NewSharedIndexInformerWithOptions(lw, &corev1.PersistentVolume{},
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}})
 }

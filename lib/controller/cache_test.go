@@ -6,8 +6,13 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,11 +23,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 )
@@ -350,4 +358,93 @@ func heapAfterGC() runtime.MemStats {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m
+}
+
+// The claim and PV informers list, never by a watch-list stream, reading
+// kube-apiserver's protobuf one item at a time, and watch from the list's
+// version.
+func TestInformersListWithoutStreaming(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	settled := claim("settled", "gold", func(c *corev1.PersistentVolumeClaim) {
+		c.Spec.VolumeName, c.Status.Phase = "pvc-settled", corev1.ClaimBound
+		c.Annotations = map[string]string{"pv.kubernetes.io/bind-completed": "yes"}
+	})
+	lists := map[string]apiruntime.Object{
+		"/api/v1/persistentvolumeclaims": &corev1.PersistentVolumeClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "42"},
+			Items: []corev1.PersistentVolumeClaim{*claim("a", "gold"), *settled, *claim("b", "gold")}},
+		"/api/v1/persistentvolumes": &corev1.PersistentVolumeList{ListMeta: metav1.ListMeta{ResourceVersion: "43"},
+			Items: []corev1.PersistentVolume{{ObjectMeta: metav1.ObjectMeta{Name: "pv-a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "pv-b"}}}},
+	}
+	info, _ := apiruntime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), apiruntime.ContentTypeProtobuf)
+	var mu sync.Mutex
+	var requests []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		mu.Lock()
+		requests = append(requests, fmt.Sprintf("%s watch=%s sendInitialEvents=%s resourceVersion=%s",
+			r.URL.Path, q.Get("watch"), q.Get("sendInitialEvents"), q.Get("resourceVersion")))
+		mu.Unlock()
+		list, ok := lists[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		if q.Get("watch") == "true" {
+			w.Header().Set("Content-Type", apiruntime.ContentTypeProtobuf+";stream=watch")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("Content-Type", apiruntime.ContentTypeProtobuf)
+		if err := scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion).Encode(list, w); err != nil {
+			t.Error(err)
+		}
+	}))
+	defer srv.Close()
+	defer cancel() // before srv.Close: the watches end with the context
+
+	factory := NewInformerFactory(kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL}), 0, nil)
+	claims, volumes := factory.Core().V1().PersistentVolumeClaims(), factory.Core().V1().PersistentVolumes()
+	claims.Informer()
+	volumes.Informer()
+	factory.Start(ctx.Done())
+	syncCtx, synced := context.WithTimeout(ctx, 10*time.Second)
+	defer synced()
+	if !cache.WaitForCacheSync(syncCtx.Done(), claims.Informer().HasSynced, volumes.Informer().HasSynced) {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("caches did not sync; requests:\n%s", strings.Join(requests, "\n"))
+	}
+	var cached []string
+	for _, c := range claims.Informer().GetStore().ListKeys() {
+		cached = append(cached, "claim "+c)
+	}
+	for _, v := range volumes.Informer().GetStore().ListKeys() {
+		cached = append(cached, "PV "+v)
+	}
+	slices.Sort(cached)
+	if diff := cmp.Diff([]string{"PV pv-a", "PV pv-b", "claim ns/a", "claim ns/b"}, cached); diff != "" {
+		t.Errorf("cached (-want +got):\n%s", diff)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(requests) >= 4, nil
+	}); err != nil {
+		t.Fatal("the informers did not watch after listing")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(requests)
+	want := []string{
+		"/api/v1/persistentvolumeclaims watch= sendInitialEvents= resourceVersion=0",
+		"/api/v1/persistentvolumeclaims watch=true sendInitialEvents= resourceVersion=42",
+		"/api/v1/persistentvolumes watch= sendInitialEvents= resourceVersion=0",
+		"/api/v1/persistentvolumes watch=true sendInitialEvents= resourceVersion=43",
+	}
+	if diff := cmp.Diff(want, requests); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
 }

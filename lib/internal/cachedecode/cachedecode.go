@@ -82,11 +82,10 @@ func (s settledDecoding) SupportedMediaTypes() []runtime.SerializerInfo {
 	return infos
 }
 
-// settledDecoder decodes a settled claim as a settledClaim and a bound PV as
-// what the cache keeps of it. A list keeps only its unsettled claims, and
-// its bound PVs as the cache keeps them. Everything else, and anything it
-// cannot read, goes to the scheme's decoder, which decodes it whole (or
-// says what is wrong).
+// settledDecoder decodes a watch event's settled claim as a settledClaim
+// and bound PV as what the cache keeps of it. Everything else (lists are
+// read by ListClaims and ListVolumes), and anything it cannot read, goes to
+// the scheme's decoder, which decodes it whole (or says what is wrong).
 type settledDecoder struct {
 	runtime.Serializer
 }
@@ -99,31 +98,17 @@ func (d settledDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, i
 		return d.Serializer.Decode(data, defaults, into)
 	}
 	gvk := corev1.SchemeGroupVersion.WithKind(kind)
-	switch into := into.(type) {
-	case nil:
-		switch kind {
-		case "PersistentVolumeClaim":
-			if resourceVersion, settled := readSettledClaim(raw); settled {
-				return &settledClaim{resourceVersion: string(resourceVersion), encoded: raw}, &gvk, nil
-			}
-		case "PersistentVolume":
-			if pv, ok := readBoundVolume(raw); ok {
-				return pv, &gvk, nil
-			}
+	if into != nil {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	switch kind {
+	case "PersistentVolumeClaim":
+		if resourceVersion, settled := readSettledClaim(raw); settled {
+			return &settledClaim{resourceVersion: string(resourceVersion), encoded: raw}, &gvk, nil
 		}
-	case *corev1.PersistentVolumeClaimList:
-		if kind == "PersistentVolumeClaimList" {
-			if decodeClaimList(raw, into) == nil {
-				return into, &gvk, nil
-			}
-			*into = corev1.PersistentVolumeClaimList{}
-		}
-	case *corev1.PersistentVolumeList:
-		if kind == "PersistentVolumeList" {
-			if decodeVolumeList(raw, into) == nil {
-				return into, &gvk, nil
-			}
-			*into = corev1.PersistentVolumeList{}
+	case "PersistentVolume":
+		if pv, ok := readBoundVolume(raw); ok {
+			return pv, &gvk, nil
 		}
 	}
 	return d.Serializer.Decode(data, defaults, into)
@@ -151,52 +136,6 @@ func (s *settledClaim) whole() (*corev1.PersistentVolumeClaim, error) {
 		return nil, fmt.Errorf("decoding a bound claim: %w", err)
 	}
 	return claim, nil
-}
-
-// decodeClaimList decodes the unsettled claims of a list, which is all the
-// claim informer's list keeps.
-func decodeClaimList(raw []byte, list *corev1.PersistentVolumeClaimList) error {
-	*list = corev1.PersistentVolumeClaimList{}
-	return readListItems(raw, &list.ListMeta, func(item []byte) error {
-		if _, settled := readSettledClaim(item); settled {
-			return nil
-		}
-		list.Items = append(list.Items, corev1.PersistentVolumeClaim{})
-		return list.Items[len(list.Items)-1].Unmarshal(item)
-	})
-}
-
-// decodeVolumeList decodes a list's bound PVs as the cache keeps them and
-// the others whole.
-func decodeVolumeList(raw []byte, list *corev1.PersistentVolumeList) error {
-	*list = corev1.PersistentVolumeList{}
-	return readListItems(raw, &list.ListMeta, func(item []byte) error {
-		if pv, bound := readBoundVolume(item); bound {
-			list.Items = append(list.Items, *pv)
-			return nil
-		}
-		list.Items = append(list.Items, corev1.PersistentVolume{})
-		return list.Items[len(list.Items)-1].Unmarshal(item)
-	})
-}
-
-// readListItems reads a list's metadata and passes each item's encoding to
-// item.
-func readListItems(raw []byte, meta *metav1.ListMeta, item func([]byte) error) error {
-	var err error
-	ok := readMessage(raw, func(num protowire.Number, value []byte) bool {
-		switch num {
-		case 1:
-			err = meta.Unmarshal(value)
-		case 2:
-			err = item(value)
-		}
-		return err == nil
-	})
-	if err == nil && !ok {
-		err = fmt.Errorf("malformed list")
-	}
-	return err
 }
 
 // readSettledClaim is ClaimSettled on a claim's encoding: true when the

@@ -4,7 +4,9 @@
 package cachedecode
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -26,10 +30,12 @@ import (
 const liveEncodingsEnv = "KUBEPROV_LIVE_ENCODINGS"
 
 // FuzzSettledDecoding: for any bytes the informers' client may receive, the
-// settled decoder and the scheme's protobuf decoder agree on everything the
-// caches keep (a claim's settledness and resource version; a bound PV's
-// name, uid, resource version, provisioned-by, phase and claim reference;
-// a list's items and metadata). On an encoding as kube-apiserver writes it
+// settled decoder (for a watch event's object) or the list readers (for a
+// list, read one item at a time) and the scheme's protobuf decoder agree on
+// everything the caches keep (a claim's settledness and resource version;
+// a bound PV's name, uid, resource version, provisioned-by, phase and claim
+// reference; a list's items and metadata); a list of another kind is
+// refused. On an encoding as kube-apiserver writes it
 // (the input encoded again), the reader also takes its shortcut exactly
 // for settled claims and bound PVs: falling back to a whole decode is
 // correct but would let the shortcut silently stop working.
@@ -57,6 +63,14 @@ func FuzzSettledDecoding(f *testing.F) {
 				// are malformed: kube-apiserver never sends such bytes.
 				continue
 			}
+			if into() != nil && fmt.Sprintf("%T", whole) != fmt.Sprintf("%T", into()) {
+				// Another kind in answer to a list: the scheme's decoder
+				// returns it, the list readers refuse it.
+				if fastErr == nil {
+					t.Fatalf("into %T: the list reader accepted a %T", into(), whole)
+				}
+				continue
+			}
 			if fastErr != nil {
 				t.Fatalf("into %T: the settled decoder failed (%v) where the scheme's decoded %T", into(), fastErr, whole)
 			}
@@ -82,7 +96,7 @@ func FuzzSettledDecoding(f *testing.F) {
 }
 
 // decodeTargets are the informers' three ways of decoding: a watch event's
-// object, and the two lists.
+// object, and the two lists (readClaimList and readVolumeList).
 func decodeTargets() []func() runtime.Object {
 	return []func() runtime.Object{
 		func() runtime.Object { return nil },
@@ -104,6 +118,14 @@ func informerDecodes(into, decoded runtime.Object) bool {
 // decodeWith decodes as the informers' client does (see decodeAsClient),
 // returning the error instead of failing.
 func decodeWith(settled bool, data []byte, into runtime.Object) (obj runtime.Object, err error) {
+	if settled {
+		switch into.(type) {
+		case *corev1.PersistentVolumeClaimList:
+			return asTyped(&corev1.PersistentVolumeClaimList{}, readClaimList, bytes.NewReader(data))
+		case *corev1.PersistentVolumeList:
+			return asTyped(&corev1.PersistentVolumeList{}, readVolumeList, bytes.NewReader(data))
+		}
+	}
 	codecs := scheme.Codecs.WithoutConversion()
 	infos := codecs.SupportedMediaTypes()
 	if settled {
@@ -112,6 +134,33 @@ func decodeWith(settled bool, data []byte, into runtime.Object) (obj runtime.Obj
 	info, _ := runtime.SerializerInfoForMediaType(infos, runtime.ContentTypeProtobuf)
 	obj, _, err = codecs.DecoderToVersion(info.Serializer, corev1.SchemeGroupVersion).Decode(data, nil, into)
 	return obj, err
+}
+
+// asTyped sets list, a typed list, to what readClaimList or readVolumeList
+// read, for comparing with the scheme's decoding.
+func asTyped(list runtime.Object, read func(io.Reader) (runtime.Object, error), body io.Reader) (runtime.Object, error) {
+	obj, err := read(body)
+	if err != nil {
+		return nil, err
+	}
+	l, ok := obj.(*metainternalversion.List)
+	if !ok { // not protobuf: the scheme decoded it
+		return obj, nil
+	}
+	items := make([]runtime.Object, len(l.Items))
+	for i, item := range l.Items {
+		items[i] = item.DeepCopyObject()
+	}
+	if err := meta.SetList(list, items); err != nil {
+		return nil, err
+	}
+	switch typed := list.(type) {
+	case *corev1.PersistentVolumeClaimList:
+		typed.ListMeta = l.ListMeta
+	case *corev1.PersistentVolumeList:
+		typed.ListMeta = l.ListMeta
+	}
+	return list, nil
 }
 
 // cachedView is what the caches keep of a decoded object: Trim's

@@ -4,18 +4,22 @@
 package cachedecode
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -277,15 +281,16 @@ func TestSettledClaimEvents(t *testing.T) {
 	}
 }
 
-// Lists keep the unsettled claims, and of PVs what the cache keeps.
-func TestSettledDecoderLists(t *testing.T) {
+// Lists, read one item at a time, keep the unsettled claims, and of PVs
+// what the cache keeps.
+func TestListReaders(t *testing.T) {
 	unbound := settledTestClaim(func(c *corev1.PersistentVolumeClaim) {
 		c.Name, c.Spec.VolumeName = "unbound", ""
 	})
 	claims := &corev1.PersistentVolumeClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "42"},
 		Items: []corev1.PersistentVolumeClaim{*settledTestClaim(), *unbound}}
 	data := encodeProtobuf(t, claims)
-	gotClaims := decodeAsClient(t, data, true, &corev1.PersistentVolumeClaimList{}).(*corev1.PersistentVolumeClaimList)
+	gotClaims := readListAs(t, readClaimList, data, &corev1.PersistentVolumeClaimList{})
 	wantClaims := decodeAsClient(t, data, false, &corev1.PersistentVolumeClaimList{}).(*corev1.PersistentVolumeClaimList)
 	wantClaims.Items = wantClaims.Items[1:]
 	if diff := cmp.Diff(wantClaims, gotClaims); diff != "" {
@@ -296,7 +301,7 @@ func TestSettledDecoderLists(t *testing.T) {
 	volumes := &corev1.PersistentVolumeList{ListMeta: metav1.ListMeta{ResourceVersion: "43"},
 		Items: []corev1.PersistentVolume{*settledTestVolume(), *released}}
 	data = encodeProtobuf(t, volumes)
-	gotVolumes := decodeAsClient(t, data, true, &corev1.PersistentVolumeList{}).(*corev1.PersistentVolumeList)
+	gotVolumes := readListAs(t, readVolumeList, data, &corev1.PersistentVolumeList{})
 	wantVolumes := decodeAsClient(t, data, false, &corev1.PersistentVolumeList{}).(*corev1.PersistentVolumeList)
 	for _, l := range []*corev1.PersistentVolumeList{gotVolumes, wantVolumes} {
 		for i := range l.Items {
@@ -309,6 +314,69 @@ func TestSettledDecoderLists(t *testing.T) {
 	if gotVolumes.Items[1].Spec.Capacity == nil {
 		t.Error("released PV not whole")
 	}
+
+	// A list cut short is an error, wherever it is cut in its encoding (the
+	// envelope's typeMeta, then the list).
+	typeMetaLen := protowire.ConsumeFieldValue(1, protowire.BytesType, data[len(protobufPrefix)+1:]) + 1
+	listStart := len(protobufPrefix) + typeMetaLen
+	listLen := protowire.ConsumeFieldValue(2, protowire.BytesType, data[listStart+1:]) + 1
+	if typeMetaLen <= 1 || listLen <= 1 {
+		t.Fatal("the test's PV list is not encoded as typeMeta, then the list")
+	}
+	for cut := listStart + 1; cut < listStart+listLen; cut++ {
+		if _, err := readVolumeList(bytes.NewReader(data[:cut])); err == nil {
+			t.Fatalf("a PV list cut at %d of %d bytes read without an error", cut, len(data))
+		}
+	}
+	// Another kind in answer is refused.
+	if _, err := readVolumeList(bytes.NewReader(encodeProtobuf(t, claims))); err == nil {
+		t.Error("a claim list read as a PV list")
+	}
+	// A JSON list (a server without protobuf) is decoded whole, still
+	// without its settled claims.
+	json, err := runtime.Encode(scheme.Codecs.LegacyCodec(corev1.SchemeGroupVersion), claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromJSON, err := readClaimList(bytes.NewReader(json))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := fromJSON.(*metainternalversion.List); len(l.Items) != 1 || l.Items[0].(*corev1.PersistentVolumeClaim).Name != "unbound" || l.ResourceVersion != "42" {
+		t.Errorf("JSON claim list read as %+v, want the unbound claim at version 42", l)
+	}
+}
+
+// A list bigger than any one object may be is read whole (kube-apiserver's
+// list of 100,000 PVs is about 100 MB).
+func TestListReaderBigList(t *testing.T) {
+	volumes := &corev1.PersistentVolumeList{ListMeta: metav1.ListMeta{ResourceVersion: "44"}}
+	for i := range 60000 {
+		volumes.Items = append(volumes.Items, *settledTestVolume(func(pv *corev1.PersistentVolume) { pv.Name = fmt.Sprintf("pvc-%d", i) }))
+	}
+	data := encodeProtobuf(t, volumes)
+	if len(data) <= maxListItem {
+		t.Fatalf("the test's list is %d bytes, not more than one item may be (%d)", len(data), maxListItem)
+	}
+	read, err := readVolumeList(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := read.(*metainternalversion.List)
+	if len(l.Items) != len(volumes.Items) || l.ResourceVersion != "44" || l.Items[59999].(*corev1.PersistentVolume).Name != "pvc-59999" {
+		t.Errorf("read %d PVs at version %q, want %d at 44", len(l.Items), l.ResourceVersion, len(volumes.Items))
+	}
+}
+
+// readListAs reads data with read, one byte at a time, into a list of
+// list's type.
+func readListAs[L runtime.Object](t *testing.T, read func(io.Reader) (runtime.Object, error), data []byte, list L) L {
+	t.Helper()
+	got, err := asTyped(list, read, iotest.OneByteReader(bytes.NewReader(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.(L)
 }
 
 // The informers' client shares a real clientset's connection and speaks
@@ -348,11 +416,12 @@ func TestSettledDecodingClientOverHTTP(t *testing.T) {
 		t.Fatal("no settled decoding client for a real clientset")
 	}
 	ctx := context.Background()
-	list, err := core.PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+	listed, err := ListClaims(ctx, core, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Items) != 1 || list.Items[0].Name != "unbound" || list.Items[0].Spec.Resources.Requests == nil {
+	list := listed.(*metainternalversion.List)
+	if len(list.Items) != 1 || list.Items[0].(*corev1.PersistentVolumeClaim).Name != "unbound" || list.Items[0].(*corev1.PersistentVolumeClaim).Spec.Resources.Requests == nil {
 		t.Errorf("listed %+v, want the unbound claim only, whole", list.Items)
 	}
 	w, err := core.PersistentVolumeClaims("").Watch(ctx, metav1.ListOptions{})
