@@ -163,7 +163,11 @@ func (s *Supervisor) startOnce(r *running) error {
 		}
 	}
 	cmd := exec.Command(r.proc.Path, r.proc.Args...) // #nosec G204 -- fixed daemons chosen by the binary
-	cmd.Stdout, cmd.Stderr = s.opts.Output, s.opts.Output
+	// Through a pipe, as a container runtime gives them, even when Output is
+	// a file: a daemon that opens /dev/stderr itself (Ganesha's -L) would
+	// otherwise write at an offset of its own and overwrite our lines.
+	out := struct{ io.Writer }{s.opts.Output}
+	cmd.Stdout, cmd.Stderr = out, out
 	// A process group of its own keeps a terminal's Ctrl-C to us alone (we
 	// stop the daemons in order); the parent-death signal ends a daemon if
 	// nfs-provisioner is killed without the chance to stop it (unless the
