@@ -168,6 +168,9 @@ func (s *Supervisor) startOnce(r *running) error {
 	// otherwise write at an offset of its own and overwrite our lines.
 	out := struct{ io.Writer }{s.opts.Output}
 	cmd.Stdout, cmd.Stderr = out, out
+	// A daemon's exit is seen at once, as with a file, even if something it
+	// left behind still holds the pipe.
+	cmd.WaitDelay = time.Second
 	// A process group of its own keeps a terminal's Ctrl-C to us alone (we
 	// stop the daemons in order); the parent-death signal ends a daemon if
 	// nfs-provisioner is killed without the chance to stop it (unless the
