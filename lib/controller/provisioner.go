@@ -17,7 +17,7 @@ import (
 // It is the whole contract between a provisioner and the ProvisionController;
 // extra capabilities are optional interfaces (Qualifier, RetryingQualifier,
 // DeletionGuard, BlockProvisioner, DataSourceProvisioner, ClaimMetadataReader,
-// RecordedAssetDeleter) found by type assertion.
+// RecordedAssetDeleter, SelectedNodeReader) found by type assertion.
 type Provisioner interface {
 	// Provision creates the asset for options.PVC and returns the PV that
 	// represents it. The PV should be built with options.NewVolume so that claim

@@ -100,9 +100,7 @@ func checkHostpathChart(t *testing.T, values map[string]any) {
 	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := node.Exec(ctx, "ls", "-A", hostpathDir); err != nil || strings.Contains(string(out), pv.Name) {
-		t.Errorf("after PV %s was deleted, %s on %s holds %q (%v)", pv.Name, hostpathDir, node.Name, out, err)
-	}
+	checkGoneFromNode(ctx, t, node, hostpathDir, pv.Name)
 	r.uninstall(t, ctx)
 }
 

@@ -156,9 +156,7 @@ func checkFlexClaim(t *testing.T, ctx context.Context, ns, name, shareNode strin
 		t.Errorf("the delete pod ran on %s, want %s, the node labeled %s", on, shareNode, flexShareLabel)
 	}
 	for _, n := range c.Nodes {
-		if out, err := n.Exec(ctx, "ls", "-A", flexShare); err != nil || strings.Contains(string(out), pv.Name) {
-			t.Errorf("after PV %s was deleted, %s on %s holds %q (%v)", pv.Name, flexShare, n.Name, out, err)
-		}
+		checkGoneFromNode(ctx, t, n, flexShare, pv.Name)
 	}
 	expectNoPods(t, ctx, flexDriverNS)
 }

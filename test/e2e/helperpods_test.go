@@ -144,9 +144,7 @@ func TestHostpathHelperPods(t *testing.T) {
 	if st, err := node.Exec(ctx, "stat", "-c", "%u:%g %a", pv.Spec.HostPath.Path); err != nil || strings.TrimSpace(string(st)) != "0:0 777" {
 		t.Errorf("the volume's directory on %s is %q (%v), want root's with mode 777", node.Name, st, err)
 	}
-	if out, err := other.Exec(ctx, "ls", "-A", hostpathDir); err == nil && strings.Contains(string(out), pv.Name) {
-		t.Errorf("%s has a directory on %s too, where the provisioner runs and the pod did not", pv.Name, other.Name)
-	}
+	checkNeverOnNode(ctx, t, other, hostpathDir, pv.Name)
 
 	if err := c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -159,9 +157,7 @@ func TestHostpathHelperPods(t *testing.T) {
 	}
 	remove := helpers.waitGone(ctx, t, "hostpath-remove-"+pv.Name)
 	checkHelperRun(t, remove, "remove", node.Name)
-	if out, err := node.Exec(ctx, "ls", "-A", hostpathDir); err != nil || strings.Contains(string(out), pv.Name) {
-		t.Errorf("after PV %s was deleted, %s on %s holds %q (%v)", pv.Name, hostpathDir, node.Name, out, err)
-	}
+	checkGoneFromNode(ctx, t, node, hostpathDir, pv.Name)
 
 	left, err := c.Client.CoreV1().Pods(hostpathNS).List(ctx, metav1.ListOptions{LabelSelector: helperLabelManagedBy + "=" + helperManagedBy})
 	if err != nil {

@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path"
@@ -73,9 +74,7 @@ func TestHostpathSingleNode(t *testing.T) {
 	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := node.Exec(ctx, "ls", "-A", hostpathDir); err != nil || strings.Contains(string(out), pv.Name) {
-		t.Errorf("after the PV was deleted, %s on the node holds %q (%v), want no %s", hostpathDir, out, err, pv.Name)
-	}
+	checkGoneFromNode(ctx, t, node, hostpathDir, pv.Name)
 }
 
 // The facts of the original hostPath walkthrough, "Writing an out-of-tree
@@ -165,9 +164,7 @@ func TestHostpathWalkthrough(t *testing.T) {
 	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := node.Exec(ctx, "ls", "-A", hostpathDir); err != nil || strings.Contains(string(out), pv.Name) {
-		t.Errorf("after the PV was deleted, %s on the node holds %q (%v), want no %s", hostpathDir, out, err, pv.Name)
-	}
+	checkGoneFromNode(ctx, t, node, hostpathDir, pv.Name)
 }
 
 // TestHostpathNodeLocal follows the README's default mode on two nodes: the
@@ -207,9 +204,7 @@ func TestHostpathNodeLocal(t *testing.T) {
 			t.Errorf("claim %s: the pod's file is not on %s, where its pod ran: %v", name, n.Name, err)
 		}
 		other := c.Nodes[(i+1)%len(c.Nodes)]
-		if out, err := other.Exec(ctx, "ls", "-A", hostpathDir); err == nil && strings.Contains(string(out), pv.Name) {
-			t.Errorf("claim %s: %s has a directory on %s too, where its pod did not run", name, pv.Name, other.Name)
-		}
+		checkNeverOnNode(ctx, t, other, hostpathDir, pv.Name)
 		if err := c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -219,14 +214,10 @@ func TestHostpathNodeLocal(t *testing.T) {
 		if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := n.Exec(ctx, "ls", "-A", hostpathDir); err != nil || strings.Contains(string(out), pv.Name) {
-			t.Errorf("after PV %s was deleted, %s on %s holds %q (%v)", pv.Name, hostpathDir, n.Name, out, err)
-		}
+		checkGoneFromNode(ctx, t, n, hostpathDir, pv.Name)
 	}
 }
 
-// writerPod is the README's example pod (deploy/example/pod.yaml) for the
-// claim of the same name.
 // checkWrittenOnNode checks that the SUCCESS file a writer pod wrote, and
 // printed as podLog, is in dir on node: the volume is that directory.
 func checkWrittenOnNode(ctx context.Context, t *testing.T, node *cluster.Node, dir, podLog string) {
@@ -240,6 +231,35 @@ func checkWrittenOnNode(ctx context.Context, t *testing.T, node *cluster.Node, d
 	}
 }
 
+// checkGoneFromNode: dir on node no longer holds an entry name (with name
+// "", no entry at all), the counterpart of checkWrittenOnNode. A dir that
+// cannot be listed fails too: a check that never looked proves nothing.
+func checkGoneFromNode(ctx context.Context, t *testing.T, node *cluster.Node, dir, name string) {
+	t.Helper()
+	if out, err := node.Exec(ctx, "ls", "-A", dir); err != nil {
+		t.Errorf("listing %s on %s: %v (%s)", dir, node.Name, err, out)
+	} else if holds(out, name) {
+		t.Errorf("%s on %s still holds %q, want no %s", dir, node.Name, out, cmp.Or(name, "entry"))
+	}
+}
+
+// checkNeverOnNode: dir on node, a node the volume's pod did not run on,
+// holds no entry name; a dir that does not exist there holds none.
+func checkNeverOnNode(ctx context.Context, t *testing.T, node *cluster.Node, dir, name string) {
+	t.Helper()
+	if out, err := node.Exec(ctx, "ls", "-A", dir); err == nil && holds(out, name) {
+		t.Errorf("%s on %s holds %s too, where its pod did not run", dir, node.Name, name)
+	}
+}
+
+// holds tells whether ls output has an entry that is name or starts with it
+// (local-path's <pv>_<namespace>_<claim>), or any entry for name "".
+func holds(ls []byte, name string) bool {
+	return slices.ContainsFunc(strings.Fields(string(ls)), func(entry string) bool { return strings.HasPrefix(entry, name) })
+}
+
+// writerPod is the README's example pod (deploy/example/pod.yaml) for the
+// claim of the same name.
 func writerPod(name, busybox string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},

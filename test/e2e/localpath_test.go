@@ -6,7 +6,6 @@ package e2e
 import (
 	"context"
 	"path"
-	"strings"
 	"testing"
 	"time"
 
@@ -105,9 +104,7 @@ data:
 	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := node.Exec(ctx, "ls", "-A", path.Join(hostpathDir, ns)); err != nil || strings.TrimSpace(string(out)) != "" {
-		t.Errorf("after PV %s was deleted, %s on %s holds %q (%v), want it empty", pv.Name, path.Join(hostpathDir, ns), node.Name, out, err)
-	}
+	checkGoneFromNode(ctx, t, node, path.Join(hostpathDir, ns), "")
 	// The namespace's directory, which the pattern made, is the
 	// administrator's to remove; later tests want the path as they found it.
 	if out, err := node.Exec(ctx, "rmdir", path.Join(hostpathDir, ns)); err != nil {

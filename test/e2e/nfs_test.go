@@ -165,9 +165,7 @@ func checkNFSServerClaim(t *testing.T, ctx context.Context, server nfsServer, cl
 	if out, err := (nfs.Client{Server: pod.Status.PodIP, Version: "3"}).List(ctx, pv.Spec.NFS.Path); err == nil || !strings.Contains(err.Error(), "MNT3ERR_ACCES") {
 		t.Errorf("after the PV was deleted, listing its export gave %q (%v), want MNT3ERR_ACCES", out, err)
 	}
-	if out, err := server.node.Exec(ctx, "ls", "-A", server.dir); err != nil || strings.Contains(string(out), pv.Name) {
-		t.Errorf("after the PV was deleted, the export volume holds %q (%v), want no %s", out, err, pv.Name)
-	}
+	checkGoneFromNode(ctx, t, server.node, server.dir, pv.Name)
 }
 
 // The subdir-mode share of the tests: a directory of the first node standing
@@ -327,9 +325,7 @@ func checkNFSSubdirClaim(t *testing.T, ctx context.Context, class string, share 
 	if _, err := node.Exec(ctx, "cat", path.Join(archived, "SUCCESS")); err != nil {
 		t.Errorf("after the PV was deleted, the data is not in %s: %v", archived, err)
 	}
-	if _, err := node.Exec(ctx, "stat", dir); err == nil {
-		t.Errorf("after the PV was deleted, %s is still there", dir)
-	}
+	checkGoneFromNode(ctx, t, node, path.Dir(dir), path.Base(dir))
 }
 
 // nfsWriteThroughGrace writes as a kernel client would: retrying while a

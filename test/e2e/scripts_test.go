@@ -147,9 +147,7 @@ spec:
 	if err := framework.WaitForPVDeleted(ctx, c.Client, pv.Name); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := node.Exec(ctx, "ls", "-A", hostpathDir); err != nil || strings.Contains(string(out), pv.Name) {
-		t.Errorf("after the teardown, %s on %s holds %q (%v)", hostpathDir, node.Name, out, err)
-	}
+	checkGoneFromNode(ctx, t, node, hostpathDir, pv.Name)
 
 	// Failing and hanging setups: a Warning naming the cause, no PV.
 	for _, tc := range []struct{ name, size, want string }{
@@ -189,9 +187,7 @@ spec:
 		}
 	}
 	// What the failed setups made, the teardowns removed.
-	if out, err := node.Exec(ctx, "ls", "-A", hostpathDir); err != nil || strings.TrimSpace(string(out)) != "" {
-		t.Errorf("%s on %s holds %q (%v), want it empty", hostpathDir, node.Name, out, err)
-	}
+	checkGoneFromNode(ctx, t, node, hostpathDir, "")
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		left, err := c.Client.CoreV1().Pods(hostpathNS).List(ctx, metav1.ListOptions{LabelSelector: helperLabelManagedBy + "=" + helperManagedBy})
 		return err == nil && len(left.Items) == 0, nil

@@ -98,9 +98,13 @@ type attempts struct {
 }
 
 var (
-	_ controller.RetryingQualifier = (*Provisioner)(nil)
-	_ controller.DeletionGuard     = (*Provisioner)(nil)
-	_ controller.BlockProvisioner  = (*Provisioner)(nil)
+	_ controller.Provisioner           = (*Provisioner)(nil)
+	_ controller.RetryingQualifier     = (*Provisioner)(nil)
+	_ controller.DeletionGuard         = (*Provisioner)(nil)
+	_ controller.BlockProvisioner      = (*Provisioner)(nil)
+	_ controller.DataSourceProvisioner = (*Provisioner)(nil)
+	_ controller.ClaimMetadataReader   = (*Provisioner)(nil)
+	_ controller.RecordedAssetDeleter  = (*Provisioner)(nil)
 )
 
 // New wraps p for the node cfg.NodeName.

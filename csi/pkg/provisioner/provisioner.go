@@ -123,9 +123,11 @@ type Provisioner struct {
 }
 
 var (
-	_ controller.Provisioner          = (*Provisioner)(nil)
-	_ controller.BlockProvisioner     = (*Provisioner)(nil)
-	_ controller.RecordedAssetDeleter = (*Provisioner)(nil)
+	_ controller.Provisioner           = (*Provisioner)(nil)
+	_ controller.BlockProvisioner      = (*Provisioner)(nil)
+	_ controller.DataSourceProvisioner = (*Provisioner)(nil)
+	_ controller.ClaimMetadataReader   = (*Provisioner)(nil)
+	_ controller.RecordedAssetDeleter  = (*Provisioner)(nil)
 )
 
 // New returns a Provisioner. With the topology capability it registers

@@ -121,7 +121,10 @@ type Provisioner struct {
 	inUse pathpattern.InUse
 }
 
-var _ controller.Provisioner = (*Provisioner)(nil)
+var (
+	_ controller.Provisioner         = (*Provisioner)(nil)
+	_ controller.ClaimMetadataReader = (*Provisioner)(nil)
+)
 
 // shareName is what a share may be named: a DNS label.
 var shareName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
