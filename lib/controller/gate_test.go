@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -86,4 +87,53 @@ func FuzzGate(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, input []byte) { runGate(t, input) })
+}
+
+// scripted runs named steps in order, each checked and traced as in a
+// random run; the world makes no choices of its own (every one is the
+// first option, no fault).
+func (w *gateWorld) scripted(name string, step func()) {
+	step()
+	w.endStep(name)
+	w.step++
+}
+
+// Issue 36 case 1, as the review found it: a genuine entry, with the ID
+// CreateVolume answered, copied while the journal still held it (it
+// removes entries lazily); the claim deleted, the Retain PV Released and
+// deleted by an admin to keep the data; the copy written back; the next
+// start (leader election off, as in the node-local DaemonSet) must not
+// delete the kept volume.
+func TestGateCase1ReplayedEntryDeletesRetainedVolume(t *testing.T) {
+	w := newGateWorld(t, gateReplay, nil)
+	w.scripted("create-claim (Retain class)", func() { w.createClaimOf(gateClassRetain) })
+	w.scripted("start", func() { w.start(gateLease{off: true}) })
+	w.scripted("sync-claim", func() { w.syncClaimKey("ns/c0") })
+	w.scripted("ADV-keep-entry", w.keepEntry)
+	w.scripted("bind", w.bind)
+	w.scripted("delete-claim", w.deleteClaim)
+	w.scripted("bind", w.bind)
+	w.scripted("sync-volume", func() { w.controllerStep(func(ctx context.Context) error { return w.ctl.c.syncVolume(ctx, w.volumes()[0].Name) }) })
+	w.scripted("admin-delete-pv", w.adminDeletePV)
+	w.scripted("stop", func() { w.stop(true) })
+	w.scripted("ADV-replay-entry", w.replayEntry)
+	w.scripted("start", func() { w.start(gateLease{off: true}) })
+	w.scripted("sync-claim", func() { w.syncClaimKey("ns/c0") })
+}
+
+// Issue 36 case 2: the journal's key Secret created, with a known key,
+// before the first start; an entry forged with it for a claim that never
+// existed, naming the volume of a live, bound claim (its ID is on its PV).
+// The next start must not delete that volume.
+func TestGateCase2PlantedKeyForgesDeletion(t *testing.T) {
+	w := newGateWorld(t, gatePlantedKey, nil)
+	w.scripted("ADV-plant-key", w.plantKey)
+	w.scripted("create-claim", func() { w.createClaimOf(gateClassDelete) })
+	w.scripted("start", func() { w.start(gateLease{holder: "ours-a"}) })
+	w.scripted("sync-claim", func() { w.syncClaimKey("ns/c0") })
+	w.scripted("bind", w.bind)
+	w.scripted("ADV-forge-entry", func() { w.forgeEntryFor(w.knownAssetIDs()[0], gateClassDelete, false) })
+	w.scripted("stop", func() { w.stop(true) })
+	w.scripted("start", func() { w.start(gateLease{holder: "ours-a"}) })
+	w.scripted("sync-claim", func() { w.syncClaimKey("ns/f1") })
 }

@@ -63,9 +63,26 @@ func (w *gateWorld) journalEntries() ([]string, map[string]string) {
 	return keys, cm.Data
 }
 
-// keepEntry (case 1) copies a signed entry, with its class, for later.
+// keepEntry (case 1) copies a signed entry, with its class, for later:
+// one the server holds, or one whose removal the journal has not written
+// yet (it writes removals lazily: the server still holds those).
 func (w *gateWorld) keepEntry() {
 	keys, data := w.journalEntries()
+	if data == nil {
+		data = map[string]string{}
+	}
+	w.mu.Lock()
+	for k, v := range w.pending {
+		if _, ok := data[k]; !ok {
+			keys = append(keys, k)
+			data[k] = v
+			if ck := entryClassKey(v); ck != "" {
+				data[ck] = w.classData[ck]
+			}
+		}
+	}
+	w.mu.Unlock()
+	slices.Sort(keys)
 	if len(keys) == 0 {
 		return
 	}
@@ -165,6 +182,12 @@ func (w *gateWorld) forgeEntry() {
 	ids := append([]string{""}, w.knownAssetIDs()...)
 	id := ids[w.ch.intn(len(ids))]
 	className := []string{gateClassDelete, gateClassRetain}[w.ch.intn(2)]
+	w.forgeEntryFor(id, className, w.ch.intn(2) == 0)
+}
+
+// forgeEntryFor forges an entry for a claim that never existed, of class
+// className, naming volume id, under the current Lease term or none.
+func (w *gateWorld) forgeEntryFor(id, className string, underLease bool) {
 	class, err := w.client.StorageV1().StorageClasses().Get(w.ctx, className, metav1.GetOptions{})
 	if err != nil {
 		w.t.Fatal(err)
@@ -182,7 +205,7 @@ func (w *gateWorld) forgeEntry() {
 	}
 	ck := journal.ClassKey(classData)
 	e := journal.Entry{Claim: journal.StrippedClaim(claim, nil, []string{"example.com/tier"}, systemClaimAnnotations), ClassKey: ck, AssetID: id}
-	if w.ch.intn(2) == 0 {
+	if underLease {
 		e.Lease = w.lease.term()
 	}
 	b, err := json.Marshal(e)

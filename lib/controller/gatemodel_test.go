@@ -176,6 +176,7 @@ type gateWorld struct {
 	live          map[types.UID]*corev1.PersistentVolumeClaim
 	allow         map[types.UID]int // CreateVolumes allowed for a gone claim (invariant 3)
 	goneKeys      map[string]bool
+	unseenDeletes map[types.UID]bool // claims deleted since the controller's cache was last refreshed
 	uidSeq        int
 	pvSeq         int
 	started       bool
@@ -193,7 +194,7 @@ func newGateWorld(t testing.TB, mode gateMode, data []byte) *gateWorld {
 	w := &gateWorld{t: t, ctx: ctx, mode: mode, ch: &gateChoices{data: data},
 		client:      fake.NewClientset(gateClass(gateClassDelete, corev1.PersistentVolumeReclaimDelete), gateClass(gateClassRetain, corev1.PersistentVolumeReclaimRetain)),
 		journalData: map[string]string{}, classData: map[string]string{}, pending: map[string]string{},
-		live: map[types.UID]*corev1.PersistentVolumeClaim{}, allow: map[types.UID]int{}, goneKeys: map[string]bool{},
+		live: map[types.UID]*corev1.PersistentVolumeClaim{}, allow: map[types.UID]int{}, goneKeys: map[string]bool{}, unseenDeletes: map[types.UID]bool{},
 		lease: gateLease{holder: "ours-a", transitions: 0}, faults: true}
 	w.be = newGateBackend(w)
 	w.client.PrependReactor("*", "configmaps", w.observeJournalWrite)
@@ -283,9 +284,11 @@ func (w *gateWorld) observeVolumeSave(action k8stesting.Action) (bool, runtime.O
 	return false, nil, nil
 }
 
-// checkCreateFor checks invariant 3 at a CreateVolume for claim uid.
+// checkCreateFor checks invariant 3 at a CreateVolume for claim uid: one
+// the controller can know is gone (its cache no longer holds it), or that
+// never existed.
 func (w *gateWorld) checkCreateFor(uid types.UID, pvName string) {
-	if _, ok := w.live[uid]; ok {
+	if _, ok := w.live[uid]; ok || w.unseenDeletes[uid] {
 		return
 	}
 	w.mu.Lock()
@@ -330,7 +333,7 @@ func (w *gateWorld) chooseFault() int {
 	return faultNone
 }
 
-func (w *gateWorld) chooseDeleteFault() bool { return w.faults && w.ch.intn(8) == 0 }
+func (w *gateWorld) chooseDeleteFault() bool { return w.faults && w.ch.intn(8) == 7 }
 
 // run plays steps until the choices or maxSteps run out, then, without an
 // adversary, brings the world to quiescence and checks for leaks.
@@ -434,6 +437,10 @@ func (w *gateWorld) endStep(name string) {
 // --- the cluster: users, kube-controller-manager, an admin ---
 
 func (w *gateWorld) createClaim() {
+	w.createClaimOf([]string{gateClassDelete, gateClassRetain}[w.ch.intn(2)])
+}
+
+func (w *gateWorld) createClaimOf(className string) {
 	used := map[string]bool{}
 	for _, c := range w.live {
 		used[c.Name] = true
@@ -444,7 +451,6 @@ func (w *gateWorld) createClaim() {
 			free = append(free, name)
 		}
 	}
-	className := []string{gateClassDelete, gateClassRetain}[w.ch.intn(2)]
 	w.uidSeq++
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: free[w.ch.intn(len(free))], Namespace: gateNamespace, UID: types.UID(fmt.Sprintf("u%d", w.uidSeq)),
@@ -476,6 +482,7 @@ func (w *gateWorld) deleteClaim() {
 		w.t.Fatal(err)
 	}
 	delete(w.live, c.UID)
+	w.unseenDeletes[c.UID] = true
 	w.goneKeys[claimKey(c)] = true
 	w.note(fmt.Sprintf("%s uid %s", claimKey(c), c.UID))
 }
@@ -744,6 +751,7 @@ func (w *gateWorld) writeJournal(change func(map[string]string)) {
 // refreshCaches makes the controller's informer caches what the API holds.
 func (w *gateWorld) refreshCaches() {
 	c := w.ctl.c
+	clear(w.unseenDeletes)
 	claims, err := w.client.CoreV1().PersistentVolumeClaims("").List(w.ctx, metav1.ListOptions{})
 	if err != nil {
 		w.t.Fatal(err)
@@ -779,7 +787,7 @@ func (w *gateWorld) replace(replace func([]any, string) error, objs []any) {
 // then stale: informers lag), then lets the journal catch up, and carries
 // out a kill the backend's fault asked for.
 func (w *gateWorld) controllerStep(sync func(ctx context.Context) error) {
-	if w.ch.intn(6) != 0 {
+	if w.ch.intn(6) != 5 {
 		w.refreshCaches()
 	} else {
 		w.note("stale cache")
@@ -808,7 +816,10 @@ func (w *gateWorld) syncClaim() {
 	if len(sorted) == 0 {
 		return
 	}
-	key := sorted[w.ch.intn(len(sorted))]
+	w.syncClaimKey(sorted[w.ch.intn(len(sorted))])
+}
+
+func (w *gateWorld) syncClaimKey(key string) {
 	w.note(key)
 	w.controllerStep(func(ctx context.Context) error { return w.ctl.c.syncClaim(ctx, key) })
 }
