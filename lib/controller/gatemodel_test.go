@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 
 	"github.com/kubeprov/external-storage/lib/internal/journal"
 	"github.com/kubeprov/external-storage/lib/recordkey"
@@ -187,10 +186,10 @@ type gateWorld struct {
 }
 
 func newGateWorld(t testing.TB, mode gateMode, data []byte) *gateWorld {
-	logger, ctx := ktesting.NewTestContext(t)
-	// The controller logs every decision; at the default verbosity a long
-	// run would bury the trace.
-	ctx = klog.NewContext(ctx, logger.V(1))
+	// The controller's log is off: the trace says what happened, and
+	// logging every decision of every run would cost most of the time.
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Logger{}))
+	t.Cleanup(cancel)
 	w := &gateWorld{t: t, ctx: ctx, mode: mode, ch: &gateChoices{data: data},
 		client:      fake.NewClientset(gateClass(gateClassDelete, corev1.PersistentVolumeReclaimDelete), gateClass(gateClassRetain, corev1.PersistentVolumeReclaimRetain)),
 		journalData: map[string]string{}, classData: map[string]string{}, pending: map[string]string{},
