@@ -111,7 +111,9 @@ func TestGateCase1ReplayedEntryDeletesRetainedVolume(t *testing.T) {
 	w.scripted("bind", w.bind)
 	w.scripted("delete-claim", w.deleteClaim)
 	w.scripted("bind", w.bind)
-	w.scripted("sync-volume", func() { w.controllerStep(func(ctx context.Context) error { return w.ctl.c.syncVolume(ctx, w.volumes()[0].Name) }) })
+	w.scripted("sync-volume", func() {
+		w.controllerStep(func(ctx context.Context) error { return w.ctl.c.syncVolume(ctx, w.volumes()[0].Name) })
+	})
 	w.scripted("admin-delete-pv", w.adminDeletePV)
 	w.scripted("stop", func() { w.stop(true) })
 	w.scripted("ADV-replay-entry", w.replayEntry)

@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -193,12 +192,7 @@ func (w *gateWorld) forgeEntryFor(id, className string, underLease bool) {
 		w.t.Fatal(err)
 	}
 	w.forged++
-	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("f%d", w.forged), Namespace: gateNamespace, UID: types.UID(fmt.Sprintf("forged-%d", w.forged)),
-			Annotations: map[string]string{AnnStorageProvisioner: testProvisioner}},
-		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &className, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
-	}
+	claim := gateClaim(fmt.Sprintf("f%d", w.forged), types.UID(fmt.Sprintf("forged-%d", w.forged)), className)
 	classData, err := json.Marshal(journal.StrippedClass(class))
 	if err != nil {
 		w.t.Fatal(err)

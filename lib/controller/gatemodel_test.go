@@ -451,8 +451,20 @@ func (w *gateWorld) createClaimOf(className string) {
 		}
 	}
 	w.uidSeq++
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: free[w.ch.intn(len(free))], Namespace: gateNamespace, UID: types.UID(fmt.Sprintf("u%d", w.uidSeq)),
+	pvc := gateClaim(free[w.ch.intn(len(free))], types.UID(fmt.Sprintf("u%d", w.uidSeq)), className)
+	created, err := w.client.CoreV1().PersistentVolumeClaims(gateNamespace).Create(w.ctx, pvc, metav1.CreateOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.live[created.UID] = created
+	w.note(fmt.Sprintf("%s/%s uid %s class %s", gateNamespace, created.Name, created.UID, className))
+}
+
+// gateClaim is a claim of the model, as kube-controller-manager leaves it
+// for our provisioner.
+func gateClaim(name string, uid types.UID, className string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gateNamespace, UID: uid,
 			Annotations: map[string]string{AnnStorageProvisioner: testProvisioner}},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			StorageClassName: &className,
@@ -460,12 +472,6 @@ func (w *gateWorld) createClaimOf(className string) {
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}
-	created, err := w.client.CoreV1().PersistentVolumeClaims(gateNamespace).Create(w.ctx, pvc, metav1.CreateOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.live[created.UID] = created
-	w.note(fmt.Sprintf("%s/%s uid %s class %s", gateNamespace, created.Name, created.UID, className))
 }
 
 func (w *gateWorld) liveClaims() []*corev1.PersistentVolumeClaim {
