@@ -678,6 +678,9 @@ func (w *gateWorld) start(l gateLease) {
 // too when the model chooses that the kill came within their delay).
 func (w *gateWorld) stop(graceful bool) {
 	inc := w.ctl
+	if inc == nil {
+		return
+	}
 	if graceful {
 		if err := inc.c.journal.FlushRemovals(inc.ctx); err != nil {
 			w.t.Fatal(err)
@@ -863,6 +866,9 @@ func (w *gateWorld) settle() {
 		w.stop(true)
 	}
 	w.start(w.lease)
+	if w.ctl == nil {
+		w.violate("invariant 4: without an adversary, the controller could not start to finish its work")
+	}
 	w.endStep("settle: start")
 	for range 12 {
 		before := w.fingerprint()
