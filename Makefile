@@ -14,7 +14,7 @@ GO_TEST_FLAGS ?= -race
 INTEGRATION_TIMEOUT ?= 40m
 # Fuzz targets make test runs beyond their seeds, each for FUZZ_TIME:
 # module/package:target.
-FUZZ_TARGETS := lib/internal/cachedecode:FuzzSettledDecoding
+FUZZ_TARGETS := lib/internal/cachedecode:FuzzSettledDecoding lib/controller:FuzzGate
 FUZZ_TIME ?= 20s
 
 .DEFAULT_GOAL := help
