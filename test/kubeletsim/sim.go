@@ -3,7 +3,8 @@
 
 // Package kubeletsim plays scheduler and kubelet for tests on a control plane
 // that has neither: it binds pending pods to the Nodes it manages (honoring
-// nodeSelector), runs each pod's container as a local process with the pod's
+// nodeSelector), runs each pod's init containers (one after the other, to
+// their end) and then its container as local processes with the pod's
 // environment, secret and hostPath volumes, service account token and
 // termination message file, enforces activeDeadlineSeconds, and reports the
 // outcome through the pod's status, as a kubelet does. Everything the code
