@@ -93,12 +93,8 @@ func MkdirAll(root, rel string, o MkdirOptions) (created bool, err error) {
 	dir := os.NewFile(uintptr(fd), rel) //nolint:gosec // a file descriptor is never negative here
 	defer func() { _ = dir.Close() }()
 	if !created && o.MustBeEmpty {
-		names, err := dir.Readdirnames(1)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return false, fmt.Errorf("reading %s under %s: %w", rel, root, err)
-		}
-		if len(names) > 0 {
-			return false, fmt.Errorf("%w: %s under %s", ErrNotEmpty, rel, root)
+		if err := requireEmpty(dir, root, rel); err != nil {
+			return false, err
 		}
 	}
 	// Mkdirat's mode is filtered by the umask; fchmod is not, and acts on
@@ -143,7 +139,14 @@ func inExistingParent(root, rel string, f func(parent int, leaf string) error) e
 // creates there is a real directory. It is for paths another program
 // works on next (a script of the administrator's), so it is only as good
 // as nobody else can change the parents in between.
-func Check(root, rel string) error {
+func Check(root, rel string) error { return check(root, rel, false) }
+
+// CheckEmpty is Check, and an existing rel must hold nothing (ErrNotEmpty):
+// the rule MkdirOptions.MustBeEmpty applies, for a directory another
+// program makes next.
+func CheckEmpty(root, rel string) error { return check(root, rel, true) }
+
+func check(root, rel string, mustBeEmpty bool) error {
 	return inExistingParent(root, rel, func(parent int, leaf string) error {
 		fd, err := openAt(parent, leaf, rel)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -152,9 +155,25 @@ func Check(root, rel string) error {
 		if err != nil {
 			return err
 		}
-		closeFD(fd)
+		dir := os.NewFile(uintptr(fd), rel) //nolint:gosec // a file descriptor is never negative here
+		defer func() { _ = dir.Close() }()
+		if mustBeEmpty {
+			return requireEmpty(dir, root, rel)
+		}
 		return nil
 	})
+}
+
+// requireEmpty is ErrNotEmpty if dir, rel under root, holds anything.
+func requireEmpty(dir *os.File, root, rel string) error {
+	names, err := dir.Readdirnames(1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("reading %s under %s: %w", rel, root, err)
+	}
+	if len(names) > 0 {
+		return fmt.Errorf("%w: %s under %s", ErrNotEmpty, rel, root)
+	}
+	return nil
 }
 
 // openParent opens the directory holding rel's last component, one

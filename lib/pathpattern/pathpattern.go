@@ -49,6 +49,21 @@ type Rules struct {
 	// components are dropped, and a path left empty is Default's. Without
 	// it each of these is an error.
 	Lenient bool
+	// Value, if set, is a further rule for each value a variable inserts
+	// (the error names the variable: a claim's annotation) and for the
+	// expanded path (which the pattern's own text is part of).
+	Value func(string) error
+}
+
+// checkValue applies r.Value to what the variable named what inserts.
+func (r Rules) checkValue(pattern, what, v string) error {
+	if r.Value == nil {
+		return nil
+	}
+	if err := r.Value(v); err != nil {
+		return fmt.Errorf("%w %q: %s %q: %w", ErrPathPattern, pattern, what, v, err)
+	}
+	return nil
 }
 
 // Expand returns the directory, relative to the root, that pattern names for
@@ -86,6 +101,9 @@ func Expand(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string, r 
 		if err != nil {
 			return "", fmt.Errorf("%w %q: %w", ErrPathPattern, pattern, err)
 		}
+		if err := r.checkValue(pattern, variableSource(expr), v); err != nil {
+			return "", err
+		}
 		out.WriteString(v)
 		rest = rest[i+end+1:]
 	}
@@ -111,6 +129,9 @@ func checkExpanded(pattern, rel string, r Rules) (string, error) {
 	if err := ValidateRelative(rel); err != nil {
 		return "", fmt.Errorf("%w %q: it expands to %q, which could leave %s or is not a plain relative path (%w)",
 			ErrPathPattern, pattern, rel, r.Root, err)
+	}
+	if err := r.checkValue(pattern, "it expands to", rel); err != nil {
+		return "", err
 	}
 	return rel, nil
 }
@@ -170,6 +191,18 @@ func MetadataKeys(pattern string) (labels, annotations []string) {
 		}
 	}
 	return labels, annotations
+}
+
+// variableSource names where a ${...} variable's value comes from, for
+// messages: "claim annotation \"team\"".
+func variableSource(expr string) string {
+	switch {
+	case strings.HasPrefix(expr, ".PVC.labels."):
+		return fmt.Sprintf("claim label %q", strings.TrimPrefix(expr, ".PVC.labels."))
+	case strings.HasPrefix(expr, ".PVC.annotations."):
+		return fmt.Sprintf("claim annotation %q", strings.TrimPrefix(expr, ".PVC.annotations."))
+	}
+	return "${" + expr + "}"
 }
 
 var patternVariable = regexp.MustCompile(`\$\{([^}]*)\}`)

@@ -188,7 +188,11 @@ func indexedKey(cmd *parse.CommandNode) (mapKey, bool) {
 // dropped (local-path's examples end with one). The result obeys the
 // rules of Expand's.
 func ExpandTemplate(pattern string, pvc *corev1.PersistentVolumeClaim, pvName string, r Rules) (string, error) {
-	if _, _, err := TemplateKeys(pattern); err != nil {
+	labels, annotations, err := TemplateKeys(pattern)
+	if err != nil {
+		return "", err
+	}
+	if err := r.checkClaimValues(pattern, pvc, labels, annotations); err != nil {
 		return "", err
 	}
 	tmpl, err := template.New(Key).Option("missingkey=error").Parse(pattern)
@@ -210,6 +214,23 @@ func ExpandTemplate(pattern string, pvc *corev1.PersistentVolumeClaim, pvName st
 		return "", fmt.Errorf("%w %q: %w", ErrPathPattern, pattern, err)
 	}
 	return checkExpanded(pattern, strings.TrimRight(out.String(), "/"), r)
+}
+
+// checkClaimValues applies r.Value to the claim labels and annotations a
+// template reads, so that a refusal names the one at fault; the names and
+// the UID are DNS names, and the result is checked whole after.
+func (r Rules) checkClaimValues(pattern string, pvc *corev1.PersistentVolumeClaim, labels, annotations []string) error {
+	for _, k := range labels {
+		if err := r.checkValue(pattern, variableSource(".PVC.labels."+k), pvc.Labels[k]); err != nil {
+			return err
+		}
+	}
+	for _, k := range annotations {
+		if err := r.checkValue(pattern, variableSource(".PVC.annotations."+k), pvc.Annotations[k]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var errTooLong = errors.New("output too long")

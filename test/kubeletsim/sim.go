@@ -3,7 +3,8 @@
 
 // Package kubeletsim plays scheduler and kubelet for tests on a control plane
 // that has neither: it binds pending pods to the Nodes it manages (honoring
-// nodeSelector), runs each pod's container as a local process with the pod's
+// nodeSelector), runs each pod's init containers (one after the other, to
+// their end) and then its container as local processes with the pod's
 // environment, secret and hostPath volumes, service account token and
 // termination message file, enforces activeDeadlineSeconds, and reports the
 // outcome through the pod's status, as a kubelet does. Everything the code
@@ -317,46 +318,31 @@ func (s *Sim) schedule(ctx context.Context, pod *corev1.Pod) error {
 	})
 }
 
-// start prepares the pod's files and environment and starts its container.
+// start prepares the pod's files and environment, runs its init
+// containers, and starts its container.
 func (s *Sim) start(ctx context.Context, pod *corev1.Pod) error {
 	if len(pod.Spec.Containers) != 1 {
 		return s.fail(ctx, pod, "kubeletsim runs pods with exactly one container")
 	}
 	c := pod.Spec.Containers[0]
-	img, ok := s.images[c.Image]
-	if !ok {
+	if _, ok := s.images[c.Image]; !ok {
 		return s.wait(ctx, pod, "ErrImagePull", fmt.Sprintf("image %q is not known to the simulator", c.Image))
 	}
 	root := filepath.Join(s.dir, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), "root")
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return err
 	}
-	mounts, err := s.mountVolumes(ctx, pod, c, root)
-	if err != nil {
-		return s.wait(ctx, pod, "ContainerCreating", err.Error())
-	}
-	termPath := c.TerminationMessagePath
-	if termPath == "" {
-		termPath = corev1.TerminationMessagePathDefault
-	}
-	localTerm := filepath.Join(root, termPath)
-	if err := os.MkdirAll(filepath.Dir(localTerm), 0o755); err != nil {
+	inits, ok, err := s.runInitContainers(ctx, pod, root)
+	if err != nil || !ok {
 		return err
 	}
-	if err := os.WriteFile(localTerm, nil, 0o666); err != nil {
-		return err
-	}
-	mounts[termPath] = localTerm
-	env, err := s.environment(pod, c, img, root, mounts)
+	argv, env, localTerm, err := s.prepare(ctx, pod, c, root)
 	if err != nil {
+		var wait waitingError
+		if errors.As(err, &wait) {
+			return s.wait(ctx, pod, "ContainerCreating", wait.Error())
+		}
 		return s.fail(ctx, pod, err.Error())
-	}
-	argv := slices.Concat(img.Command, c.Args)
-	if len(c.Command) > 0 {
-		argv = slices.Concat(c.Command, c.Args)
-	}
-	if len(argv) == 0 {
-		return s.fail(ctx, pod, "no command: the image has no entrypoint and the container no command")
 	}
 	logFile, err := os.Create(filepath.Join(filepath.Dir(root), "container.log"))
 	if err != nil {
@@ -368,6 +354,7 @@ func (s *Sim) start(ctx context.Context, pod *corev1.Pod) error {
 		st.Phase = corev1.PodRunning
 		st.StartTime = &now
 		st.HostIP = "127.0.0.1"
+		st.InitContainerStatuses = inits
 		st.ContainerStatuses = []corev1.ContainerStatus{{
 			Name: c.Name, Image: c.Image, ImageID: c.Image, Ready: true, Started: ptr.To(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
@@ -394,6 +381,105 @@ func (s *Sim) start(ctx context.Context, pod *corev1.Pod) error {
 		s.supervise(context.WithoutCancel(ctx), started, p, now.Time, localTerm, logFile.Name())
 	})
 	return nil
+}
+
+// waitingError is a container that cannot start yet (its volumes).
+type waitingError struct{ error }
+
+// prepare makes container c's volumes and termination message file under
+// the pod's root, and returns its command line, environment and the local
+// path of that file.
+func (s *Sim) prepare(ctx context.Context, pod *corev1.Pod, c corev1.Container, root string) (argv, env []string, localTerm string, err error) {
+	img := s.images[c.Image]
+	mounts, err := s.mountVolumes(ctx, pod, c, root)
+	if err != nil {
+		return nil, nil, "", waitingError{err}
+	}
+	termPath := c.TerminationMessagePath
+	if termPath == "" {
+		termPath = corev1.TerminationMessagePathDefault
+	}
+	localTerm = filepath.Join(root, termPath)
+	if err := os.MkdirAll(filepath.Dir(localTerm), 0o755); err != nil {
+		return nil, nil, "", err
+	}
+	if err := os.WriteFile(localTerm, nil, 0o666); err != nil {
+		return nil, nil, "", err
+	}
+	mounts[termPath] = localTerm
+	env, err = s.environment(pod, c, img, root, mounts)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	argv = slices.Concat(img.Command, c.Args)
+	if len(c.Command) > 0 {
+		argv = slices.Concat(c.Command, c.Args)
+	}
+	if len(argv) == 0 {
+		return nil, nil, "", errors.New("no command: the image has no entrypoint and the container no command")
+	}
+	return argv, env, localTerm, nil
+}
+
+// runInitContainers runs the pod's init containers one after the other,
+// each to its end, as a kubelet does before it starts the containers, and
+// returns their statuses. A failed one fails the pod (restartPolicy Never,
+// as for every pod here) and ends with ok false; so does one that cannot
+// start. activeDeadlineSeconds is not enforced on them: keep them short.
+func (s *Sim) runInitContainers(ctx context.Context, pod *corev1.Pod, root string) (statuses []corev1.ContainerStatus, ok bool, err error) {
+	for _, c := range pod.Spec.InitContainers {
+		if _, known := s.images[c.Image]; !known {
+			return nil, false, s.wait(ctx, pod, "ErrImagePull", fmt.Sprintf("image %q of init container %s is not known to the simulator", c.Image, c.Name))
+		}
+		argv, env, localTerm, err := s.prepare(ctx, pod, c, root)
+		if err != nil {
+			return nil, false, s.fail(ctx, pod, fmt.Sprintf("init container %s: %v", c.Name, err))
+		}
+		started := metav1.Now()
+		var out bytes.Buffer
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, root, &out, &out
+		code := int32(0)
+		if err := cmd.Run(); err != nil {
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) {
+				return nil, false, s.fail(ctx, pod, fmt.Sprintf("starting init container %s %v: %v", c.Name, argv, err))
+			}
+			code = int32(max(exit.ExitCode(), 1))
+		}
+		msg := readTail(localTerm, maxTerminationMessage, 0)
+		if msg == "" && code != 0 && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+			msg = tail(out.Bytes(), fallbackLogBytes, fallbackLogLines)
+		}
+		reason := "Completed"
+		if code != 0 {
+			reason = "Error"
+		}
+		statuses = append(statuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: c.Image, Started: ptr.To(false),
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: code, Reason: reason, Message: msg, StartedAt: started, FinishedAt: metav1.Now(),
+			}},
+		})
+		if code == 0 {
+			continue
+		}
+		main := pod.Spec.Containers[0]
+		err = s.updateStatus(ctx, pod, func(st *corev1.PodStatus) {
+			st.Phase = corev1.PodFailed
+			st.StartTime = &started
+			st.InitContainerStatuses = statuses
+			st.ContainerStatuses = []corev1.ContainerStatus{{
+				Name: main.Name, Image: main.Image, Started: ptr.To(false),
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}},
+			}}
+		})
+		s.mu.Lock()
+		s.runs = append(s.runs, Run{Pod: pod, Node: pod.Spec.NodeName, ExitCode: code, Message: msg})
+		s.mu.Unlock()
+		return nil, false, err
+	}
+	return statuses, true, nil
 }
 
 // supervise waits for the container, enforcing activeDeadlineSeconds, and
@@ -683,6 +769,12 @@ func readTail(path string, maxBytes, maxLines int) string {
 	if err != nil {
 		return ""
 	}
+	return tail(data, maxBytes, maxLines)
+}
+
+// tail is the end of data: at most maxBytes and, if maxLines > 0, at most
+// maxLines lines.
+func tail(data []byte, maxBytes, maxLines int) string {
 	if len(data) > maxBytes {
 		data = data[len(data)-maxBytes:]
 	}

@@ -33,6 +33,8 @@ type fakeKeystone struct {
 	// expired makes Cinder refuse the token and Keystone refuse every
 	// login, echoing the password it was sent.
 	expired bool
+	// echoToken makes Cinder refuse every request, quoting its token.
+	echoToken bool
 }
 
 const (
@@ -95,6 +97,14 @@ func newFakeKeystone(t *testing.T) *fakeKeystone {
 		k.mu.Lock()
 		k.cinderPaths = append(k.cinderPaths, r.URL.Path)
 		k.mu.Unlock()
+		k.mu.Lock()
+		echo := k.echoToken
+		k.mu.Unlock()
+		if echo {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"badRequest": {"code": 400, "message": "Invalid request with X-Auth-Token: %s"}}`, r.Header.Get("X-Auth-Token"))
+			return
+		}
 		if r.Header.Get("X-Auth-Token") != fakeToken || k.isExpired() {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
@@ -271,19 +281,7 @@ func TestFailedReauthenticationIsScrubbed(t *testing.T) {
 		"trust with trustee":           "username = admin\npassword = other\ntrust-id = t1\ntrustee-id = u2\ntrustee-password = %s",
 	} {
 		t.Run(mode, func(t *testing.T) {
-			k := newFakeKeystone(t)
-			c, err := Parse(fmt.Sprintf("[Global]\nauth-url = %s/v3\nca-file = %s\n"+keys+"\n", k.server.URL, k.caFile, secretPassword), "cloud.conf")
-			if err != nil {
-				t.Fatal(err)
-			}
-			client, err := NewBlockStorageClient(t.Context(), c, "cinder-provisioner/test")
-			if err != nil {
-				t.Fatal(err)
-			}
-			k.mu.Lock()
-			k.expired = true
-			k.mu.Unlock()
-			_, err = volumes.List(client, nil).AllPages(t.Context())
+			k, err := listingError(t, keys, func(k *fakeKeystone) *bool { return &k.expired })
 			if err == nil {
 				t.Fatal("listing with an expired token and a failing re-login succeeded")
 			}
@@ -296,4 +294,38 @@ func TestFailedReauthenticationIsScrubbed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The Keystone session token (X-Subject-Token) is a credential too: a
+// Cinder error that quotes it is redacted (issue 36 case 6).
+func TestSessionTokenIsRedacted(t *testing.T) {
+	_, err := listingError(t, "username = admin\npassword = %s\ntenant-id = "+fakeProject+"\ndomain-name = Default",
+		func(k *fakeKeystone) *bool { return &k.echoToken })
+	if err == nil {
+		t.Fatal("listing succeeded against a Cinder that refuses everything")
+	}
+	if msg := err.Error(); strings.Contains(msg, fakeToken) || !strings.Contains(msg, "Invalid request with X-Auth-Token: <redacted>") {
+		t.Errorf("Cinder's error quoting the session token: %s; want the token redacted and the rest kept", msg)
+	}
+}
+
+// listingError logs in to a fake Keystone with the cloud config keys
+// (secretPassword in place of their %s), then sets the fault's flag and
+// returns the error of a listing.
+func listingError(t *testing.T, keys string, fault func(*fakeKeystone) *bool) (*fakeKeystone, error) {
+	t.Helper()
+	k := newFakeKeystone(t)
+	c, err := Parse(fmt.Sprintf("[Global]\nauth-url = %s/v3\nca-file = %s\n"+keys+"\n", k.server.URL, k.caFile, secretPassword), "cloud.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := NewBlockStorageClient(t.Context(), c, "cinder-provisioner/test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	*fault(k) = true
+	k.mu.Unlock()
+	_, err = volumes.List(client, nil).AllPages(t.Context())
+	return k, err
 }

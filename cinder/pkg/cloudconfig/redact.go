@@ -12,8 +12,11 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"unicode"
 	"unicode/utf16"
 )
 
@@ -42,12 +45,52 @@ func (c *Config) secrets() []string {
 // Redact replaces every secret of c in s, as written and in the forms a
 // server quoting a request may echo it, with <redacted>.
 func (c *Config) Redact(s string) string {
-	for _, secret := range c.secrets() {
-		for _, form := range echoedForms(secret) {
-			s = strings.ReplaceAll(s, form, redacted)
+	return redactValues(s, c.secrets())
+}
+
+// redactValues replaces each of secrets in s, in every form an echo may
+// give it (echoedPattern), with <redacted>.
+func redactValues(s string, secrets []string) string {
+	for _, secret := range secrets {
+		if secret != "" {
+			s = echoedPattern(secret).ReplaceAllLiteralString(s, redacted)
 		}
 	}
 	return s
+}
+
+// echoedPattern matches secret in each of its echoedForms, and each of
+// those inside an HTML page (a proxy's error page quoting the request):
+// any character but a letter or digit may be written as an HTML entity,
+// named (&quot; &apos; &amp; &lt; &gt;, in any case), decimal (&#39;,
+// &#039;) or hex (&#x27;, &#X00027;).
+func echoedPattern(secret string) *regexp.Regexp {
+	forms := echoedForms(secret)
+	alts := make([]string, len(forms))
+	for i, f := range forms {
+		var b strings.Builder
+		for _, r := range f {
+			b.WriteString(htmlRune(r))
+		}
+		alts[i] = b.String()
+	}
+	return regexp.MustCompile(strings.Join(alts, "|"))
+}
+
+// htmlNames are the named entities of the characters HTML escapers name.
+var htmlNames = map[rune]string{'&': "amp", '<': "lt", '>': "gt", '"': "quot", '\'': "apos"}
+
+// htmlRune is a pattern for r as written or as an HTML entity.
+func htmlRune(r rune) string {
+	literal := regexp.QuoteMeta(string(r))
+	if r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+		return literal
+	}
+	alt := fmt.Sprintf(`%s|&#0*%d;|&#[xX]0*(?i:%x);`, literal, r, r)
+	if name, ok := htmlNames[r]; ok {
+		alt += `|&(?i:` + name + `);`
+	}
+	return "(?:" + alt + ")"
 }
 
 // redactError returns err with c's secrets redacted from its message; err
@@ -132,9 +175,36 @@ func pythonJSON(secret string) string {
 // 400 and up) before gophercloud reads it: Keystone's, Cinder's or a
 // proxy's, whatever they echo of a request, and wherever the error then
 // goes (login, re-authentication, any Cinder call, events).
+//
+// Keystone's session tokens are credentials too: the one a request carries
+// (X-Auth-Token) and those Keystone issued (X-Subject-Token) are redacted
+// alike, the last few remembered for a proxy that quotes an older one.
 type redactingTransport struct {
 	next   http.RoundTripper
 	config *Config
+
+	mu     sync.Mutex
+	tokens []string
+}
+
+// rememberedTokens bounds the session tokens kept for redaction: a token
+// lives hours, re-authentication replaces it.
+const rememberedTokens = 4
+
+// remember adds the non-empty tokens to those redacted and returns them all
+// with c's secrets.
+func (t *redactingTransport) remember(tokens ...string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tok := range tokens {
+		if tok != "" && !slices.Contains(t.tokens, tok) {
+			t.tokens = append(t.tokens, tok)
+		}
+	}
+	if n := len(t.tokens); n > rememberedTokens {
+		t.tokens = slices.Delete(t.tokens, 0, n-rememberedTokens)
+	}
+	return append(t.config.secrets(), t.tokens...)
 }
 
 func (t *redactingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -142,6 +212,7 @@ func (t *redactingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	if err != nil {
 		return nil, t.config.redactError(err)
 	}
+	secrets := t.remember(req.Header.Get("X-Auth-Token"), resp.Header.Get("X-Subject-Token"))
 	if resp.StatusCode < http.StatusBadRequest {
 		return resp, nil
 	}
@@ -150,7 +221,7 @@ func (t *redactingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	if err != nil {
 		return nil, t.config.redactError(fmt.Errorf("reading the answer %d of %s: %w", resp.StatusCode, req.URL.Redacted(), err))
 	}
-	clean := []byte(t.config.Redact(string(body)))
+	clean := []byte(redactValues(string(body), secrets))
 	resp.Body = io.NopCloser(bytes.NewReader(clean))
 	resp.ContentLength = int64(len(clean))
 	resp.Header.Del("Content-Length")

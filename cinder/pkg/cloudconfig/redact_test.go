@@ -40,9 +40,23 @@ func TestRedactEchoedForms(t *testing.T) {
 		"JSON, Python ensure_ascii":    `pa\"ss<\u00e9\ud83d\ude00>&\\x`,
 		"JSON in JSON, Go":             `pa\\\"ss\\u003cé😀\\u003e\\u0026\\\\x`,
 		"URL query":                    `pa%22ss%3C%C3%A9%F0%9F%98%80%3E%26%5Cx`,
+		// An HTML error page of a proxy quoting the request (issue 36
+		// case 6): named, decimal and hex entities, as html.EscapeString,
+		// PHP's htmlspecialchars and nginx-style pages write them.
+		"HTML, Go html.EscapeString": `pa&#34;ss&lt;é😀&gt;&amp;\x`,
+		"HTML, named":                `pa&quot;ss&lt;é😀&gt;&amp;\x`,
+		"HTML, hex":                  `pa&#x22;ss&#x3C;&#xe9;&#x1F600;&#x3e;&#x26;&#x5c;x`,
+		"HTML, decimal padded":       `pa&#034;ss&#060;&#233;&#128512;&#062;&#038;&#092;x`,
+		"HTML of JSON, Go":           `pa\&quot;ss\u003cé😀\u003e\u0026\\x`,
 	} {
 		if got := c.Redact("Keystone said: " + echoed + "."); got != "Keystone said: <redacted>." {
 			t.Errorf("%s: %q redacted to %q", encoding, echoed, got)
+		}
+	}
+	quote := &Config{Password: `it's-"me"`}
+	for _, echoed := range []string{`it&#39;s-&quot;me&quot;`, `it&#x27;s-&#34;me&#34;`, `it&apos;s-&QUOT;me&QUOT;`, `it&#039;s-&#x00022;me&#X22;`} {
+		if got := quote.Redact("<p>" + echoed + "</p>"); got != "<p><redacted></p>" {
+			t.Errorf("HTML %q redacted to %q", echoed, got)
 		}
 	}
 	if got := (&Config{}).Redact("nothing secret"); got != "nothing secret" {

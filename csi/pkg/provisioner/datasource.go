@@ -209,15 +209,13 @@ func (p *Provisioner) snapshotSource(ctx context.Context, claim *corev1.Persiste
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading VolumeSnapshotContent %s of %s: %w", contentName, what, err)
 	}
-	driver, _, _ := unstructured.NestedString(content.Object, "spec", "driver")
-	refName, _, _ := unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "name")
-	refNamespace, _, _ := unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "namespace")
+	driver, ref := contentOf(content)
 	handle, _, _ := unstructured.NestedString(content.Object, "status", "snapshotHandle")
 	switch {
-	case refName != snap.GetName() || refNamespace != snap.GetNamespace():
+	case ref != objectName(snap):
 		// Only a content bound back to this snapshot may be used: otherwise
 		// a user could restore someone else's snapshot by naming its content.
-		return nil, nil, fmt.Errorf("VolumeSnapshotContent %s does not belong to %s (it refers to %s/%s)", contentName, what, refNamespace, refName)
+		return nil, nil, fmt.Errorf("VolumeSnapshotContent %s does not belong to %s (it refers to %s)", contentName, what, ref)
 	case driver != p.cfg.DriverName:
 		return nil, nil, fmt.Errorf("%s was taken by CSI driver %q, not %s: restore it with a StorageClass of that driver", what, driver, p.cfg.DriverName)
 	case handle == "":

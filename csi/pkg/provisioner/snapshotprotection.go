@@ -159,8 +159,15 @@ func (p *Provisioner) SweepSnapshotProtection(ctx context.Context, inFlight func
 			if !slices.Contains(snap.GetFinalizers(), SnapshotProtectionFinalizer) {
 				continue
 			}
-			key := cache.ObjectName{Namespace: snap.GetNamespace(), Name: snap.GetName()}
+			key := objectName(snap)
 			if restoresFrom(inFlight(), key) {
+				continue
+			}
+			ours, err := p.ourDriversSnapshot(ctx, snap)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if !ours {
 				continue
 			}
 			if err := p.releaseOrphan(ctx, key); err != nil {
@@ -171,6 +178,45 @@ func (p *Provisioner) SweepSnapshotProtection(ctx context.Context, inFlight func
 			return errors.Join(errs...)
 		}
 	}
+}
+
+// ourDriversSnapshot is the rule for sweeping a protection finalizer: it
+// is removed only from a snapshot of this driver, since the finalizer has
+// upstream's name and another driver's sidecar may be restoring from its
+// own snapshot right now. Trusted source: the VolumeSnapshotContent the
+// snapshot's status names, bound back to the snapshot
+// (spec.volumeSnapshotRef), and its spec.driver: a cluster-scoped object
+// the snapshot controller (or the administrator, for a pre-provisioned
+// one) writes, which tenants cannot edit; never the snapshot's own
+// annotations or spec, which its namespace's users can. A snapshot without
+// a content (not bound, or its content gone) is not known to be ours.
+func (p *Provisioner) ourDriversSnapshot(ctx context.Context, snap *unstructured.Unstructured) (bool, error) {
+	name, _, _ := unstructured.NestedString(snap.Object, "status", "boundVolumeSnapshotContentName")
+	if name == "" {
+		return false, nil
+	}
+	content, err := p.cfg.Dynamic.Resource(contentResource).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading VolumeSnapshotContent %s of VolumeSnapshot %s/%s: %w", name, snap.GetNamespace(), snap.GetName(), err)
+	}
+	driver, ref := contentOf(content)
+	return ref == objectName(snap) && driver == p.cfg.DriverName, nil
+}
+
+// contentOf is the driver of a VolumeSnapshotContent and the snapshot it
+// refers to: it is that snapshot's only.
+func contentOf(content *unstructured.Unstructured) (driver string, snapshot cache.ObjectName) {
+	driver, _, _ = unstructured.NestedString(content.Object, "spec", "driver")
+	snapshot.Name, _, _ = unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "name")
+	snapshot.Namespace, _, _ = unstructured.NestedString(content.Object, "spec", "volumeSnapshotRef", "namespace")
+	return driver, snapshot
+}
+
+func objectName(obj *unstructured.Unstructured) cache.ObjectName {
+	return cache.ObjectName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 }
 
 // releaseOrphan lets go of a snapshot unless a Provision call uses it.

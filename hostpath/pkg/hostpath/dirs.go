@@ -123,7 +123,25 @@ func (d LocalDirs) Create(_ context.Context, r CreateRequest) (string, error) {
 // may write: one of them could swap a parent for a link later.
 func makeDir(root, rel string, mode fs.FileMode, mustBeEmpty bool) error {
 	_, err := nofollow.MkdirAll(root, rel, nofollow.MkdirOptions{Mode: mode, ParentMode: 0o755, MustBeEmpty: mustBeEmpty})
-	full := filepath.Join(root, rel)
+	return dirError(filepath.Join(root, rel), err)
+}
+
+// checkDir is what the path check before a script refuses: a link or a
+// non-directory in rel's path, and, with mustBeEmpty, an existing rel that
+// holds files, worded as makeDir words it.
+func checkDir(root, rel string, mustBeEmpty bool) error {
+	if !mustBeEmpty {
+		return nofollow.Check(root, rel)
+	}
+	err := nofollow.CheckEmpty(root, rel)
+	if errors.Is(err, nofollow.ErrNotEmpty) {
+		return dirError(filepath.Join(root, rel), err)
+	}
+	return err
+}
+
+// dirError says what to do about err, making or checking directory full.
+func dirError(full string, err error) error {
 	switch {
 	case err == nil:
 		return nil

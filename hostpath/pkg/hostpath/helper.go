@@ -29,7 +29,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubeprov/external-storage/lib/nofollow"
 	"github.com/kubeprov/external-storage/lib/pathpattern"
 	"github.com/kubeprov/external-storage/lib/podrun"
 )
@@ -186,9 +185,9 @@ func (r HelperRequest) Args() []string {
 	args = append(args, "--rel="+r.Rel)
 	if r.Action == HelperCreate {
 		args = append(args, fmt.Sprintf("--mode=%#o", uint32(r.Mode)), "--size-bytes="+strconv.FormatInt(r.SizeBytes, 10))
-		if r.MustBeEmpty {
-			args = append(args, "--must-be-empty")
-		}
+	}
+	if r.MustBeEmpty && (r.Action == HelperCreate || r.Action == HelperCheck) {
+		args = append(args, "--must-be-empty")
 	}
 	return args
 }
@@ -251,7 +250,7 @@ func RunHelper(ctx context.Context, r HelperRequest) HelperResult {
 		}
 		return HelperResult{Root: root}
 	case HelperCheck:
-		if err := nofollow.Check(r.Roots[0], r.Rel); err != nil {
+		if err := checkDir(r.Roots[0], r.Rel, r.MustBeEmpty); err != nil {
 			return HelperResult{Error: err.Error()}
 		}
 		return HelperResult{Root: r.Roots[0]}
@@ -284,6 +283,11 @@ func (h *HelperDirs) Create(ctx context.Context, r CreateRequest) (string, error
 func (h *HelperDirs) Remove(ctx context.Context, r RemoveRequest) error {
 	req := HelperRequest{Action: HelperRemove, Roots: []string{r.Root}, Rel: r.Rel}
 	op := HelperOp{Node: r.Node, Request: req, Scripts: r.Scripts, Root: r.Root}
+	if r.Scripts != nil {
+		if err := scriptWord(r.Rel); err != nil {
+			return fmt.Errorf("refusing to run the teardown script on %q: %w; remove the data yourself, then delete the PersistentVolume", r.Rel, err)
+		}
+	}
 	if r.PV != nil {
 		op.PV = r.PV.Name
 		if r.PV.UID != "" {

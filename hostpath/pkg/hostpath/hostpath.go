@@ -293,7 +293,7 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	}
 	size := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
 	root, err := p.cfg.Dirs.Create(ctx, CreateRequest{
-		Node: node, PV: o.PVName, Namespace: o.PVC.Namespace, Roots: roots, Rel: vp.rel, Mode: p.cfg.DirMode, SizeBytes: size.Value(), MustBeEmpty: vp.patterned,
+		Node: node, PV: o.PVName, Namespace: o.PVC.Namespace, Roots: roots, Rel: vp.rel, Mode: p.cfg.DirMode, SizeBytes: size.Value(), MustBeEmpty: mustBeEmpty(vp),
 		Scripts: paths.Scripts,
 	})
 	path := filepath.Join(root, vp.rel)
@@ -323,6 +323,16 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	}
 	return o.NewVolume(spec), controller.ProvisioningFinished, nil
 }
+
+// mustBeEmpty is the rule for handing an existing directory to a new
+// volume: a directory a claim's values may name (pathPattern) is handed out
+// only when it is new or empty, since it may hold a deleted volume's
+// retained data or another volume's; a directory named by the PV's own
+// name (pvc-<claim UID>) is this volume's and may be resumed as it is.
+// Trusted source: the directory itself, read on the node without following
+// links (lib/nofollow), by the built-in helper and by the path check before
+// a setup script alike.
+func mustBeEmpty(vp volumeParams) bool { return vp.patterned }
 
 // createState is what a failed Create leaves behind.
 func createState(err error) controller.ProvisioningState {
@@ -375,7 +385,7 @@ func (p *Provisioner) parse(o controller.ProvisionOptions, paths *PathMap) (volu
 		}
 		vp.nodePath = class.Parameters[KeyNodePath]
 		if pattern := class.Parameters[KeyPathPattern]; pattern != "" {
-			rel, err := expandPattern(class, pattern, o)
+			rel, err := expandPattern(class, pattern, o, paths.Scripts)
 			if err != nil {
 				return vp, fmt.Errorf("StorageClass %s parameter %s: %w", class.Name, KeyPathPattern, err)
 			}
@@ -436,11 +446,15 @@ func refuseScriptPatterns(class *storagev1.StorageClass) error {
 }
 
 // expandPattern is the volume's directory that the class's pathPattern
-// names. A Go-template pattern (local-path's spelling) obeys local-path's
+// names; with scripts, each value it inserts is one shell word
+// (scriptWord). A Go-template pattern (local-path's spelling) obeys local-path's
 // rule too: the directory is <namespace>/<claim> or under it, unless the
 // class sets allowUnsafePathPattern; ${...} patterns never had that rule.
-func expandPattern(class *storagev1.StorageClass, pattern string, o controller.ProvisionOptions) (string, error) {
+func expandPattern(class *storagev1.StorageClass, pattern string, o controller.ProvisionOptions, s *Scripts) (string, error) {
 	rules := pathpattern.Rules{Root: "the node path"}
+	if s != nil {
+		rules.Value = scriptWord
+	}
 	if !pathpattern.IsTemplate(pattern) {
 		return pathpattern.Expand(pattern, o.PVC, o.PVName, rules)
 	}

@@ -267,6 +267,34 @@ func onlyFields(prefix string, m map[string]json.RawMessage, allowed []string) [
 	return errs
 }
 
+// ErrNotShellWord: a path for a script holds a character a shell treats
+// specially when the script expands the path unquoted.
+var ErrNotShellWord = errors.New("not one shell word")
+
+// scriptWord is the rule for a path handed to an administrator's setup or
+// teardown script (VOL_DIR and -p): it must stay one word that no
+// unquoted expansion can split, glob or end ("rm -rf $VOL_DIR", "mkdir -p
+// ${VOL_DIR}", as local-path users' scripts commonly write). So it holds
+// only ASCII letters, digits and . _ - + @ : , = % and the / between
+// components; a space, tab, newline, * ? [ ] ' " $ ` \ ; & | < > ( ) { }
+// # ! ~ ^ or any other byte is refused, naming it. Trusted source: none of
+// the claim's values (names, labels, annotations are the tenant's) nor the
+// directory recorded on a PV (editable): each is checked here before a
+// script gets it.
+func scriptWord(s string) error {
+	for _, c := range s {
+		if !scriptWordChar(c) {
+			return fmt.Errorf("%w: it contains %q, which a script that expands the path unquoted would split or expand (for example rm -rf $VOL_DIR); "+
+				"with setup and teardown scripts, a path may hold only letters, digits, / and . _ - + @ : , = %%", ErrNotShellWord, c)
+		}
+	}
+	return nil
+}
+
+func scriptWordChar(c rune) bool {
+	return c < 0x80 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-+@:,=%", c))
+}
+
 // chooseRoot is the root a script makes the volume under: local-path picks
 // any of the node's paths; this pick is stable for a volume, so that a
 // retried setup builds the very same pod.
@@ -311,10 +339,12 @@ func (s *Scripts) scriptPod(pod *corev1.Pod, op HelperOp, root string) {
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "root-0", MountPath: root}}
 	// First, the built-in helper checks the path for links with
 	// lib/nofollow: a script follows them (mkdir -p, rm -rf), and one
-	// through a parent could reach another volume's directory.
+	// through a parent could reach another volume's directory. Before a
+	// setup, it also applies mustBeEmpty's rule, as it does when it makes
+	// the directory itself.
 	check := pod.Spec.Containers[0]
 	check.Name = checkContainerName
-	check.Args = HelperRequest{Action: HelperCheck, Roots: []string{root}, Rel: req.Rel}.Args()
+	check.Args = HelperRequest{Action: HelperCheck, Roots: []string{root}, Rel: req.Rel, MustBeEmpty: req.MustBeEmpty}.Args()
 	check.VolumeMounts = []corev1.VolumeMount{{Name: "root-0", MountPath: root, ReadOnly: true}}
 	pod.Spec.InitContainers = []corev1.Container{check}
 	pod.Spec.Volumes = []corev1.Volume{{Name: "root-0", VolumeSource: corev1.VolumeSource{
@@ -410,6 +440,9 @@ func scriptResult(pod *corev1.Pod, t *corev1.ContainerStateTerminated, desc stri
 // be half made: the claim's next attempt finds that teardown, reports both
 // outcomes, and a later one runs setup again.
 func (h *HelperDirs) createWithScripts(ctx context.Context, op HelperOp, s *Scripts) (string, error) {
+	if err := scriptWord(op.Request.Rel); err != nil {
+		return "", fmt.Errorf("refusing to run the setup script on %q: %w", op.Request.Rel, err)
+	}
 	op.Scripts, op.Root = s, chooseRoot(op.Request.Roots, op.PV)
 	teardown := op
 	teardown.Request = HelperRequest{Action: HelperRemove, Roots: []string{op.Root}, Rel: op.Request.Rel}

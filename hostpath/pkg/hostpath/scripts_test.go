@@ -140,8 +140,14 @@ func TestHelperTemplateRefusals(t *testing.T) {
 // built-in helper's path check, with RunHelper), then its container with
 // this machine's /bin/sh, with the pod's command, arguments and
 // environment: the root is mounted at its own path, so the paths are the
-// node's.
+// node's. The script's working directory is a temporary one.
 func runsScript(t *testing.T) func(*corev1.Pod) corev1.PodStatus {
+	return runsScriptIn(t, t.TempDir())
+}
+
+// runsScriptIn is runsScript with the working directory cwd: a relative
+// path or glob in a script acts there (never in the test's package).
+func runsScriptIn(t *testing.T, cwd string) func(*corev1.Pod) corev1.PodStatus {
 	return func(pod *corev1.Pod) corev1.PodStatus {
 		if len(pod.Spec.InitContainers) != 1 {
 			t.Errorf("script pod with init containers %v, want the path check", pod.Spec.InitContainers)
@@ -153,6 +159,7 @@ func runsScript(t *testing.T) func(*corev1.Pod) corev1.PodStatus {
 		}
 		c := pod.Spec.Containers[0]
 		cmd := exec.Command(c.Command[0], append(c.Command[1:], c.Args...)...) //nolint:gosec // the test's own script
+		cmd.Dir = cwd
 		cmd.Env = []string{"PATH=/usr/bin:/bin"}
 		for _, e := range c.Env {
 			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
@@ -169,12 +176,18 @@ func runsScript(t *testing.T) func(*corev1.Pod) corev1.PodStatus {
 func scriptProvisioner(t *testing.T, h *HelperDirs, setup, teardown string) (*Provisioner, string) {
 	t.Helper()
 	dir := t.TempDir()
+	return scriptProvisionerAt(t, h, dir, setup, teardown), dir
+}
+
+// scriptProvisionerAt is scriptProvisioner with the node path dir.
+func scriptProvisionerAt(t *testing.T, h *HelperDirs, dir, setup, teardown string) *Provisioner {
+	t.Helper()
 	config := writeLocalPathConfig(t, map[string]string{
 		"config.json": `{"nodePathMap":[{"node":"DEFAULT_PATH_FOR_NON_LISTED_NODES","paths":["` + dir + `"]}],"cmdTimeoutSeconds":30}`,
 		FileSetup:     setup, FileTeardown: teardown, FileHelperPod: busyboxTemplate,
 	})
 	p, _ := newProvisioner(t, func(c *Config) { c.Dirs = h; c.Node = "controller-node"; c.ConfigFile = config })
-	return p, dir
+	return p
 }
 
 // TestScriptsProvisionAndDelete: local-path's quota-style setup runs in the

@@ -149,12 +149,19 @@ func (e *env) installCRDs(dyn dynamic.Interface, file string, served ...schema.G
 // with the status the snapshot controller would write.
 func (e *env) createSnapshot(dyn dynamic.Interface, name, handle string, ready bool) {
 	e.t.Helper()
+	e.createSnapshotOf(dyn, e.name, name, handle, ready)
+}
+
+// createSnapshotOf is createSnapshot with a VolumeSnapshotContent of the
+// CSI driver named driver.
+func (e *env) createSnapshotOf(dyn dynamic.Interface, driver, name, handle string, ready bool) {
+	e.t.Helper()
 	contentName := "content-" + uniqueName(name)
 	content := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotContent",
 		"metadata": map[string]any{"name": contentName},
 		"spec": map[string]any{
-			"driver": e.name, "deletionPolicy": "Delete",
+			"driver": driver, "deletionPolicy": "Delete",
 			"source":            map[string]any{"snapshotHandle": handle},
 			"volumeSnapshotRef": map[string]any{"name": name, "namespace": e.ns},
 		},

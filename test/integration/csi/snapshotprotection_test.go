@@ -62,7 +62,8 @@ func (e *env) expectSnapshot(dyn dynamic.Interface, name, want string) {
 // and the volume made for the deleted claim is deleted: nothing leaks. The
 // finalizer goes when the restore ends: bound, or failed for good. At start
 // the provisioner removes it from snapshots no restore in flight needs, and
-// keeps it on the snapshot of a restore it resumes from its journal. All
+// keeps it on the snapshot of a restore it resumes from its journal, and
+// on another CSI driver's snapshot (its content's spec.driver). All
 // with exactly the deploy's RBAC.
 func TestSnapshotProtection(t *testing.T) {
 	e := newEnv(t, inProcessDriver, csidriver.Options{})
@@ -171,6 +172,18 @@ func TestSnapshotProtection(t *testing.T) {
 		if _, err := dyn.Resource(snapshotResource).Namespace(e.ns).Patch(e.ctx, "swept", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		// Another driver's snapshot, which that driver's sidecar protects
+		// while it restores from it (issue 36 case 5): not ours to let go.
+		e.createSnapshotOf(dyn, "other.csi.example.com", "other-driver", "handle-other", true)
+		if _, err := dyn.Resource(snapshotResource).Namespace(e.ns).Patch(e.ctx, "other-driver", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			unprotect := []byte(`{"metadata":{"finalizers":null}}`)
+			if _, err := dyn.Resource(snapshotResource).Namespace(e.ns).Patch(e.ctx, "other-driver", types.MergePatchType, unprotect, metav1.PatchOptions{}); err != nil {
+				t.Error(err)
+			}
+		}()
 		// A restore under way when the provisioner stops, whose claim and
 		// snapshot are deleted while it is down.
 		waitStarted, release := hold(t)
@@ -189,6 +202,9 @@ func TestSnapshotProtection(t *testing.T) {
 		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 			if got := e.snapshotState(dyn, "resumed"); got != "protected deleting" {
 				t.Fatalf("snapshot of a restore resumed after the restart: %s, want protected deleting", got)
+			}
+			if got := e.snapshotState(dyn, "other-driver"); got != "protected" {
+				t.Fatalf("another CSI driver's snapshot, protected by its own sidecar: %s, want protected", got)
 			}
 		}
 		release()

@@ -86,7 +86,7 @@ var permissions = map[string][]permission{
 		{group: "snapshot.storage.k8s.io", resource: "volumesnapshots", verbs: []string{"list"}, scope: cluster,
 			why: "csi/pkg/provisioner snapshotprotection.go SweepSnapshotProtection: the snapshots still carrying that finalizer"},
 		{group: "snapshot.storage.k8s.io", resource: "volumesnapshotcontents", verbs: []string{"get"}, scope: cluster,
-			why: "csi/pkg/provisioner datasource.go: the snapshot's content"},
+			why: "csi/pkg/provisioner datasource.go: the snapshot's content; snapshotprotection.go ourDriversSnapshot: its driver, before the sweep lets go"},
 		{group: "", resource: "nodes", verbs: []string{"get", "list", "watch"}, scope: cluster, optional: true,
 			why: "csi/app: Node informer, only for drivers with topology"},
 		{group: "storage.k8s.io", resource: "csinodes", verbs: []string{"get", "list", "watch"}, scope: cluster, optional: true,
