@@ -144,4 +144,3 @@ func TestRemovalsOfABurstShareOneMoveOfTheGeneration(t *testing.T) {
 		}
 	}
 }
-
