@@ -343,11 +343,14 @@ func (j *Journal) ForgetKept(pvName string) {
 	j.unkeep(pvName)
 }
 
-// signingKey loads the key that signs entries, once.
-func (j *Journal) signingKey(ctx context.Context) ([]byte, error) {
+// signingKey loads the key that signs entries, once; with reload it reads
+// the Secret again for the journal's generation (at each Load: another
+// instance may have moved it on since this one last wrote), and refuses a
+// key that changed.
+func (j *Journal) signingKey(ctx context.Context, reload bool) ([]byte, error) {
 	j.keyMu.Lock()
 	defer j.keyMu.Unlock()
-	if j.key != nil {
+	if j.key != nil && !reload {
 		return j.key, nil
 	}
 	secret, key, err := recordkey.LoadSecret(ctx, j.client.CoreV1().Secrets(j.namespace), KeySecret,
@@ -358,6 +361,9 @@ func (j *Journal) signingKey(ctx context.Context) ([]byte, error) {
 	gen, err := j.generationIn(secret)
 	if err != nil {
 		return nil, err
+	}
+	if j.key != nil && !bytes.Equal(key, j.key) {
+		return nil, fmt.Errorf("the key in Secret %s/%s was replaced while the provisioner ran: restart it", j.namespace, KeySecret)
 	}
 	j.mu.Lock()
 	j.gen = gen
@@ -569,7 +575,7 @@ func (j *Journal) drop(pvName string) {
 
 // Describe names the journal and the permissions it needs, for messages.
 func (j *Journal) Describe() string {
-	return fmt.Sprintf("in-flight journal ConfigMap %s/%s (and %s-1 to -%d when it fills; get, create, update, patch on configmaps) and its key, Secret %s/%s (get, create on secrets)",
+	return fmt.Sprintf("in-flight journal ConfigMap %s/%s (and %s-1 to -%d when it fills; get, create, update, patch on configmaps) and its key, Secret %s/%s (get, update, create on secrets)",
 		j.namespace, j.name, j.name, Shards-1, j.namespace, KeySecret)
 }
 
@@ -579,7 +585,7 @@ func (j *Journal) Describe() string {
 // entry of one PV name is dropped (the next write of its ConfigMap removes
 // it).
 func (j *Journal) Load(ctx context.Context) (map[string]Entry, map[string]Unverified, error) {
-	key, err := j.signingKey(ctx)
+	key, err := j.signingKey(ctx, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -692,7 +698,7 @@ func ClassKey(classData []byte) string {
 // Record makes the entry durable before it returns: only then may an asset
 // be created for pvName.
 func (j *Journal) Record(ctx context.Context, pvName string, e Entry) error {
-	signingKey, err := j.signingKey(ctx)
+	signingKey, err := j.signingKey(ctx, false)
 	if err != nil {
 		return err
 	}
