@@ -4,6 +4,7 @@
 package journal
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"strings"
@@ -45,12 +46,10 @@ func (j *Journal) writeBack(t *testing.T, client *fake.Clientset, data map[strin
 	}
 }
 
-// A removal is written only after the journal's generation moved on, and
-// the live entries, signed again over it, go with it: a genuine entry kept
-// from before and written back is refused at the next load, the live one
-// is not.
-func TestEntryKeptFromBeforeARemovalIsRefused(t *testing.T) {
-	client := fake.NewClientset()
+// recordedAB is a journal on client, removals written with every write,
+// holding entries pvc-uid-a and pvc-uid-b.
+func recordedAB(t *testing.T, client *fake.Clientset) (*Journal, context.Context) {
+	t.Helper()
 	j, ctx := newTestJournal(t, client)
 	j.SetAdvanceDelay(0)
 	for _, name := range []string{"a", "b"} {
@@ -58,6 +57,16 @@ func TestEntryKeptFromBeforeARemovalIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return j, ctx
+}
+
+// A removal is written only after the journal's generation moved on, and
+// the live entries, signed again over it, go with it: a genuine entry kept
+// from before and written back is refused at the next load, the live one
+// is not.
+func TestEntryKeptFromBeforeARemovalIsRefused(t *testing.T) {
+	client := fake.NewClientset()
+	j, ctx := recordedAB(t, client)
 	kept := map[string]string{"pvc-uid-a": j.onServer(t, client)["pvc-uid-a"]}
 	j.Forget("pvc-uid-a")
 	j.Flush(ctx)
@@ -85,13 +94,7 @@ func TestEntryKeptFromBeforeARemovalIsRefused(t *testing.T) {
 // refused.
 func TestCrashBetweenTheGenerationAndTheRemovalOnlyLeaks(t *testing.T) {
 	client := fake.NewClientset()
-	j, ctx := newTestJournal(t, client)
-	j.SetAdvanceDelay(0)
-	for _, name := range []string{"a", "b"} {
-		if err := j.Record(ctx, "pvc-uid-"+name, entryOf(name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	j, ctx := recordedAB(t, client)
 	client.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("killed")
 	})

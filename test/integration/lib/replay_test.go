@@ -38,6 +38,28 @@ func retainClass(t *testing.T, name string) string {
 	return sc.Name
 }
 
+// keptByAnAdmin waits for pvc (of a Retain class) to be bound, deletes it,
+// and deletes its Released PV as an admin does to keep the data; it returns
+// the PV as it was.
+func keptByAnAdmin(t *testing.T, ctx context.Context, pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
+	t.Helper()
+	_, pv, err := framework.WaitForPVCBound(ctx, client, pvc.Namespace, pvc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleteClaim(t, ctx, pvc.Namespace, pvc.Name)
+	if _, err := framework.WaitForPVPhase(ctx, client, pv.Name, corev1.VolumeReleased); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.WaitForPVDeleted(ctx, client, pv.Name); err != nil {
+		t.Fatal(err)
+	}
+	return pv
+}
+
 // Issue 36 case 1. Someone who can read and write ConfigMaps in the
 // provisioner's namespace keeps the journal's genuine entry of a claim,
 // with its asset ID, while it is provisioned. The claim (class Retain) is
@@ -75,20 +97,7 @@ func TestReplayedJournalEntryDoesNotDeleteARetainedVolume(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the journal never held the entry with the asset ID: %v", err)
 	}
-	_, pv, err := framework.WaitForPVCBound(ctx, client, ns, pvc.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deleteClaim(t, ctx, ns, pvc.Name)
-	if _, err := framework.WaitForPVPhase(ctx, client, pv.Name, corev1.VolumeReleased); err != nil {
-		t.Fatal(err)
-	}
-	if err := client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := framework.WaitForPVDeleted(ctx, client, pv.Name); err != nil {
-		t.Fatal(err)
-	}
+	keptByAnAdmin(t, ctx, pvc)
 	stop()
 	if journalValue(ctx, t, name, pvName) != "" {
 		t.Fatal("setup: the completed operation is still in the journal after a graceful stop")
