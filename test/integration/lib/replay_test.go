@@ -124,7 +124,9 @@ func TestReplayedJournalEntryDoesNotDeleteARetainedVolume(t *testing.T) {
 	if !warned {
 		t.Fatal("no warning about the replayed entry")
 	}
-	waitForMessageOr(t, ctx, pvc, corev1.EventTypeWarning, "older than the last completions the journal wrote", assetGone)
+	if !waitForMessageOr(t, ctx, pvc, corev1.EventTypeWarning, "older than the last completions the journal wrote", assetGone) {
+		t.Fatalf("the retained volume %s was deleted on the word of a replayed journal entry", pvName)
+	}
 }
 
 // Issue 36 case 2. Someone who can create, but not read or update, Secrets
