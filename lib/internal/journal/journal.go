@@ -943,16 +943,7 @@ func (j *Journal) Flush(ctx context.Context) {
 		if s.object == nil && len(s.entries)+len(s.classes)+len(s.kept)+len(s.committed)+len(s.waiters) == 0 {
 			continue // a shard never used: nothing to write or to answer
 		}
-		desired := make(map[string]string, len(s.entries)+len(s.classes)+len(s.kept))
-		if !removing {
-			// Written back as they are until the generation moves on.
-			for _, k := range j.removed(s) {
-				desired[k] = s.committed[k]
-			}
-		}
-		maps.Copy(desired, s.kept)
-		maps.Copy(desired, s.entries)
-		maps.Copy(desired, s.classes)
+		desired := j.desired(s, removing)
 		job := shardWrite{index: i, object: s.object, desired: desired, waiters: s.waiters,
 			write: changed(desired, s.committed) && !(s.object == nil && len(desired) == 0)}
 		s.waiters = nil
@@ -966,11 +957,7 @@ func (j *Journal) Flush(ctx context.Context) {
 	shardsInUse := max(inUse, j.shardsInUse)
 	if shardsInUse > max(j.shardsInUse, 1) && (len(jobs) == 0 || jobs[0].index != 0 || !jobs[0].write) {
 		s := j.shards[0]
-		desired := make(map[string]string, len(s.entries)+len(s.classes)+len(s.kept))
-		maps.Copy(desired, s.kept)
-		maps.Copy(desired, s.entries)
-		maps.Copy(desired, s.classes)
-		first := shardWrite{index: 0, object: s.object, desired: desired, write: true}
+		first := shardWrite{index: 0, object: s.object, desired: j.desired(s, removing), write: true}
 		if len(jobs) > 0 && jobs[0].index == 0 {
 			first.waiters = jobs[0].waiters
 			jobs = jobs[1:]
@@ -993,6 +980,22 @@ func (j *Journal) Flush(ctx context.Context) {
 			w <- err
 		}
 	}
+}
+
+// desired is what a shard's ConfigMap is to hold: its entries, classes and
+// kept entries and, unless removing, the entries that are over as the
+// server has them, until the generation moves on past them. j.mu is held.
+func (j *Journal) desired(s *journalShard, removing bool) map[string]string {
+	desired := make(map[string]string, len(s.entries)+len(s.classes)+len(s.kept))
+	if !removing {
+		for _, k := range j.removed(s) {
+			desired[k] = s.committed[k]
+		}
+	}
+	maps.Copy(desired, s.kept)
+	maps.Copy(desired, s.entries)
+	maps.Copy(desired, s.classes)
+	return desired
 }
 
 // advanceForRemovals moves the generation on when removals wait and the
