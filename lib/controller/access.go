@@ -152,7 +152,7 @@ func (c *ProvisionController) observeLease(ctx context.Context, lease string, er
 		return
 	}
 	*warned = time.Now()
-	told := c.warnWaitingClaims(lease)
+	told := c.warnWaitingClaims(journalForbiddenMessage, lease)
 	klog.FromContext(ctx).Error(err, "Cannot take the leader Lease for lack of permission: this instance will never lead until its RBAC grants it",
 		"lease", lease, "waitingClaimsWarned", told)
 }

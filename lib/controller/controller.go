@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kubeprov/external-storage/lib/gate"
 	"github.com/kubeprov/external-storage/lib/internal/cachedecode"
 	"github.com/kubeprov/external-storage/lib/internal/events"
 	"github.com/kubeprov/external-storage/lib/internal/journal"
@@ -407,12 +408,18 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 	var entries map[string]journal.Entry
 	var unverified map[string]journal.Unverified
+	refusalTold := false
 	err := retryUntil(ctx, c.cfg.retryStart, c.cfg.retryMax, func() error {
 		var err error
 		entries, unverified, err = c.journal.Load(ctx)
 		c.access.observe(ctx, c.journal.Describe(), err)
 		if err != nil && c.access.has(c.journal.Describe()) {
-			c.warnWaitingClaims(c.journal.Describe())
+			c.warnWaitingClaims(journalForbiddenMessage, c.journal.Describe())
+		}
+		if gate.Refused(err) != "" && !refusalTold {
+			// A key Secret the provisioner did not make: only an admin can
+			// resolve it, and the claims must not wait in silence.
+			refusalTold = c.warnWaitingClaims("The provisioner cannot start (will retry): %v", err) > 0
 		}
 		return err
 	})
@@ -521,10 +528,10 @@ func claimName(claim *corev1.PersistentVolumeClaim) string {
 
 const journalForbiddenMessage = "The provisioner is not allowed to use its %s, so it cannot provision (will retry): grant its ServiceAccount these permissions"
 
-// warnWaitingClaims tells every claim waiting for this provisioner that it
-// cannot work for lack of permission to use what: otherwise they would wait
+// warnWaitingClaims tells every claim waiting for this provisioner why it
+// cannot work (the message, formatted with args): otherwise they would wait
 // in silence. It returns how many it told.
-func (c *ProvisionController) warnWaitingClaims(what string) int {
+func (c *ProvisionController) warnWaitingClaims(format string, args ...any) int {
 	claims, err := c.claims.List(labels.Everything())
 	if err != nil {
 		return 0
@@ -533,7 +540,7 @@ func (c *ProvisionController) warnWaitingClaims(what string) int {
 	for _, claim := range claims {
 		if claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil && c.claimIsOurs(claim) {
 			c.events.Event(events.ClaimReference(claim), ClaimClass(claim), corev1.EventTypeWarning, EventProvisioningFailed,
-				journalForbiddenMessage, what)
+				format, args...)
 			told++
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/kubeprov/external-storage/lib/gate"
 	"github.com/kubeprov/external-storage/lib/internal/events"
 	"github.com/kubeprov/external-storage/lib/internal/journal"
 	"github.com/kubeprov/external-storage/lib/recordkey"
@@ -137,6 +138,9 @@ func newFixture(t *testing.T, p Provisioner, opts []Option, objects ...runtime.O
 			}
 		}
 	}
+	// Removals are written with the next write, as before the generation
+	// (lib/internal/journal advance) made them wait for its next move.
+	c.journal.SetAdvanceDelay(0)
 	go c.journal.Run(ctx)
 	return &fixture{t: t, ctx: ctx, client: client, store: store, c: c}
 }
@@ -200,7 +204,9 @@ func (f *fixture) pv(name string) *corev1.PersistentVolume {
 // journalKeySecret is the journal's signing key as a test plants it: tests
 // that write a journal by hand sign its entries with it (signedTestEntry).
 func journalKeySecret() *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: JournalKeySecret, Namespace: OutOfClusterNamespace},
+	// Sealed as the controller seals the Secret it creates (gate.SealedSecret).
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: JournalKeySecret, Namespace: OutOfClusterNamespace,
+		UID: "journal-key-uid", Annotations: map[string]string{gate.SealAnnotation: "journal-key-uid"}},
 		Data: map[string][]byte{recordkey.SecretField: []byte(strings.Repeat("k", recordkey.KeyBytes))}}
 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kubeprov/external-storage/lib/gate"
 	"github.com/kubeprov/external-storage/lib/internal/events"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,19 +31,14 @@ func (c *ProvisionController) syncVolume(ctx context.Context, name string) error
 		return nil
 	}
 	ours := c.hasOwnFinalizer(pv)
-	reclaimDelete := pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete
-	switch {
-	case pv.DeletionTimestamp != nil && ours && !reclaimDelete:
+	if pv.DeletionTimestamp != nil && ours && pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 		// Retained: the asset stays, the PV object may go.
 		return c.removeFinalizer(ctx, pv)
-	case pv.DeletionTimestamp != nil && !ours:
-		return nil
-	case pv.DeletionTimestamp == nil && pv.Status.Phase != corev1.VolumeReleased:
-		return nil
-	case pv.DeletionTimestamp != nil && pv.Status.Phase == corev1.VolumeBound:
-		// Still in use; kube-controller-manager releases it when the claim goes.
-		return nil
-	case !reclaimDelete:
+	}
+	if err := gate.DeleteVolume(pv, ours); err != nil {
+		// Not released, retained, or still in use (kube-controller-manager
+		// releases it when the claim goes).
+		klog.FromContext(ctx).V(4).Info("Not deleting volume", "pv", klog.KObj(pv), "reason", err)
 		return nil
 	}
 	return c.deleteVolume(ctx, pv)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kubeprov/external-storage/lib/gate"
 	"github.com/kubeprov/external-storage/lib/internal/events"
 	"github.com/kubeprov/external-storage/lib/internal/journal"
 	corev1 "k8s.io/api/core/v1"
@@ -218,6 +219,9 @@ func (c *ProvisionController) recordFailed(ctx context.Context, claim *corev1.Pe
 		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, "%v", err)
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, journalForbiddenMessage, c.journal.Describe())
+	case gate.Refused(err) != "":
+		// The journal's key Secret is not one the provisioner made.
+		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, "Cannot record the claim for provisioning (will retry): %v", err)
 	}
 	return err
 }
@@ -282,9 +286,10 @@ func (c *ProvisionController) callProvision(ctx context.Context, options Provisi
 // finishOrphan finishes the operation of a claim that is gone. With the ID
 // of its asset recorded it deletes that asset; without, Provision is
 // idempotent, so calling it again yields the asset, which is then deleted.
-// It never provisions again when the Lease shows that another identity held
-// it since the operation was recorded: that provisioner may have served the
-// claim and deleted its asset, and a second Provision would make it again.
+// What may be deleted is gate.FinishOrphan's to say: never the asset of a
+// class that keeps volumes, whoever held the Lease, and nothing provisioned
+// again when the Lease shows that another identity held it since the
+// operation was recorded.
 func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) error {
 	logger := klog.FromContext(ctx).WithValues("claim", op.claimKey, "pv", op.pvName)
 	ctx = klog.NewContext(ctx, logger)
@@ -305,18 +310,21 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 	}
 	deleter, byID := c.provisioner.(RecordedAssetDeleter)
 	byID = byID && op.entry.AssetID != "" && class != nil
+	err := gate.FinishOrphan(gate.Orphan{ClaimIncomplete: op.entry.ClaimIncomplete, Recorded: op.entry.Class, Current: class,
+		LeaseChange: op.leaseChange, AssetIDRecorded: byID})
+	var refusal *gate.Refusal
 	switch {
-	case op.entry.ClaimIncomplete:
+	case errors.As(err, &refusal) && refusal.Rule == gate.RuleWholeRecord:
 		c.leaveOrphan(ctx, op)
 		return nil
-	case byID && op.leaseChange != "" && retains(op.entry.Class, class):
-		c.leaveStale(ctx, op, fmt.Sprintf("%s, and StorageClass %s keeps volumes (reclaimPolicy Retain): the asset may be one that provisioner saved as a PV and an admin kept after deleting it", op.leaseChange, name))
+	case errors.As(err, &refusal) && refusal.Rule == gate.RuleKeepRetained && op.leaseChange != "":
+		c.leaveStale(ctx, op, op.leaseChange+"; "+refusal.Reason)
+		return nil
+	case errors.As(err, &refusal):
+		c.leaveStale(ctx, op, refusal.Reason)
 		return nil
 	case byID:
 		return c.deleteRecordedAsset(ctx, op, deleter, class)
-	case op.leaseChange != "":
-		c.leaveStale(ctx, op, op.leaseChange+"; no asset ID was recorded, so it cannot be deleted without provisioning it again")
-		return nil
 	case class == nil:
 		return fmt.Errorf("cannot finish provisioning %s for deleted claim %s: StorageClass %q is gone and was not recorded", op.pvName, op.claimKey, name)
 	}
@@ -345,16 +353,6 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 		return nil
 	}
 	return c.deleteUnsaved(ctx, op, c.completeVolume(pv, options))
-}
-
-// retains reports whether either class keeps the volumes of released claims.
-func retains(classes ...*storagev1.StorageClass) bool {
-	for _, class := range classes {
-		if class != nil && class.ReclaimPolicy != nil && *class.ReclaimPolicy == corev1.PersistentVolumeReclaimRetain {
-			return true
-		}
-	}
-	return false
 }
 
 // assetRecorder is ProvisionOptions.RecordAssetID for the operation of

@@ -10,15 +10,16 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kubeprov/external-storage/lib/gate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
 )
 
 // SameIntent reports whether an existing pod is the one want describes:
-// Mismatch finds no difference.
+// Mismatch finds no difference (the rule gate.AdoptPod).
 func SameIntent(existing, want *corev1.Pod) bool {
-	return Mismatch(existing, want) == ""
+	return gate.AdoptPod(Mismatch(existing, want)) == nil
 }
 
 // Mismatch names the first part of existing that is not what want

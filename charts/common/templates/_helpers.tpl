@@ -169,7 +169,7 @@ the key that signs its entries (lib/deploy/rbac/role.yaml).
 - apiGroups: [""]
   resources: ["secrets"]
   resourceNames: ["kubeprov-journal-key"]
-  verbs: ["get"]
+  verbs: ["get", "update"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["create"]

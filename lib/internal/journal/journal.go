@@ -10,6 +10,7 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/kubeprov/external-storage/lib/gate"
 	"github.com/kubeprov/external-storage/lib/recordkey"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -52,6 +55,16 @@ const (
 	// journalForgetDelay lets removals wait for the next write instead of
 	// costing one each: a stale entry only makes a restart look at a claim again.
 	journalForgetDelay = 5 * time.Second
+	// journalAdvanceDelay is the least time between two moves of the
+	// journal's generation (advance): removals wait for the next move, so
+	// that a burst costs one Secret write every few seconds, not one per
+	// journal write. It is below journalForgetDelay so that every lazy
+	// write finds a move due.
+	journalAdvanceDelay = 4 * time.Second
+	// GenerationPrefix starts the key Secret's data key holding a
+	// journal's generation ("generation.<journal name>"): journals of one
+	// namespace share the Secret, each moves its own generation.
+	GenerationPrefix = "generation."
 	// journalClassKeyPrefix starts the keys of the classes a ConfigMap's
 	// entries refer to. A PV name never contains "_", so no entry's key does.
 	journalClassKeyPrefix = "_class."
@@ -140,14 +153,20 @@ type Journal struct {
 	// MetadataKeys names the claim labels and annotations to keep (see
 	// ClaimMetadataReader); nil keeps none.
 	MetadataKeys func(*storagev1.StorageClass) (labels, annotations []string)
-	// shardMaxBytes and namespaceMaxBytes are the bounds (constants but in tests).
+	// shardMaxBytes and namespaceMaxBytes are the bounds, advanceDelay the
+	// least time between two moves of the generation (constants but in tests).
 	shardMaxBytes, namespaceMaxBytes int
+	advanceDelay                     time.Duration
 	// Term is the Lease term this controller holds (nil without leader
 	// election), recorded in every entry it writes.
 	Term atomic.Pointer[LeaseTerm]
 
-	keyMu sync.Mutex
-	key   []byte // signs entries (KeySecret); loaded on first use
+	keyMu  sync.Mutex
+	key    []byte         // signs entries (KeySecret); loaded on first use
+	secret *corev1.Secret // KeySecret as last read or written
+
+	// lastAdvance is when the generation last moved; flushMu is held.
+	lastAdvance time.Time
 
 	// flushMu makes flushes one at a time: a flush that read the shards
 	// before another's write would otherwise write what that one replaced.
@@ -159,6 +178,9 @@ type Journal struct {
 	keptIn      map[string]int    // PV name -> shard keeping an entry not acted on
 	namespaceOf map[string]string // PV name -> its claim's namespace
 	nsSize      map[string]int    // bytes of entries by claim namespace
+	// gen is the journal's generation (in KeySecret): every entry is signed
+	// over it, and it moves on before any removal is written (advance).
+	gen uint64
 	// shardsInUse is what the first ConfigMap on the server says: shards
 	// beyond it are never written before it says more.
 	shardsInUse int
@@ -211,7 +233,7 @@ type Config struct {
 func New(cfg Config) *Journal {
 	j := &Journal{client: cfg.Client, namespace: cfg.Namespace, name: cfg.Name, writes: cfg.Writes, labels: cfg.Labels,
 		systemAnnotations: cfg.SystemAnnotations, kick: make(chan struct{}, 1),
-		shardMaxBytes: journalShardMaxBytes, namespaceMaxBytes: Shards * journalShardMaxBytes / 4}
+		shardMaxBytes: journalShardMaxBytes, namespaceMaxBytes: Shards * journalShardMaxBytes / 4, advanceDelay: journalAdvanceDelay}
 	j.reset()
 	return j
 }
@@ -234,6 +256,15 @@ func (j *Journal) SetBounds(shardMaxBytes, namespaceMaxBytes int) {
 	if namespaceMaxBytes > 0 {
 		j.namespaceMaxBytes = namespaceMaxBytes
 	}
+}
+
+// SetAdvanceDelay changes the least time between two moves of the
+// generation, so that removals wait for none in tests that look at them
+// right after a write.
+func (j *Journal) SetAdvanceDelay(d time.Duration) {
+	j.flushMu.Lock()
+	defer j.flushMu.Unlock()
+	j.advanceDelay = d
 }
 
 // Size is the bytes the entries and classes of a shard take.
@@ -312,25 +343,167 @@ func (j *Journal) ForgetKept(pvName string) {
 	j.unkeep(pvName)
 }
 
-// signingKey loads the key that signs entries, once.
-func (j *Journal) signingKey(ctx context.Context) ([]byte, error) {
+// signingKey loads the key that signs entries, once; with reload it reads
+// the Secret again for the journal's generation (at each Load: another
+// instance may have moved it on since this one last wrote), and refuses a
+// key that changed.
+func (j *Journal) signingKey(ctx context.Context, reload bool) ([]byte, error) {
 	j.keyMu.Lock()
 	defer j.keyMu.Unlock()
-	if j.key != nil {
+	if j.key != nil && !reload {
 		return j.key, nil
 	}
-	key, err := recordkey.Load(ctx, j.client.CoreV1().Secrets(j.namespace), KeySecret,
+	secret, key, err := recordkey.LoadSecret(ctx, j.client.CoreV1().Secrets(j.namespace), KeySecret,
 		j.labels)
 	if err != nil {
 		return nil, fmt.Errorf("loading the in-flight journal's signing key: %w", err)
 	}
-	j.key = key
+	gen, err := j.generationIn(secret)
+	if err != nil {
+		return nil, err
+	}
+	if j.key != nil && !bytes.Equal(key, j.key) {
+		return nil, fmt.Errorf("the key in Secret %s/%s was replaced while the provisioner ran: restart it", j.namespace, KeySecret)
+	}
+	j.mu.Lock()
+	j.gen = gen
+	j.mu.Unlock()
+	j.key, j.secret = key, secret
 	return key, nil
 }
 
-// sign binds an entry to this journal, its key (the PV name) and its class.
+// generationKey is the key Secret's data key holding this journal's generation.
+func (j *Journal) generationKey() string { return GenerationPrefix + j.name }
+
+// generationIn reads this journal's generation from the key Secret: 0 when
+// it has none yet.
+func (j *Journal) generationIn(s *corev1.Secret) (uint64, error) {
+	v, ok := s.Data[j.generationKey()]
+	if !ok {
+		return 0, nil
+	}
+	gen, err := strconv.ParseUint(string(v), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("secret %s/%s: %s is not a number", s.Namespace, s.Name, j.generationKey())
+	}
+	return gen, nil
+}
+
+// sign binds an entry to this journal, its key (the PV name), its class and
+// the journal's generation; j.mu is held.
 func (j *Journal) sign(key []byte, pvName, entry, classData string) string {
-	return recordkey.Sign(key, journalSignatureDomain, j.namespace, j.name, pvName, entry, classData)
+	return recordkey.Sign(key, j.signedFields(j.gen, pvName, entry, classData)...)
+}
+
+// signedFields are what a signature covers. Generation 0 adds nothing, so
+// that the entries of a journal whose generation never moved (those of
+// earlier versions) verify as they were signed.
+func (j *Journal) signedFields(gen uint64, pvName, entry, classData string) []string {
+	fields := []string{journalSignatureDomain, j.namespace, j.name, pvName, entry, classData}
+	if gen > 0 {
+		fields = append(fields, strconv.FormatUint(gen, 10))
+	}
+	return fields
+}
+
+// errGenerationMoved: another instance moved the journal's generation on.
+var errGenerationMoved = errors.New("the journal's generation was moved on by another instance")
+
+// advance moves the journal's generation on in the key Secret, then signs
+// every entry again over the new one: an entry kept from before no longer
+// verifies, so removals written after this cannot be undone by writing a
+// removed entry back (gate.FreshEntry). Only the provisioner can update the
+// Secret. With takeOver false it refuses (errGenerationMoved) when the
+// generation is no longer the one this instance signs with: another
+// instance writes the journal now, and moving on would void its entries.
+//
+// A crash after the Secret is written and before the entries signed again
+// are loses those entries (a restart refuses and reports them, and claims
+// that still exist are recorded again): it can leak an asset, never delete
+// one.
+func (j *Journal) advance(ctx context.Context, takeOver bool) error {
+	j.keyMu.Lock()
+	defer j.keyMu.Unlock()
+	if j.secret == nil {
+		return errors.New("the in-flight journal's key is not loaded")
+	}
+	secrets := j.client.CoreV1().Secrets(j.namespace)
+	s := j.secret
+	for attempt := 0; ; attempt++ {
+		onServer, err := j.generationIn(s)
+		if err != nil {
+			return err
+		}
+		j.mu.Lock()
+		gen := j.gen
+		j.mu.Unlock()
+		if onServer != gen && !takeOver {
+			return errGenerationMoved
+		}
+		next := max(onServer, gen) + 1
+		update := s.DeepCopy()
+		update.Data[j.generationKey()] = []byte(strconv.FormatUint(next, 10))
+		written, err := secrets.Update(ctx, update, metav1.UpdateOptions{})
+		if err == nil {
+			j.secret = written
+			j.mu.Lock()
+			j.gen = next
+			j.resign()
+			j.mu.Unlock()
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt >= 4 {
+			return fmt.Errorf("moving the in-flight journal's generation on in Secret %s/%s (update on it is needed): %w", j.namespace, KeySecret, err)
+		}
+		// The journals of other instances share the Secret.
+		fresh, key, err := recordkey.LoadSecret(ctx, secrets, KeySecret, j.labels)
+		if err != nil {
+			return err
+		}
+		if fresh.UID != s.UID || !bytes.Equal(key, j.key) {
+			return fmt.Errorf("secret %s/%s was replaced while the provisioner ran: restart it", j.namespace, KeySecret)
+		}
+		s = fresh
+	}
+}
+
+// resign signs every entry again over the journal's generation; j.mu is
+// held. Kept entries stay as they are: nothing acts on them.
+func (j *Journal) resign() {
+	for _, s := range j.shards {
+		for pvName, data := range s.entries {
+			unsigned, _, _ := splitSignedEntry(data)
+			s.entries[pvName] = signedEntry([]byte(unsigned), j.sign(j.key, pvName, unsigned, s.classes[s.classOf[pvName]]))
+		}
+	}
+}
+
+// removalsPending reports whether the server holds entries that are over,
+// and whether they take so much room in a ConfigMap, beyond what its bound
+// counts, that they cannot wait; j.mu is held.
+func (j *Journal) removalsPending() (pending, urgent bool) {
+	for _, s := range j.shards {
+		size := 0
+		for _, k := range j.removed(s) {
+			size += len(s.committed[k])
+		}
+		pending = pending || size > 0
+		urgent = urgent || size > j.shardMaxBytes/8
+	}
+	return pending, urgent
+}
+
+// removed lists the entries of a shard the server holds and that are over;
+// j.mu is held.
+func (j *Journal) removed(s *journalShard) []string {
+	var removed []string
+	for k := range s.committed {
+		_, kept := s.kept[k]
+		if _, ok := s.entries[k]; !ok && !kept && !IsClassKey(k) {
+			removed = append(removed, k)
+		}
+	}
+	return removed
 }
 
 // signedEntry appends the signature to an entry as its last JSON field.
@@ -402,7 +575,7 @@ func (j *Journal) drop(pvName string) {
 
 // Describe names the journal and the permissions it needs, for messages.
 func (j *Journal) Describe() string {
-	return fmt.Sprintf("in-flight journal ConfigMap %s/%s (and %s-1 to -%d when it fills; get, create, update, patch on configmaps) and its key, Secret %s/%s (get, create on secrets)",
+	return fmt.Sprintf("in-flight journal ConfigMap %s/%s (and %s-1 to -%d when it fills; get, create, update, patch on configmaps) and its key, Secret %s/%s (get, update, create on secrets)",
 		j.namespace, j.name, j.name, Shards-1, j.namespace, KeySecret)
 }
 
@@ -412,7 +585,7 @@ func (j *Journal) Describe() string {
 // entry of one PV name is dropped (the next write of its ConfigMap removes
 // it).
 func (j *Journal) Load(ctx context.Context) (map[string]Entry, map[string]Unverified, error) {
-	key, err := j.signingKey(ctx)
+	key, err := j.signingKey(ctx, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -474,11 +647,15 @@ func (j *Journal) verify(key []byte, pvName, data string, configMap map[string]s
 	if e.ClassKey != "" && IsClassKey(e.ClassKey) {
 		classData = configMap[e.ClassKey]
 	}
+	check := gate.Entry{Signed: signed, Generation: j.gen, KeySecret: j.namespace + "/" + KeySecret}
+	if signed {
+		check.Current = recordkey.Verify(key, signature, j.signedFields(j.gen, pvName, entry, classData)...)
+		check.Earlier = !check.Current && j.gen > 0 && recordkey.Verify(key, signature, j.signedFields(j.gen-1, pvName, entry, classData)...)
+	}
+	if err := gate.FreshEntry(check); err != nil {
+		return e, classData, err.(*gate.Refusal).Reason //nolint:errorlint // FreshEntry returns only Refusals
+	}
 	switch {
-	case !signed:
-		return e, classData, "it is not signed: an earlier version of the provisioner, or someone else, wrote it"
-	case !recordkey.Verify(key, signature, journalSignatureDomain, j.namespace, j.name, pvName, entry, classData):
-		return e, classData, fmt.Sprintf("its signature does not verify with the key in Secret %s/%s: someone else wrote or changed it, or the key was replaced", j.namespace, KeySecret)
 	case e.Claim == nil || classData == "":
 		return e, classData, "it names no claim or no class"
 	}
@@ -521,7 +698,7 @@ func ClassKey(classData []byte) string {
 // Record makes the entry durable before it returns: only then may an asset
 // be created for pvName.
 func (j *Journal) Record(ctx context.Context, pvName string, e Entry) error {
-	signingKey, err := j.signingKey(ctx)
+	signingKey, err := j.signingKey(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -541,12 +718,14 @@ func (j *Journal) Record(ctx context.Context, pvName string, e Entry) error {
 	if err != nil {
 		return fmt.Errorf("encoding in-flight journal entry: %w", err)
 	}
-	data := signedEntry(unsigned, j.sign(signingKey, pvName, string(unsigned), string(classData)))
-	if len(data) > EntryMaxBytes {
+	if len(unsigned)+len(journalSignatureField)+journalSignatureHex+len(`"`) > EntryMaxBytes {
 		return ErrEntrySize
 	}
 	namespace := e.Claim.Namespace
 	j.mu.Lock()
+	// Signed under the lock: the generation must not move between signing
+	// and adding, or the entry would be written over an old one.
+	data := signedEntry(unsigned, j.sign(signingKey, pvName, string(unsigned), string(classData)))
 	// An entry kept for this PV name (unverified, or left to an admin) is
 	// replaced by this one, which the claim itself vouches for.
 	j.unkeep(pvName)
@@ -756,6 +935,7 @@ type shardWrite struct {
 func (j *Journal) Flush(ctx context.Context) {
 	j.flushMu.Lock()
 	defer j.flushMu.Unlock()
+	removing := j.advanceForRemovals(ctx)
 	j.mu.Lock()
 	var jobs []shardWrite
 	inUse := 0
@@ -763,10 +943,7 @@ func (j *Journal) Flush(ctx context.Context) {
 		if s.object == nil && len(s.entries)+len(s.classes)+len(s.kept)+len(s.committed)+len(s.waiters) == 0 {
 			continue // a shard never used: nothing to write or to answer
 		}
-		desired := make(map[string]string, len(s.entries)+len(s.classes)+len(s.kept))
-		maps.Copy(desired, s.kept)
-		maps.Copy(desired, s.entries)
-		maps.Copy(desired, s.classes)
+		desired := j.desired(s, removing)
 		job := shardWrite{index: i, object: s.object, desired: desired, waiters: s.waiters,
 			write: changed(desired, s.committed) && !(s.object == nil && len(desired) == 0)}
 		s.waiters = nil
@@ -780,11 +957,7 @@ func (j *Journal) Flush(ctx context.Context) {
 	shardsInUse := max(inUse, j.shardsInUse)
 	if shardsInUse > max(j.shardsInUse, 1) && (len(jobs) == 0 || jobs[0].index != 0 || !jobs[0].write) {
 		s := j.shards[0]
-		desired := make(map[string]string, len(s.entries)+len(s.classes)+len(s.kept))
-		maps.Copy(desired, s.kept)
-		maps.Copy(desired, s.entries)
-		maps.Copy(desired, s.classes)
-		first := shardWrite{index: 0, object: s.object, desired: desired, write: true}
+		first := shardWrite{index: 0, object: s.object, desired: j.desired(s, removing), write: true}
 		if len(jobs) > 0 && jobs[0].index == 0 {
 			first.waiters = jobs[0].waiters
 			jobs = jobs[1:]
@@ -807,6 +980,41 @@ func (j *Journal) Flush(ctx context.Context) {
 			w <- err
 		}
 	}
+}
+
+// desired is what a shard's ConfigMap is to hold: its entries, classes and
+// kept entries and, unless removing, the entries that are over as the
+// server has them, until the generation moves on past them. j.mu is held.
+func (j *Journal) desired(s *journalShard, removing bool) map[string]string {
+	desired := make(map[string]string, len(s.entries)+len(s.classes)+len(s.kept))
+	if !removing {
+		for _, k := range j.removed(s) {
+			desired[k] = s.committed[k]
+		}
+	}
+	maps.Copy(desired, s.kept)
+	maps.Copy(desired, s.entries)
+	maps.Copy(desired, s.classes)
+	return desired
+}
+
+// advanceForRemovals moves the generation on when removals wait and the
+// last move is journalAdvanceDelay ago, and reports whether removals may be
+// written now: never before the generation has moved past the removed
+// entries. flushMu is held.
+func (j *Journal) advanceForRemovals(ctx context.Context) bool {
+	j.mu.Lock()
+	pending, urgent := j.removalsPending()
+	j.mu.Unlock()
+	if !pending || (!urgent && time.Since(j.lastAdvance) < j.advanceDelay) {
+		return false
+	}
+	if err := j.advance(ctx, true); err != nil {
+		klog.FromContext(ctx).Error(err, "Could not move the in-flight journal's generation on; its removals wait")
+		return false
+	}
+	j.lastAdvance = time.Now()
+	return true
 }
 
 // changed reports whether the server must be written to hold desired: an
@@ -894,15 +1102,36 @@ func (j *Journal) write(ctx context.Context, index int, object *corev1.ConfigMap
 	}
 }
 
-// FlushRemovals writes the removals still pending, and only them, as a merge
-// patch of each ConfigMap that has some: safe even if another instance
-// already writes the journal (after a graceful stop under leader election),
-// because it touches no other key. Classes stay: the other instance's
+// FlushRemovals writes the removals still pending, as a merge patch of each
+// ConfigMap, after moving the generation on (advance), with this instance's
+// live entries signed again: safe even if another instance already writes
+// the journal (after a graceful stop under leader election), because it
+// touches no other key, and moves the generation on only if no other
+// instance did. Classes stay: the other instance's
 // entries may refer to the same ones; its next write removes those unused.
 func (j *Journal) FlushRemovals(ctx context.Context) error {
 	type patch struct {
 		index   int
 		removed []string
+		entries map[string]string
+	}
+	j.flushMu.Lock()
+	defer j.flushMu.Unlock()
+	j.mu.Lock()
+	pending, _ := j.removalsPending()
+	j.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	// Removals are written only once the generation has moved past them;
+	// the live entries, signed again, go with them. When another instance
+	// moved it already, every entry of this one is void: its removals are
+	// only tidying.
+	resigned := true
+	if err := j.advance(ctx, false); errors.Is(err, errGenerationMoved) {
+		resigned = false
+	} else if err != nil {
+		return fmt.Errorf("the removals wait for the next start: %w", err)
 	}
 	var patches []patch
 	j.mu.Lock()
@@ -910,15 +1139,9 @@ func (j *Journal) FlushRemovals(ctx context.Context) error {
 		if s.object == nil {
 			continue
 		}
-		var removed []string
-		for k := range s.committed {
-			_, kept := s.kept[k]
-			if _, ok := s.entries[k]; !ok && !kept && !IsClassKey(k) {
-				removed = append(removed, k)
-			}
-		}
-		if len(removed) > 0 {
-			patches = append(patches, patch{i, removed})
+		removed := j.removed(s)
+		if len(removed) > 0 || (resigned && len(s.entries) > 0) {
+			patches = append(patches, patch{i, removed, maps.Clone(s.entries)})
 		}
 	}
 	j.mu.Unlock()
@@ -928,6 +1151,11 @@ func (j *Journal) FlushRemovals(ctx context.Context) error {
 		data := map[string]any{}
 		for _, k := range p.removed {
 			data[k] = nil
+		}
+		if resigned {
+			for k, v := range p.entries {
+				data[k] = v
+			}
 		}
 		body, err := json.Marshal(map[string]any{"data": data})
 		if err != nil {
@@ -942,6 +1170,9 @@ func (j *Journal) FlushRemovals(ctx context.Context) error {
 		j.mu.Lock()
 		for _, k := range p.removed {
 			delete(j.shards[p.index].committed, k)
+		}
+		if resigned {
+			maps.Copy(j.shards[p.index].committed, p.entries)
 		}
 		j.mu.Unlock()
 	}

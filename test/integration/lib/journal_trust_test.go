@@ -68,34 +68,18 @@ func TestPlantedJournalEntryDoesNotDeleteARetainedVolume(t *testing.T) {
 	name := uniqueName("planted")
 	store := newStore(t)
 	stop := runController(t, name, store)
-	sc := framework.NewStorageClass(className(name), name, nil)
-	retain := corev1.PersistentVolumeReclaimRetain
-	sc.ReclaimPolicy = &retain
-	cp.CreateTestStorageClass(t, sc)
+	class := retainClass(t, name)
 	ns := cp.CreateTestNamespace(t, "planted")
 
-	pvc := createClaim(t, ctx, framework.NewPVC(ns, "kept", sc.Name, "1Gi"))
-	_, pv, err := framework.WaitForPVCBound(ctx, client, ns, pvc.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deleteClaim(t, ctx, ns, pvc.Name)
-	if _, err := framework.WaitForPVPhase(ctx, client, pv.Name, corev1.VolumeReleased); err != nil {
-		t.Fatal(err)
-	}
-	if err := client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := framework.WaitForPVDeleted(ctx, client, pv.Name); err != nil {
-		t.Fatal(err)
-	}
+	pvc := createClaim(t, ctx, framework.NewPVC(ns, "kept", class, "1Gi"))
+	pv := keptByAnAdmin(t, ctx, pvc)
 	stop()
 
 	// The entry an earlier version wrote, or anyone can: the claim's
 	// identity and a class of this provisioner, no signature.
 	planted, err := json.Marshal(map[string]any{
 		"claim": map[string]any{"metadata": map[string]any{"name": pvc.Name, "namespace": ns, "uid": pvc.UID}, "spec": pvc.Spec},
-		"class": map[string]any{"metadata": map[string]any{"name": sc.Name}, "provisioner": name},
+		"class": map[string]any{"metadata": map[string]any{"name": class}, "provisioner": name},
 	})
 	if err != nil {
 		t.Fatal(err)
