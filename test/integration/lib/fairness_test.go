@@ -64,6 +64,7 @@ func TestBlockedNamespaceLeavesAWorkerForOthers(t *testing.T) {
 	runController(t, name, store, controller.WithThreadiness(workers))
 	sc := cp.CreateTestStorageClass(t, framework.NewStorageClass(className(name), name, nil))
 	slow := cp.CreateTestNamespace(t, "slow")
+	deleteClaimsAtEnd(t, slow)
 	for i := range 3 * workers {
 		createClaim(t, ctx, framework.NewPVC(slow, fmt.Sprintf("flood-%d", i), sc.Name, "1Gi"))
 	}
@@ -74,6 +75,7 @@ func TestBlockedNamespaceLeavesAWorkerForOthers(t *testing.T) {
 	}
 
 	calm := cp.CreateTestNamespace(t, "calm")
+	deleteClaimsAtEnd(t, calm)
 	pvc := createClaim(t, ctx, framework.NewPVC(calm, "data", sc.Name, "1Gi"))
 	boundCtx, cancel := context.WithTimeout(ctx, fairnessBound)
 	defer cancel()
@@ -113,6 +115,7 @@ func TestEventFloodOfOneNamespaceDoesNotDelayAnother(t *testing.T) {
 	runController(t, name, store, controller.WithEventClient(events))
 	sc := cp.CreateTestStorageClass(t, framework.NewStorageClass(className(name), name, nil))
 	loud := cp.CreateTestNamespace(t, "loud")
+	deleteClaimsAtEnd(t, loud)
 	for i := range flood {
 		createClaim(t, ctx, framework.NewPVC(loud, fmt.Sprintf("flood-%d", i), sc.Name, "1Gi"))
 	}
@@ -124,6 +127,7 @@ func TestEventFloodOfOneNamespaceDoesNotDelayAnother(t *testing.T) {
 	}
 
 	calm := cp.CreateTestNamespace(t, "calm")
+	deleteClaimsAtEnd(t, calm)
 	bad := createClaim(t, ctx, framework.NewPVC(calm, "bad", sc.Name, "1Gi"))
 	good := createClaim(t, ctx, framework.NewPVC(calm, "good", sc.Name, "1Gi"))
 	// kube-controller-manager (at its default 20 QPS) names the provisioner
@@ -153,4 +157,30 @@ func TestEventFloodOfOneNamespaceDoesNotDelayAnother(t *testing.T) {
 				want.claim.Name, want.reason, len(list.Items), flood)
 		}
 	}
+}
+
+// deleteClaimsAtEnd deletes the claims of namespace ns when the test ends,
+// before the namespace and the controller go, and waits until they are
+// gone. Without it they stay in etcd (the framework finalizes namespaces
+// itself; no namespace controller empties them), and kube-controller-manager
+// syncs every one of them each second for the rest of the package: the
+// hundreds these tests leave Pending slowed the binding of later tests'
+// claims past the journal's lazy removal (5 s), so that
+// TestLibraryRBACIsEnough's graceful stops found no removal left to write.
+func deleteClaimsAtEnd(t *testing.T, ns string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
+		defer cancel()
+		claims := client.CoreV1().PersistentVolumeClaims(ns)
+		if err := claims.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Errorf("cleanup: deleting the claims of %s: %v", ns, err)
+			return
+		}
+		if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			list, err := claims.List(ctx, metav1.ListOptions{Limit: 1})
+			return err == nil && len(list.Items) == 0, nil
+		}); err != nil {
+			t.Errorf("cleanup: the claims of %s are not gone: %v", ns, err)
+		}
+	})
 }
