@@ -29,3 +29,11 @@ func TestNamespaceShareParksBeyondTheLimitAndHandsBackInOrder(t *testing.T) {
 		}
 	}
 }
+
+func TestNamespaceWorkerLimitIsAllButOne(t *testing.T) {
+	for threadiness, want := range map[int]int{1: 1, 2: 1, 8: 7} {
+		if got := namespaceWorkerLimit(threadiness); got != want {
+			t.Errorf("namespaceWorkerLimit(%d) = %d, want %d", threadiness, got, want)
+		}
+	}
+}
