@@ -125,7 +125,8 @@ func TestVolumeIDReachesJournalDespiteThrottling(t *testing.T) {
 	e.eventually("ours to finish every journal entry", func() bool { return len(e.journalEntries()) == 0 })
 	for _, req := range e.driver.CreateRequests()[creates:] {
 		if slices.Contains(due, req.GetName()) {
-			t.Errorf("ours called CreateVolume %s again after its restart, though the journal had the volume's ID", req.GetName())
+			t.Errorf("ours called CreateVolume %s again after its restart, for a volume the driver had answered more than %v before the kill",
+				req.GetName(), journalIDGrace)
 		}
 	}
 	e.noVolumeLeft()
