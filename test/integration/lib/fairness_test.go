@@ -164,9 +164,9 @@ func TestEventFloodOfOneNamespaceDoesNotDelayAnother(t *testing.T) {
 // gone. Without it they stay in etcd (the framework finalizes namespaces
 // itself; no namespace controller empties them), and kube-controller-manager
 // syncs every one of them each second for the rest of the package: the
-// hundreds these tests leave Pending slowed the binding of later tests'
-// claims past the journal's lazy removal (5 s), so that
-// TestLibraryRBACIsEnough's graceful stops found no removal left to write.
+// hundreds these tests would leave Pending load every later test (one
+// that needs a claim bound within the journal's lazy removal, 5 s, such as
+// TestLibraryRBACIsEnough's graceful stops, can then miss it).
 func deleteClaimsAtEnd(t *testing.T, ns string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
