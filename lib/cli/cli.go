@@ -124,7 +124,7 @@ func (o *Common) AddFlags(fs *pflag.FlagSet) {
 		"Deprecated: use --http-endpoint, which this sets under its old name. At most one of the two may be set.")
 	fs.BoolVar(&o.EnablePprof, "enable-pprof", o.EnablePprof, "Serve Go's profiles under /debug/pprof/ on --http-endpoint.")
 	fs.StringVar(&o.MetricsPath, "metrics-path", o.MetricsPath, "Path of the metrics on --http-endpoint.")
-	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server (events have a budget of their own).")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server (events have a budget of their own; the in-flight journal's writes, one at a time, are not counted).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server.")
 	fs.IntVar(&o.WorkerThreads, "worker-threads", o.WorkerThreads, "Claims, and volumes, worked on at once.")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "Bound of one provision or delete operation.")

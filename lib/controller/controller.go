@@ -372,11 +372,12 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 		return err
 	}
 	wg.Go(func() { c.journal.Run(ctx) })
+	claimShare := newNamespaceShare(namespaceWorkerLimit(c.cfg.threadiness))
 	for range c.cfg.threadiness {
-		wg.Go(func() { c.work(ctx, "claims", c.claimQueue, c.syncClaim) })
-		wg.Go(func() { c.work(ctx, "volumes", c.volumeQueue, c.syncVolume) })
+		wg.Go(func() { c.work(ctx, "claims", c.claimQueue, c.syncClaim, claimShare) })
+		wg.Go(func() { c.work(ctx, "volumes", c.volumeQueue, c.syncVolume, nil) })
 	}
-	wg.Go(func() { c.work(ctx, "volume-saves", c.saveQueue, c.syncSave) })
+	wg.Go(func() { c.work(ctx, "volume-saves", c.saveQueue, c.syncSave, nil) })
 	logger.Info("Workers started", "threadiness", c.cfg.threadiness)
 	var tasks sync.WaitGroup
 	taskCtx := context.WithValue(ctx, operationsKey{}, c.operations)
@@ -580,15 +581,28 @@ func retryUntil(ctx context.Context, start, maxInterval time.Duration, f func() 
 	}
 }
 
-// work is the classic worker loop: get, sync, forget or requeue with backoff.
-func (c *ProvisionController) work(ctx context.Context, queue string, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
+// work is the classic worker loop: get, sync, forget or requeue with
+// backoff. With a share, a key whose namespace holds its share of the
+// workers is parked until one of them is released.
+func (c *ProvisionController) work(ctx context.Context, queue string, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error, share *namespaceShare) {
 	for {
 		key, quit := q.Get()
 		if quit {
 			return
 		}
+		if share != nil && !share.take(key) {
+			q.Done(key)
+			continue
+		}
 		func() {
 			defer q.Done(key)
+			if share != nil {
+				defer func() {
+					if next := share.release(key); next != "" {
+						q.Add(next)
+					}
+				}()
+			}
 			defer func() {
 				// A panic must not take every other claim down with the
 				// process; the provisioner's calls recover their own (see

@@ -46,7 +46,7 @@ func TestSyncFailuresAreLoggedAtDefaultVerbosity(t *testing.T) {
 				q.Add("apps/data") // a success ends the retries; the next change comes as an event
 			}
 			return err
-		})
+		}, nil)
 	}()
 	select {
 	case <-done:

@@ -318,7 +318,7 @@ func TestWorkerSurvivesAPanicInSync(t *testing.T) {
 		f.c.work(f.ctx, "claims", q, func(context.Context, string) error {
 			q.ShutDown() // one item is enough; the requeue after the panic is dropped
 			panic("sync bug")
-		})
+		}, nil)
 	}()
 	<-done
 	if got := testutil.ToFloat64(f.c.metrics.panics.WithLabelValues("sync")); got != 1 {

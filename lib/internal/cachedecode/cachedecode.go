@@ -11,7 +11,6 @@ package cachedecode
 
 import (
 	"fmt"
-	"net/url"
 	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -23,7 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
+
+	"github.com/kubeprov/external-storage/lib/internal/ownclient"
 )
 
 // The claim and PV informers of NewInformerFactory receive every claim and
@@ -46,24 +46,12 @@ const AnnProvisionedBy = "pv.kubernetes.io/provisioned-by"
 // protobuf always, and settledDecoder. Nil when client has no REST client
 // to share (a fake clientset): the informers then use client itself.
 func CoreV1(client kubernetes.Interface) corev1client.CoreV1Interface {
-	rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
-	if !ok || rc == nil || rc.Client == nil {
+	content := ownclient.Protobuf(settledDecoding{scheme.Codecs.WithoutConversion()})
+	c, ok := ownclient.CoreV1(client, content, ownclient.Limiter(client))
+	if !ok {
 		return nil
 	}
-	prefix := rc.Get().URL() // the base URL, its path the versioned API path
-	base := &url.URL{Scheme: prefix.Scheme, User: prefix.User, Host: prefix.Host}
-	gv := corev1.SchemeGroupVersion
-	content := rest.ClientContentConfig{
-		AcceptContentTypes: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON,
-		ContentType:        runtime.ContentTypeProtobuf,
-		GroupVersion:       gv,
-		Negotiator:         runtime.NewClientNegotiator(settledDecoding{scheme.Codecs.WithoutConversion()}, gv),
-	}
-	restClient, err := rest.NewRESTClient(base, prefix.Path, content, rc.GetRateLimiter(), rc.Client)
-	if err != nil {
-		return nil
-	}
-	return corev1client.New(restClient)
+	return c
 }
 
 // settledDecoding is the scheme's serializers with settledDecoder in place

@@ -10,6 +10,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,8 +54,10 @@ const (
 // Recorder writes the controller's events, each on its object, as the
 // event client's budget (its rate limiter) allows:
 //
-//   - Warnings are written first, one per object and message; a repeated
-//     warning updates the count of the earlier one.
+//   - Namespaces take turns (round robin), so that one namespace's flood
+//     never holds back another's events; within a namespace, warnings are
+//     written first, one per object and message; a repeated warning
+//     updates the count of the earlier one.
 //   - "Provisioning" waits for the flush interval (WithEventFlushInterval):
 //     a claim provisioned within it gets only its "ProvisioningSucceeded",
 //     one still waiting gets both, as from the CSI external-provisioner.
@@ -85,7 +88,13 @@ type Recorder struct {
 	// swept is when recent was last searched for expired events.
 	swept  time.Time
 	stopBy time.Time // when stopping: the end of the final flush
-	kick   chan struct{}
+	// served counts the events popped; lastServed is its value when each
+	// namespace's last one was, for round robin between namespaces.
+	served     uint64
+	lastServed map[string]uint64
+	// waiting counts the entries of warnings and normal by namespace.
+	waiting map[string]int
+	kick    chan struct{}
 }
 
 // writtenEvent is what a repeat of an event needs of the one written: the
@@ -135,6 +144,8 @@ func NewRecorder(client kubernetes.Interface, component, instance string, interv
 		starting:        map[types.UID]*pendingEvent{},
 		pendingWarnings: map[eventKey]*pendingEvent{},
 		recent:          map[eventKey]writtenEvent{},
+		lastServed:      map[string]uint64{},
+		waiting:         map[string]int{},
 		kick:            make(chan struct{}, 1),
 	}
 }
@@ -184,7 +195,7 @@ func (r *Recorder) Event(ref corev1.ObjectReference, class, eventType, reason, f
 			return
 		}
 		r.pendingWarnings[key] = e
-		r.warnings = append(r.warnings, e)
+		r.warnings = r.queued(r.warnings, e)
 	case reason == Provisioning:
 		if prev := r.starting[ref.UID]; prev != nil {
 			prev.dropped = true // a new attempt: its event replaces the earlier one
@@ -201,7 +212,7 @@ func (r *Recorder) Event(ref corev1.ObjectReference, class, eventType, reason, f
 				delete(r.starting, ref.UID)
 			}
 		}
-		r.normal = append(r.normal, e)
+		r.normal = r.queued(r.normal, e)
 	}
 	r.poke()
 }
@@ -294,31 +305,100 @@ func (r *Recorder) promote(now time.Time, all bool) {
 		}
 		n++
 		if !e.dropped {
-			r.normal = append(r.normal, e)
+			r.normal = r.queued(r.normal, e)
 		}
 	}
 	r.delayed = r.delayed[n:]
 }
 
-// pop takes the next event to write: warnings first; r.mu is held.
+// pop takes the next event to write: of the namespaces with events
+// waiting, the one served longest ago, and of its events the first warning,
+// else the first Normal one. Round robin between namespaces: one namespace's
+// flood delays another's next event by at most one write per namespace
+// waiting. r.mu is held.
 func (r *Recorder) pop() *pendingEvent {
-	if len(r.warnings) > 0 {
-		e := r.warnings[0]
-		r.warnings = r.warnings[1:]
-		delete(r.pendingWarnings, eventKey{uid: e.ref.UID, reason: e.reason, message: e.message})
-		return e
-	}
-	for len(r.normal) > 0 {
+	for len(r.normal) > 0 && r.normal[0].dropped {
 		e := r.normal[0]
 		r.normal = r.normal[1:]
+		r.unqueued(e)
 		if e.reason == Provisioning && r.starting[e.ref.UID] == e {
 			delete(r.starting, e.ref.UID)
 		}
-		if !e.dropped {
-			return e
+	}
+	list, i := r.fairest()
+	if list == nil {
+		return nil
+	}
+	e := (*list)[i]
+	if i == 0 {
+		*list = (*list)[1:] // the common case, without moving the rest
+	} else {
+		*list = slices.Delete(*list, i, i+1)
+	}
+	if len(r.lastServed) >= eventRecentCap {
+		clear(r.lastServed) // every namespace starts even again
+	}
+	r.unqueued(e)
+	r.served++
+	r.lastServed[e.ref.Namespace] = r.served
+	if e.eventType == corev1.EventTypeWarning {
+		delete(r.pendingWarnings, eventKey{uid: e.ref.UID, reason: e.reason, message: e.message})
+	}
+	if e.reason == Provisioning && r.starting[e.ref.UID] == e {
+		delete(r.starting, e.ref.UID)
+	}
+	return e
+}
+
+// queued appends e to list, counting it in waiting; r.mu is held.
+func (r *Recorder) queued(list []*pendingEvent, e *pendingEvent) []*pendingEvent {
+	r.waiting[e.ref.Namespace]++
+	return append(list, e)
+}
+
+// unqueued uncounts e, taken from warnings or normal; r.mu is held.
+func (r *Recorder) unqueued(e *pendingEvent) {
+	if r.waiting[e.ref.Namespace]--; r.waiting[e.ref.Namespace] <= 0 {
+		delete(r.waiting, e.ref.Namespace)
+	}
+}
+
+// fairest finds the first event, warnings before Normal ones, of the
+// namespace served longest ago; r.mu is held. The search ends once every
+// namespace with events waiting has been seen: a burst of one namespace
+// costs one step, not one per event waiting.
+func (r *Recorder) fairest() (list *[]*pendingEvent, index int) {
+	var oldest uint64
+	seen := map[string]bool{}
+	for _, l := range []*[]*pendingEvent{&r.warnings, &r.normal} {
+		if len(seen) == len(r.waiting) {
+			break
+		}
+		previous, havePrevious := "", false
+		for i, e := range *l {
+			ns := e.ref.Namespace
+			// A burst comes in runs of one namespace: comparing with the
+			// previous event spares most map lookups.
+			if e.dropped || (havePrevious && ns == previous) {
+				continue
+			}
+			previous, havePrevious = ns, true
+			if seen[ns] {
+				continue
+			}
+			seen[ns] = true
+			if served := r.lastServed[ns]; list == nil || served < oldest {
+				list, index, oldest = l, i, served
+				if served == 0 {
+					return list, index // never served: none comes before it
+				}
+			}
+			if len(seen) == len(r.waiting) {
+				break
+			}
 		}
 	}
-	return nil
+	return list, index
 }
 
 // backlogCap is how many Normal events the budget writes within horizon.
@@ -381,6 +461,12 @@ func (r *Recorder) relieve(horizon time.Duration) {
 		}
 	}
 	r.normal = append(aggregate(folded), kept...)
+	clear(r.waiting)
+	for _, l := range [][]*pendingEvent{r.warnings, r.normal} {
+		for _, e := range l {
+			r.waiting[e.ref.Namespace]++
+		}
+	}
 }
 
 // aggregate folds events into one per namespace, reason and class, each on

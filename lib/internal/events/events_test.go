@@ -353,3 +353,43 @@ func TestStopWritesWhatIsLeftWithinItsBound(t *testing.T) {
 		t.Fatalf("events account for %d of %d claims", total, len(claims))
 	}
 }
+
+// TestNamespacesTakeTurnsAndWarningsLeadWithinOne: one namespace's flood of
+// warnings does not hold back another namespace's events: namespaces take
+// turns for the budget, and within one, warnings come first.
+func TestNamespacesTakeTurnsAndWarningsLeadWithinOne(t *testing.T) {
+	r := newFixture(t, time.Second).r
+	for _, c := range burst(5, 1) { // tenant-0
+		r.Event(ClaimReference(c), "gold", corev1.EventTypeWarning, provisioningFailed, "refused")
+	}
+	calm := claim("calm", "gold", func(c *corev1.PersistentVolumeClaim) { c.Namespace, c.UID = "calm", "uid-calm" })
+	provisioned(r, calm)
+	r.Event(ClaimReference(calm), "gold", corev1.EventTypeWarning, provisioningFailed, "refused")
+	var order []string
+	r.mu.Lock()
+	for e := r.pop(); e != nil; e = r.pop() {
+		order = append(order, e.ref.Namespace+":"+e.eventType)
+	}
+	r.mu.Unlock()
+	want := "tenant-0:Warning calm:Warning tenant-0:Warning calm:Normal tenant-0:Warning tenant-0:Warning tenant-0:Warning"
+	if got := strings.Join(order, " "); got != want {
+		t.Fatalf("events written in order\n%s\nwant\n%s", got, want)
+	}
+}
+
+// BenchmarkPopFromABacklog is the cost of choosing the next event from a
+// backlog of 30 s of a 200/s budget, as one namespace's burst or spread
+// over 100 namespaces.
+func BenchmarkPopFromABacklog(b *testing.B) {
+	for _, namespaces := range []int{1, 100} {
+		b.Run(fmt.Sprintf("namespaces=%d", namespaces), func(b *testing.B) {
+			r := NewRecorder(fake.NewClientset(), "test", "instance", time.Second, Metrics{})
+			for _, c := range burst(6000, namespaces) {
+				r.normal = r.queued(r.normal, &pendingEvent{ref: ClaimReference(c), eventType: corev1.EventTypeNormal, reason: ProvisioningSucceeded})
+			}
+			for b.Loop() {
+				r.normal = r.queued(r.normal, r.pop())
+			}
+		})
+	}
+}

@@ -31,9 +31,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/lib/gate"
+	"github.com/kubeprov/external-storage/lib/internal/ownclient"
 	"github.com/kubeprov/external-storage/lib/recordkey"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -145,7 +148,10 @@ type Unverified struct {
 // entries spill into the next. Writes are batched per shard: every caller
 // that arrives while a write is under way shares the next one.
 type Journal struct {
-	client            kubernetes.Interface
+	client kubernetes.Interface
+	// writer writes the ConfigMaps: client's connection without its rate
+	// limiter (see writerFor).
+	writer            corev1client.ConfigMapsGetter
 	namespace, name   string
 	writes            prometheus.Counter
 	labels            map[string]string // of its ConfigMaps and key Secret
@@ -231,11 +237,28 @@ type Config struct {
 
 // New returns an empty journal; Load reads what the server holds.
 func New(cfg Config) *Journal {
-	j := &Journal{client: cfg.Client, namespace: cfg.Namespace, name: cfg.Name, writes: cfg.Writes, labels: cfg.Labels,
+	j := &Journal{client: cfg.Client, writer: writerFor(cfg.Client), namespace: cfg.Namespace, name: cfg.Name, writes: cfg.Writes, labels: cfg.Labels,
 		systemAnnotations: cfg.SystemAnnotations, kick: make(chan struct{}, 1),
 		shardMaxBytes: journalShardMaxBytes, namespaceMaxBytes: Shards * journalShardMaxBytes / 4, advanceDelay: journalAdvanceDelay}
 	j.reset()
 	return j
+}
+
+// writerFor returns what the journal writes its ConfigMaps with: client's
+// connection and credentials, protobuf, and no rate limiter. Behind the
+// client's limiter a write waited for every PV write and event queued
+// before it, seconds under the sidecar's default --kube-api-qps=5 in a
+// burst, so a kill lost volume IDs whose CreateVolume had answered long
+// before (and a graceful stop's last removals, bounded by
+// FinalFlushTimeout, were not written at all when Lease renewals held the
+// budget). Journal writes have a bound of their own instead: one at a time
+// (flushMu), each carrying every change waiting.
+func writerFor(client kubernetes.Interface) corev1client.ConfigMapsGetter {
+	content := ownclient.Protobuf(scheme.Codecs.WithoutConversion())
+	if c, ok := ownclient.CoreV1(client, content, nil); ok {
+		return c
+	}
+	return client.CoreV1() // a fake clientset: nothing to throttle
 }
 
 // Namespace is where the journal's ConfigMaps and key Secret are.
@@ -1059,7 +1082,7 @@ func (j *Journal) write(ctx context.Context, index int, object *corev1.ConfigMap
 				Data: desired,
 			}
 			annotate(cm)
-			written, err = j.client.CoreV1().ConfigMaps(j.namespace).Create(ctx, cm, metav1.CreateOptions{})
+			written, err = j.writer.ConfigMaps(j.namespace).Create(ctx, cm, metav1.CreateOptions{})
 		} else {
 			// Data is replaced whole: copying the old one would cost as much
 			// as the write itself.
@@ -1068,7 +1091,7 @@ func (j *Journal) write(ctx context.Context, index int, object *corev1.ConfigMap
 			cm := meta.DeepCopy()
 			cm.Data = desired
 			annotate(cm)
-			written, err = j.client.CoreV1().ConfigMaps(j.namespace).Update(ctx, cm, metav1.UpdateOptions{})
+			written, err = j.writer.ConfigMaps(j.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 		}
 		j.writes.Inc()
 		if err == nil {
@@ -1088,7 +1111,7 @@ func (j *Journal) write(ctx context.Context, index int, object *corev1.ConfigMap
 		// object changed under us (or was created by an earlier incarnation),
 		// so write our content on top of the current version once.
 		if attempt == 0 && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) {
-			fresh, gerr := j.client.CoreV1().ConfigMaps(j.namespace).Get(ctx, name, metav1.GetOptions{})
+			fresh, gerr := j.writer.ConfigMaps(j.namespace).Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(gerr) {
 				object = nil
 				continue
@@ -1161,7 +1184,7 @@ func (j *Journal) FlushRemovals(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		_, err = j.client.CoreV1().ConfigMaps(j.namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+		_, err = j.writer.ConfigMaps(j.namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
 		j.writes.Inc()
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("writing in-flight journal %s/%s: %w", j.namespace, name, err))

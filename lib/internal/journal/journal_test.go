@@ -5,7 +5,11 @@ package journal
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2/ktesting"
 )
 
@@ -173,5 +179,46 @@ func TestShardsRecorded(t *testing.T) {
 		if got := shardsRecorded(tt.cm); got != tt.want {
 			t.Errorf("%s: %d, want %d", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestWritesNeverWaitForTheClientsBudget: with the client's rate limiter
+// refusing every request (its budget spent on PV writes and events), the
+// journal's writes still reach the server at once: a volume's ID must
+// never wait behind the PV writes queued before it (issue 36 case 8).
+func TestWritesNeverWaitForTheClientsBudget(t *testing.T) {
+	var writes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/configmaps") && !strings.Contains(r.URL.Path, "/configmaps/") || r.Method == http.MethodGet {
+			http.NotFound(w, r)
+			return
+		}
+		writes.Add(1)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", r.Header.Get("Content-Type"))
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(body) // the ConfigMap as written
+	}))
+	t.Cleanup(srv.Close)
+	client := kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL, RateLimiter: flowcontrol.NewFakeNeverRateLimiter()})
+	if _, err := client.CoreV1().Secrets("kube-system").Get(context.Background(), KeySecret, metav1.GetOptions{}); err == nil {
+		t.Fatal("the client's rate limiter let a request through; the test needs one that refuses all")
+	}
+	j, ctx := newTestJournal(t, client)
+	j.key = []byte("0123456789abcdef0123456789abcdef") // loaded through the client, which refuses everything
+	e := testEntry()
+	if err := j.Record(ctx, "pvc-1", e); err != nil {
+		t.Fatalf("Record with the client's budget spent: %v", err)
+	}
+	if err := j.RecordAsset("pvc-1", "vol-1"); err != nil {
+		t.Fatal(err)
+	}
+	j.Flush(ctx)
+	if n := writes.Load(); n != 2 {
+		t.Fatalf("the server got %d journal writes, want 2 (the entry, then its ID)", n)
 	}
 }

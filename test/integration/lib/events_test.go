@@ -29,12 +29,7 @@ func TestBurstLeavesASuccessEventOnEveryClaim(t *testing.T) {
 	const claims = 100
 	ctx := framework.TestContext(t, 4*time.Minute)
 	name := uniqueName("events")
-	cfg := cp.RestConfig()
-	cfg.QPS, cfg.Burst = cli.DefaultKubeAPIQPS, cli.DefaultKubeAPIBurst
-	events, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	events := defaultBudgetEventClient(t)
 	runController(t, name, newStore(t), controller.WithEventClient(events),
 		controller.WithEventFlushInterval(controller.DefaultEventFlushInterval))
 	sc := cp.CreateTestStorageClass(t, framework.NewStorageClass(className(name), name, nil))
@@ -46,7 +41,7 @@ func TestBurstLeavesASuccessEventOnEveryClaim(t *testing.T) {
 		uids[pvc.UID] = pvc.Name
 	}
 	var missing []string
-	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -72,4 +67,17 @@ func TestBurstLeavesASuccessEventOnEveryClaim(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%d of %d claims have no %s event (%v): %v", len(missing), claims, controller.EventProvisioningSucceeded, err, missing)
 	}
+}
+
+// defaultBudgetEventClient is an admin client at the binaries' default
+// budget (--kube-api-qps 5, burst 10, as the CSI sidecars), for events.
+func defaultBudgetEventClient(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	cfg := cp.RestConfig()
+	cfg.QPS, cfg.Burst = cli.DefaultKubeAPIQPS, cli.DefaultKubeAPIBurst
+	events, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events
 }
