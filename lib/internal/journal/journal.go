@@ -149,9 +149,9 @@ type Unverified struct {
 // that arrives while a write is under way shares the next one.
 type Journal struct {
 	client kubernetes.Interface
-	// writer writes the ConfigMaps: client's connection without its rate
-	// limiter (see writerFor).
-	writer            corev1client.ConfigMapsGetter
+	// writer writes the ConfigMaps and the generation: the client's
+	// connection without its rate limiter (see writerFor).
+	writer            writer
 	namespace, name   string
 	writes            prometheus.Counter
 	labels            map[string]string // of its ConfigMaps and key Secret
@@ -253,7 +253,14 @@ func New(cfg Config) *Journal {
 // FinalFlushTimeout, were not written at all when Lease renewals held the
 // budget). Journal writes have a bound of their own instead: one at a time
 // (flushMu), each carrying every change waiting.
-func writerFor(client kubernetes.Interface) corev1client.ConfigMapsGetter {
+// writer is what the journal writes: its ConfigMaps, and the generation in
+// its key Secret, which a removal waits on as much as on the ConfigMap.
+type writer interface {
+	corev1client.ConfigMapsGetter
+	corev1client.SecretsGetter
+}
+
+func writerFor(client kubernetes.Interface) writer {
 	content := ownclient.Protobuf(scheme.Codecs.WithoutConversion())
 	if c, ok := ownclient.CoreV1(client, content, nil); ok {
 		return c
@@ -450,7 +457,7 @@ func (j *Journal) advance(ctx context.Context, takeOver bool) error {
 	if j.secret == nil {
 		return errors.New("the in-flight journal's key is not loaded")
 	}
-	secrets := j.client.CoreV1().Secrets(j.namespace)
+	secrets := j.writer.Secrets(j.namespace)
 	s := j.secret
 	for attempt := 0; ; attempt++ {
 		onServer, err := j.generationIn(s)
