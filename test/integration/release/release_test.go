@@ -232,3 +232,49 @@ func needTools(t *testing.T, tools ...string) {
 		}
 	}
 }
+
+// TestVersionTellsTheTruth: in a fresh clone without tags, hack/version.sh
+// (the version of binaries, image tags, the SBOM and the provenance) names
+// the ledger's release before make tags as after it, and says -dirty for
+// what a build compiles in beyond the commit: an untracked source file in the
+// module or in lib (trust issue case 7), or a change to a tracked file; not
+// for an ignored file.
+func TestVersionTellsTheTruth(t *testing.T) {
+	needTools(t, "git", "make")
+	r := cloneWorkingTree(t)
+	const module = "hostpath"
+	version := func() string { t.Helper(); return r.must(".", nil, "hack/version.sh", module) }
+	clean := version()
+	if strings.HasPrefix(clean, "v0.0.0-dev") || strings.Contains(clean, "dirty") {
+		t.Fatalf("hack/version.sh %s in a clean clone without tags = %s, want a version after its release in releases.yaml", module, clean)
+	}
+	r.must(".", nil, "make", "-s", "tags")
+	if got := version(); got != clean {
+		t.Errorf("hack/version.sh %s = %s after make tags, %s before", module, got, clean)
+	}
+
+	for _, file := range []string{
+		module + "/cmd/hostpath-provisioner/zz_untracked_test_only.go",
+		"lib/version/zz_untracked_test_only.go",
+	} {
+		r.write(file, "package x\n")
+		if got := version(); got != clean+"-dirty" {
+			t.Errorf("hack/version.sh %s with the untracked %s = %s, want %s-dirty", module, file, got, clean)
+		}
+		if err := os.Remove(filepath.Join(r.dir, file)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(r.dir, "_output"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.write("_output/ignored.go", "package x\n")
+	if got := version(); got != clean {
+		t.Errorf("hack/version.sh %s with an ignored file = %s, want %s", module, got, clean)
+	}
+	readme := module + "/README.md"
+	r.write(readme, r.git("show", "HEAD:"+readme)+"\nAn uncommitted change.\n")
+	if got := version(); got != clean+"-dirty" {
+		t.Errorf("hack/version.sh %s with a change to %s = %s, want %s-dirty", module, readme, got, clean)
+	}
+}
