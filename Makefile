@@ -21,7 +21,7 @@ FUZZ_TIME ?= 20s
 # charts/common is the library the others depend on: packaged inside each.
 CHARTS := $(filter-out common,$(notdir $(wildcard charts/*)))
 
-.PHONY: help chart build test test-phases prepare test-unit test-fuzz test-integration test-oldest test-csi-process test-fresh test-faults test-e2e deps deps-node controlplane node cluster lint tidy verify demo bench image push clean
+.PHONY: help tags chart build test test-phases prepare test-unit test-fuzz test-integration test-oldest test-csi-process test-fresh test-faults test-e2e deps deps-node controlplane node cluster lint tidy verify demo bench image push clean
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z0-9/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -107,6 +107,9 @@ bench: controlplane ## Provisioning benchmark on the real control plane (N=1000 
 tidy: $(GO_MODULES:%=tidy/%) $(STANDALONE:%=tidy/%) ## go mod tidy every module.
 tidy/%:
 	cd $* && GOWORK=off go mod tidy
+
+tags: ## Create the release tags releases.yaml lists that this clone lacks (tags are not cloned); refuse tags pointing elsewhere (hack/tags.sh).
+	hack/tags.sh
 
 verify: ## gofmt, vet (workspace and GOWORK=off), tidy-clean, go.work up to date, license headers, shellcheck.
 	hack/verify.sh

@@ -2,16 +2,21 @@
 # Copyright 2026 The external-storage Authors.
 # SPDX-License-Identifier: Apache-2.0
 #
-# API compatibility of lib (or the module given) between its last release tag
+# API compatibility of lib (or the module given) between its last release
 # and the working tree, judged against the next version in versions.yaml:
 #
 #   incompatible changes  need a new major version (a new minor one while v0)
 #   compatible additions  need at least a new minor version
 #   no API change         any later version (a patch release)
 #
-# With no release tag yet, there is nothing to compare and it passes. The
-# comparison uses golang.org/x/exp/cmd/apidiff, pinned in hack/tools and
-# built once per version (hack/tools.sh).
+# The last release is the highest vX.Y.Z of the module in releases.yaml, the
+# ledger, compared at the commit the ledger names: never whichever tags the
+# clone happens to have (a fresh clone has none, and the check would be off).
+# Only while the ledger lists no release of the module is there nothing to
+# compare (the first release may have any API); once it lists one, a baseline
+# that cannot be read is an error. The comparison uses
+# golang.org/x/exp/cmd/apidiff, pinned in hack/tools and built once per
+# version (hack/tools.sh).
 set -euo pipefail
 module=${1:-lib}
 module=${module%/}
@@ -22,12 +27,22 @@ die() { echo "apidiff: $*" >&2; exit 1; }
 next=$(sed -n "s/^${module}:[[:space:]]*\([^[:space:]#]*\).*/\1/p" versions.yaml)
 [[ -n "$next" ]] || die "$module is not a module in versions.yaml"
 release='^v([0-9]+)\.([0-9]+)\.([0-9]+)$'
-# Pre-release tags are not a compatibility baseline.
-last=$(git tag --list "${module}/v*" --sort=-v:refname | sed "s#^${module}/##" | grep -E "$release" | head -n1 || true)
+# Pre-releases are not a compatibility baseline.
+releases=$(hack/tags.sh --list --ledger "$module")
+last="" commit=""
+while read -r tag at; do
+  v=${tag#"${module}/"}
+  [[ "$v" =~ $release ]] || continue
+  if [[ -z "$last" || "$(printf '%s\n%s\n' "$last" "$v" | sort -V | tail -n1)" == "$v" ]]; then
+    last=$v commit=$at
+  fi
+done <<<"$releases"
 if [[ -z "$last" ]]; then
-  echo "apidiff: no ${module}/vX.Y.Z tag yet: nothing to compare (the first release may have any API)"
+  echo "apidiff: releases.yaml lists no ${module} release yet: nothing to compare (the first release may have any API)"
   exit 0
 fi
+git cat-file -e "${commit}^{commit}" 2>/dev/null ||
+  die "${module}/${last} (releases.yaml) is on ${commit}, which this clone lacks (a shallow clone? git fetch --unshallow): no baseline to compare with"
 
 bin=$(hack/tools.sh apidiff)
 tmp=$(mktemp -d)
@@ -35,10 +50,10 @@ trap 'rm -rf "$tmp"' EXIT
 modpath=$(cd "$module" && GOWORK=off go list -m)
 # The released API as export data, kept per tagged commit, then compared
 # with the module as it is now (both built alone, as a consumer gets them).
-old=$root/_output/apidiff/${module}-$(git rev-parse "${module}/${last}^{commit}").export
+old=$root/_output/apidiff/${module}-${commit}.export
 if [[ ! -s "$old" ]]; then
   mkdir -p "$(dirname "$old")"
-  git archive "${module}/${last}" "$module" | tar -x -C "$tmp"
+  git archive "$commit" "$module" | tar -x -C "$tmp"
   (cd "$tmp/$module" && GOWORK=off "$bin" -m -w "$old.tmp" "$modpath")
   mv "$old.tmp" "$old"
 fi

@@ -13,14 +13,21 @@
 #
 # lib is tagged on HEAD (after hack/apidiff.sh and its unit tests).
 # Provisioners get a release commit: their go.mod requires lib by its newest
-# release tag reachable from HEAD, with no replace, so that `go install
+# release in HEAD's history, with no replace, so that `go install
 # .../<module>/cmd/<binary>@<version>` resolves lib from a proxy. The rule: a
-# provisioner is refused when there is no such lib tag, or when, alone
+# provisioner is refused when there is no such lib release, or when, alone
 # (GOWORK=off) against that lib as zipped from its tag (hack/modproxy.sh), it
 # does not build, vet or pass its unit tests: it then needs lib changes that
 # are not released. The provisioners are tagged on that commit, and the next
 # commit puts their go.mod and go.sum back as they were (replace => ../lib),
 # so development never waits for a lib release.
+#
+# Every release is recorded in releases.yaml, the ledger that `make tags`
+# restores tags from (tags do not reach clones): module, version, commit and
+# a provisioner's lib version. A commit cannot name itself, so each entry goes
+# into the next commit this script makes: lib's into the release commit (or,
+# releasing lib alone, a commit of its own), the provisioners' into the
+# commit after theirs. Nothing else writes the ledger.
 #
 # If any step fails, the commits and tags of this run are undone.
 # RELEASE_SKIP_TESTS=1 skips the unit tests (the tests of this script use
@@ -61,8 +68,8 @@ for m in $(hack/modules.sh); do
     [[ "${arg%/}" == "$m" ]] || continue
     version=$(version_of "$m")
     [[ "$version" =~ $semver ]] || die "versions.yaml gives $m the version \"$version\": want vMAJOR.MINOR.PATCH[-PRERELEASE]"
-    if git rev-parse -q --verify "refs/tags/$m/$version" >/dev/null; then
-      die "tag $m/$version exists already (on $(git rev-list -n1 --abbrev-commit "$m/$version")): set the next version of $m in versions.yaml"
+    if at=$(hack/tags.sh --list "$m" | awk -v t="$m/$version" '$1 == t { print $2 }') && [[ -n "$at" ]]; then
+      die "$m/$version exists already (on $(git rev-parse --short "$at"), releases.yaml or a tag): set the next version of $m in versions.yaml"
     fi
     check_changelog "$m" "$version"
     if [[ "$m" == lib ]]; then release_lib=1; else provisioners+=("$m"); fi
@@ -86,6 +93,13 @@ tag() {
   created+=("$1")
   step "tagged $1 at $(git rev-parse --short HEAD)"
 }
+# record <tag> [<lib version>]: the ledger entry of a tag just made on HEAD,
+# committed by the next commit of this run.
+record() {
+  local lib=""
+  [[ -z "${2:-}" ]] || lib=", lib: $2"
+  echo "- {module: ${1%%/*}, version: ${1#*/}, commit: $(git rev-parse HEAD)${lib}}" >>releases.yaml
+}
 run_tests() {
   if [[ "${RELEASE_SKIP_TESTS:-}" == 1 ]]; then
     step "RELEASE_SKIP_TESTS=1: not running the tests of $1"
@@ -100,13 +114,25 @@ if [[ $release_lib -eq 1 ]]; then
   hack/apidiff.sh
   run_tests lib
   tag "lib/$(version_of lib)"
+  record "lib/$(version_of lib)"
+  if [[ ${#provisioners[@]} -eq 0 ]]; then
+    git commit -q -m "release: lib $(version_of lib) in releases.yaml" -- releases.yaml
+  fi
 fi
 
 if [[ ${#provisioners[@]} -gt 0 ]]; then
-  lib_tag=$(git tag --merged HEAD --list 'lib/v*' --sort=-v:refname | grep -E '^lib/v[0-9]+\.[0-9]+\.[0-9]+$' | head -n1 || true)
-  [[ -n "$lib_tag" ]] || die "${provisioners[*]}: needs an unreleased lib: no lib/vX.Y.Z tag is reachable from HEAD; release lib with it: $0 lib ${provisioners[*]}"
+  # The newest lib release (not a pre-release) in HEAD's history, from the
+  # ledger, so that a clone without tags releases as one with them.
+  lib_tag="" lib_commit=""
+  while read -r t at; do
+    [[ "$t" =~ ^lib/v[0-9]+\.[0-9]+\.[0-9]+$ ]] && git merge-base --is-ancestor "$at" HEAD 2>/dev/null || continue
+    if [[ -z "$lib_tag" || "$(printf '%s\n%s\n' "$lib_tag" "$t" | sort -V | tail -n1)" == "$t" ]]; then
+      lib_tag=$t lib_commit=$at
+    fi
+  done <<<"$(hack/tags.sh --list lib)"
+  [[ -n "$lib_tag" ]] || die "${provisioners[*]}: needs an unreleased lib: no lib/vX.Y.Z release is in HEAD's history; release lib with it: $0 lib ${provisioners[*]}"
   lib_version=${lib_tag#lib/}
-  unreleased=$(git log --oneline "$lib_tag..HEAD" -- lib)
+  unreleased=$(git log --oneline "$lib_commit..HEAD" -- lib)
   if [[ -n "$unreleased" ]]; then
     step "lib changed since $lib_tag; ${provisioners[*]} must build and pass their tests without these commits:"$'\n'"$unreleased"
   fi
@@ -137,10 +163,15 @@ if [[ ${#provisioners[@]} -gt 0 ]]; then
     files+=("$m/go.mod" "$m/go.sum")
   done
   released=$(for m in "${provisioners[@]}"; do printf '%s %s, ' "$m" "$(version_of "$m")"; done)
-  git commit -q -m "release: ${released%, } require lib $lib_version with no replace" -- "${files[@]}"
-  for m in "${provisioners[@]}"; do tag "$m/$(version_of "$m")"; done
+  ledger=()
+  [[ $release_lib -eq 1 ]] && ledger=(releases.yaml)
+  git commit -q -m "release: ${released%, } require lib $lib_version with no replace" -- "${files[@]}" "${ledger[@]}"
+  for m in "${provisioners[@]}"; do
+    tag "$m/$(version_of "$m")"
+    record "$m/$(version_of "$m")" "$lib_version"
+  done
   git checkout -q "$start" -- "${files[@]}"
-  git commit -q -m "after the release of ${provisioners[*]}: back to replace => ../lib for development" -- "${files[@]}"
+  git commit -q -m "after the release of ${provisioners[*]}: back to replace => ../lib for development" -- "${files[@]}" releases.yaml
   step "main continues with replace => ../lib at $(git rev-parse --short HEAD)"
 fi
 

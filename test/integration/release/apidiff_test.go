@@ -10,12 +10,13 @@ import (
 	"testing"
 )
 
-// TestAPIDiff runs hack/apidiff.sh in a clone through lib's life: no tag
-// yet, a release, an addition (a minor bump at least), then a removal after
+// TestAPIDiff runs hack/apidiff.sh in a clone through lib's life: no
+// release yet (an empty ledger), a release, an addition (a minor bump at least), then a removal after
 // v1 (a major bump).
 func TestAPIDiff(t *testing.T) {
 	needTools(t, "git")
-	r := cloneWorkingTree(t, "lib")
+	r := cloneWorkingTree(t)
+	r.forgetReleases()
 	apidiff := func() (string, error) { return r.run(".", nil, "hack/apidiff.sh") }
 	expect := func(step string, wantOK bool, wantText string) {
 		t.Helper()
@@ -28,7 +29,7 @@ func TestAPIDiff(t *testing.T) {
 		}
 	}
 
-	expect("no tag", true, "no lib/vX.Y.Z tag yet")
+	expect("no release", true, "releases.yaml lists no lib release yet")
 
 	// Release lib v0.1.0 with an extra exported function to remove later.
 	const extraFile = "lib/version/extra_apidiff_test_only.go"
@@ -61,6 +62,80 @@ func TestAPIDiff(t *testing.T) {
 	expect("removal, minor bump after v1", false, "need a new major version")
 	r.setVersion("lib", "v2.0.0")
 	expect("removal, major bump", true, "Incompatible changes:")
+}
+
+// TestAPIGateInAFreshClone: in a fresh clone, without tags, hack/apidiff.sh
+// as make verify runs it (hack/verify.sh) compares lib with its last release
+// in releases.yaml, not with nothing: with the working tree's lib released
+// there (and its tag gone again), a breaking change to an exported function
+// fails it, naming the function, and passes once undone; a ledger whose
+// lib commit is missing is an error, not a pass.
+func TestAPIGateInAFreshClone(t *testing.T) {
+	needTools(t, "git")
+	r := cloneWorkingTree(t)
+	apidiff := func() (string, error) { return r.run(".", nil, "hack/apidiff.sh") }
+	ledger, err := Ledger(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for _, rel := range ledger {
+		if rel.Module == "lib" {
+			last = rel.Tag()
+		}
+	}
+	if last == "" {
+		t.Fatal("releases.yaml lists no lib release")
+	}
+	out, err := apidiff()
+	if text := out + errText(err); !strings.Contains(text, "since "+last) {
+		t.Fatalf("hack/apidiff.sh in a clone without tags does not compare with %s (releases.yaml): err=%v\n%s", last, err, text)
+	}
+
+	// lib as it is, released: the baseline from the ledger alone.
+	r.nextRelease("lib")
+	r.must(".", skipTests, "hack/release.sh", "lib")
+	released, err := Version(r.dir, "lib")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range strings.Fields(r.git("tag", "--list")) {
+		r.git("tag", "-d", tag)
+	}
+	r.setVersion("lib", bumpPatch(t, released))
+	if out, err := apidiff(); err != nil || !strings.Contains(out, "API unchanged since lib/"+released) {
+		t.Fatalf("hack/apidiff.sh with no change since lib/%s: err=%v\n%s", released, err, out)
+	}
+
+	// A breaking change to an exported function: String takes an argument.
+	const file = "lib/version/version.go"
+	orig := r.git("show", "HEAD:"+file) + "\n"
+	broken := strings.Replace(orig, "func String() string {", "func String(_ ...string) string {", 1)
+	if broken == orig {
+		t.Fatalf("%s has no func String() string to change", file)
+	}
+	r.write(file, broken)
+	out, err = apidiff()
+	if err == nil || !strings.Contains(out, "./version.String: changed from func() string to func(...string) string") ||
+		!strings.Contains(errText(err), "incompatible changes since lib/"+released+" need a new minor version") {
+		t.Errorf("hack/apidiff.sh with version.String changed: err=%v; want a failure naming the change\n%s", err, out)
+	}
+	r.write(file, orig)
+	if out, err := apidiff(); err != nil {
+		t.Errorf("hack/apidiff.sh with the change undone: %v\n%s", err, out)
+	}
+
+	// A baseline that cannot be read is an error, never "nothing to compare".
+	ledgerText := r.git("show", "HEAD:releases.yaml") + "\n"
+	head := r.git("rev-parse", "HEAD~1") // release.sh recorded lib on the commit before its own
+	const absent = "0123456789abcdef0123456789abcdef01234567"
+	if !strings.Contains(ledgerText, "commit: "+head) {
+		t.Fatalf("releases.yaml does not record lib/%s on %s:\n%s", released, head, ledgerText)
+	}
+	r.write("releases.yaml", strings.ReplaceAll(ledgerText, "commit: "+head, "commit: "+absent))
+	if out, err := apidiff(); err == nil || !strings.Contains(errText(err), "which this clone lacks") {
+		t.Errorf("hack/apidiff.sh with lib/%s on a commit the clone lacks: err=%v; want an error\n%s", released, err, out)
+	}
 }
 
 func errText(err error) string {

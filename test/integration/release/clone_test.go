@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -26,18 +28,19 @@ type repo struct {
 	dir string
 }
 
-// cloneWorkingTree clones the repository into a temporary directory and
-// commits there whatever the working tree changes (so that uncommitted work
-// is what gets tested, and CI's clean checkout is tested as it is). Tags
-// with the given prefixes are deleted in the clone: the test makes its own.
-func cloneWorkingTree(t *testing.T, dropTags ...string) *repo {
+// cloneWorkingTree clones the repository without its tags into a temporary
+// directory, as a user's or CI's fresh clone of main is (tags are not
+// cloned; releases.yaml is), and commits there whatever the working tree
+// changes (so that uncommitted work is what gets tested, and CI's clean
+// checkout is tested as it is).
+func cloneWorkingTree(t *testing.T) *repo {
 	t.Helper()
 	root, err := Root()
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &repo{t: t, ctx: t.Context(), dir: filepath.Join(t.TempDir(), "repo")}
-	if _, err := Run(r.ctx, root, nil, "git", "clone", "--quiet", "--no-hardlinks", root, r.dir); err != nil {
+	if _, err := Run(r.ctx, root, nil, "git", "clone", "--quiet", "--no-tags", "--no-hardlinks", root, r.dir); err != nil {
 		t.Fatal(err)
 	}
 	changed := r.gitIn(root, "ls-files", "-z", "--modified", "--others", "--exclude-standard")
@@ -58,12 +61,68 @@ func cloneWorkingTree(t *testing.T, dropTags ...string) *repo {
 	if r.git("status", "--porcelain") != "" {
 		r.git("commit", "--quiet", "--no-verify", "-m", "the working tree under test")
 	}
-	for _, prefix := range dropTags {
-		for _, tag := range strings.Fields(r.git("tag", "--list", prefix+"/*")) {
-			r.git("tag", "-d", tag)
-		}
+	if tags := r.git("tag", "--list"); tags != "" {
+		t.Fatalf("a clone with --no-tags has tags: %s", tags)
 	}
 	return r
+}
+
+// forgetReleases empties the clone's releases.yaml, for tests of a
+// repository's life from its first release on.
+func (r *repo) forgetReleases() {
+	r.t.Helper()
+	r.write("releases.yaml", "# No release yet (a release test).\n")
+	r.git("commit", "--quiet", "-m", "no release yet", "--", "releases.yaml")
+}
+
+// nextRelease makes versions.yaml's version of each module one that
+// releases.yaml does not list yet (the next patch), with its changelog
+// section, and commits, so that hack/release.sh may release it.
+func (r *repo) nextRelease(modules ...string) {
+	r.t.Helper()
+	ledger, err := Ledger(r.dir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, m := range modules {
+		version, err := Version(r.dir, m)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		next := version
+		for slices.ContainsFunc(ledger, func(rel Release) bool { return rel.Tag() == m+"/"+next }) {
+			next = bumpPatch(r.t, next)
+		}
+		if next != version {
+			r.setVersion(m, next)
+			r.addChangelog(m, next)
+		}
+	}
+	r.git("add", "-A")
+	if r.git("status", "--porcelain") != "" {
+		r.git("commit", "--quiet", "-m", "next versions")
+	}
+}
+
+func bumpPatch(t *testing.T, version string) string {
+	t.Helper()
+	i := strings.LastIndex(version, ".")
+	patch, err := strconv.Atoi(version[i+1:])
+	if err != nil {
+		t.Fatalf("%s is not vX.Y.Z", version)
+	}
+	return version[:i+1] + strconv.Itoa(patch+1)
+}
+
+// freshClone clones the clone as a user clones the repository: no tags.
+func (r *repo) freshClone() *repo {
+	r.t.Helper()
+	f := &repo{t: r.t, ctx: r.ctx, dir: filepath.Join(r.t.TempDir(), "fresh")}
+	r.git("clone", "--quiet", "--no-tags", r.dir, f.dir)
+	if tags := f.git("tag", "--list"); tags != "" {
+		r.t.Fatalf("a clone with --no-tags has tags: %s", tags)
+	}
+	return f
 }
 
 // git runs git in the clone and returns its trimmed output.

@@ -4,8 +4,11 @@
 package release
 
 import (
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,31 +20,96 @@ const (
 	libPath      = modulePrefix + "lib"
 )
 
-// TestInstallLikeAUser releases lib and hostpath with hack/release.sh in a
-// clone (its own tags: none reach a fresh clone of main), serves the
-// clone's tags as a module proxy directory (hack/modproxy.sh, Go's module
-// zip format), and then, outside any workspace, does what users do:
-// `go install …/hostpath/cmd/hostpath-provisioner@<tag>` and runs it, and
-// each third-party-style port (test/ports) `go get`s lib at its tag instead
-// of its replace and builds. Our modules come only from that directory;
-// third-party ones from this machine's module cache or the Go module proxy.
+// TestInstallLikeAUser starts where a user or CI starts, a fresh clone of
+// main without tags, and checks the releases of releases.yaml: each commit is
+// in main's history and each provisioner's go.mod there requires lib at the
+// ledger's version with no replace; hack/modproxy.sh serves them with or
+// without tags, the same bytes; make tags restores the tags (again: nothing
+// to do; a tag elsewhere is refused, naming it). Then, outside any workspace,
+// it does what users do with the clone's proxy in front (GOPROXY=file://):
+// `go install …/<dir>/cmd/<binary>@<version>` of each provisioner's release
+// prints that version, and a third-party module `go get`s lib at its release
+// with the hash the provisioners' go.sum recorded. Last, a release made now
+// (hack/release.sh hostpath lib) installs the same way and each
+// third-party-style port (test/ports) `go get`s lib at that release instead
+// of its replace and builds. Third-party modules come from this machine's
+// module cache or the Go module proxy.
 func TestInstallLikeAUser(t *testing.T) {
 	needTools(t, "git", "make")
-	root, err := Root()
+	r := cloneWorkingTree(t)
+	ledger, err := Ledger(r.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mods, err := Versions(root)
-	if err != nil {
-		t.Fatal(err)
+	if len(ledger) == 0 {
+		t.Fatal("releases.yaml lists no release")
 	}
-	dirs := make([]string, 0, len(mods))
-	for _, m := range mods {
-		dirs = append(dirs, m.Dir)
+	checkLedger(t, r, ledger)
+
+	// The proxy serves the ledger's releases with no tag in the clone...
+	untagged := t.TempDir()
+	r.must(".", []string{"MODPROXY_DIR=" + untagged}, "hack/modproxy.sh")
+	if tags := r.git("tag", "--list"); tags != "" {
+		t.Errorf("hack/modproxy.sh made tags: %s", tags)
 	}
-	r := cloneWorkingTree(t, dirs...)
+	// ...make tags restores them...
+	r.must(".", nil, "make", "-s", "tags")
+	for _, rel := range ledger {
+		if kind := r.git("cat-file", "-t", rel.Tag()); kind != "tag" {
+			t.Errorf("%s is a %s, want an annotated tag", rel.Tag(), kind)
+		}
+		if at := r.git("rev-parse", rel.Tag()+"^{commit}"); at != rel.Commit {
+			t.Errorf("make tags put %s on %s, releases.yaml says %s", rel.Tag(), at, rel.Commit)
+		}
+	}
+	if out := r.must(".", nil, "make", "-s", "tags"); !strings.Contains(out, " 0 tag(s) created") {
+		t.Errorf("make tags a second time: %q, want nothing created", out)
+	}
+	// ...refuses a tag that points elsewhere, creating nothing...
+	moved, gone := ledger[len(ledger)-1].Tag(), ledger[0].Tag()
+	r.git("tag", "-d", moved, gone)
+	r.git("tag", "-a", moved, "-m", "elsewhere", "HEAD")
+	if out, err := r.run(".", nil, "make", "-s", "tags"); err == nil || !strings.Contains(err.Error(), moved+" is on "+r.git("rev-parse", "HEAD")) {
+		t.Errorf("make tags with %s on HEAD: err=%v, output %q; want a refusal naming it", moved, err, out)
+	}
+	if r.git("tag", "--list", gone) != "" {
+		t.Errorf("a refused make tags created %s", gone)
+	}
+	r.git("tag", "-d", moved)
+	r.must(".", nil, "make", "-s", "tags")
+	// ...and the proxy is the same with the tags.
+	proxy := t.TempDir()
+	r.must(".", []string{"MODPROXY_DIR=" + proxy}, "hack/modproxy.sh")
+	if a, b := readTree(t, untagged), readTree(t, proxy); !maps.Equal(a, b) {
+		t.Errorf("hack/modproxy.sh serves other files with tags (%d files) than without (%d files)", len(b), len(a))
+	}
+
 	env := isolatedGoEnv(t)
-	releaseEnv := append(append([]string{}, env...), skipTests...)
+	userEnv := append(append([]string{}, env...),
+		"GOFLAGS=-mod=mod -modcacherw -trimpath",
+		"GOPROXY=file://"+proxy+","+goEnv(t, "GOPROXY"),
+		"GONOSUMDB=github.com/kubeprov/external-storage")
+	provisioners, _, err := Provisioners(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var libRelease Release
+	for _, rel := range ledger {
+		for _, p := range provisioners {
+			if rel.Module == p.Dir {
+				installAndRun(t, userEnv, p, rel.Version)
+			}
+		}
+		if rel.Module == "lib" {
+			libRelease = rel
+		}
+	}
+	if libRelease.Version != "" {
+		consumeLib(t, r, userEnv, ledger, libRelease)
+	}
+
+	// A release made now: lib at HEAD, hostpath on its release commit.
+	r.nextRelease("lib", "hostpath")
 	libVersion, err := Version(r.dir, "lib")
 	if err != nil {
 		t.Fatal(err)
@@ -51,18 +119,11 @@ func TestInstallLikeAUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	hostpathTag := "hostpath/" + hostpathVersion
-
-	// A provisioner release needs a released lib.
-	out, err := r.run(".", releaseEnv, "hack/release.sh", "hostpath")
-	if err == nil || !strings.Contains(err.Error(), "needs an unreleased lib") {
-		t.Fatalf("release.sh hostpath with no lib tag: err=%v, output %q; want a refusal saying hostpath needs an unreleased lib", err, out)
-	}
-
 	// Asked in the wrong order, lib is still released first; main goes
 	// back to replace => ../lib after the tagged release commit.
 	start := r.git("rev-parse", "HEAD")
 	started := time.Now()
-	r.must(".", releaseEnv, "hack/release.sh", "hostpath", "lib")
+	r.must(".", append(append([]string{}, env...), skipTests...), "hack/release.sh", "hostpath", "lib")
 	t.Logf("released lib and hostpath in %s", time.Since(started).Round(time.Second))
 	if at, want := r.git("rev-list", "-n1", "lib/"+libVersion), start; at != want {
 		t.Errorf("lib/%s is on %s, want the commit released from, %s", libVersion, at, want)
@@ -74,32 +135,13 @@ func TestInstallLikeAUser(t *testing.T) {
 	if strings.Contains(goMod, "replace") || !strings.Contains(goMod, libPath+" "+libVersion) {
 		t.Errorf("hostpath/go.mod at %s should require %s %s with no replace:\n%s", hostpathTag, libPath, libVersion, goMod)
 	}
-	if diff := r.git("diff", "--stat", start, "HEAD"); diff != "" {
-		t.Errorf("after the release HEAD differs from the commit released from (main must keep replace => ../lib):\n%s", diff)
+	if diff := r.git("diff", "--name-only", start, "HEAD"); diff != "releases.yaml" {
+		t.Errorf("after the release HEAD differs from the commit released from in %q, want releases.yaml alone (main keeps replace => ../lib)", diff)
 	}
-
-	proxy := t.TempDir()
+	proxy = t.TempDir()
 	r.must(".", []string{"MODPROXY_DIR=" + proxy}, "hack/modproxy.sh")
-	userEnv := append(append([]string{}, env...),
-		"GOFLAGS=-mod=mod -modcacherw -trimpath",
-		"GOPROXY=file://"+proxy+","+goEnv(t, "GOPROXY"),
-		"GONOSUMDB=github.com/kubeprov/external-storage")
-
-	// go install at the tag, as hostpath/README.md tells users.
-	bin := t.TempDir()
-	started = time.Now()
-	if _, err := Run(t.Context(), t.TempDir(), append(userEnv, "GOBIN="+bin), "go", "install",
-		modulePrefix+"hostpath/cmd/hostpath-provisioner@"+hostpathVersion); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("go install hostpath-provisioner@%s in %s", hostpathVersion, time.Since(started).Round(time.Second))
-	out, err = Run(t.Context(), bin, nil, filepath.Join(bin, "hostpath-provisioner"), "--version")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "hostpath-provisioner " + hostpathVersion + " "; !strings.HasPrefix(out, want) {
-		t.Errorf("the installed hostpath-provisioner --version = %q, want %q...", out, want)
-	}
+	userEnv = append(userEnv, "GOPROXY=file://"+proxy+","+goEnv(t, "GOPROXY"))
+	installAndRun(t, userEnv, Provisioner{Dir: "hostpath", Binary: "hostpath-provisioner"}, hostpathVersion)
 	// The hash the release wrote into hostpath's go.sum is the one of the
 	// zip a proxy serves from the lib tag, so users' go commands accept it.
 	zipHash, err := os.ReadFile(filepath.Join(modCache(env), "cache", "download", modulePrefix+"lib", "@v", libVersion+".ziphash"))
@@ -110,9 +152,103 @@ func TestInstallLikeAUser(t *testing.T) {
 	if goSum := r.git("show", hostpathTag+":hostpath/go.sum"); !strings.Contains(goSum, wantSum+"\n") {
 		t.Errorf("hostpath/go.sum at %s lacks %q, the hash of lib's zip from its tag", hostpathTag, wantSum)
 	}
+	buildPorts(t, r, userEnv, libVersion)
+}
 
-	// Third parties: each port requires lib at its tag instead of its
-	// replace of the repository's lib, outside the workspace.
+// checkLedger: every release's commit is in HEAD's history (main's, in CI)
+// and a provisioner's go.mod there requires lib at the ledger's version, a
+// release the ledger lists, with no replace.
+func checkLedger(t *testing.T, r *repo, ledger []Release) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, rel := range ledger {
+		if seen[rel.Tag()] {
+			t.Errorf("releases.yaml lists %s twice", rel.Tag())
+		}
+		seen[rel.Tag()] = true
+		if _, err := r.run(".", nil, "git", "merge-base", "--is-ancestor", rel.Commit, "HEAD"); err != nil {
+			t.Errorf("%s: commit %s is not in HEAD's history: %v", rel.Tag(), rel.Commit, err)
+			continue
+		}
+		if _, err := Version(r.dir, rel.Module); err != nil {
+			t.Errorf("%s: %v", rel.Tag(), err)
+		}
+		if rel.Module == "lib" {
+			continue
+		}
+		if !seen["lib/"+rel.Lib] {
+			t.Errorf("%s requires lib %q, which releases.yaml does not list before it", rel.Tag(), rel.Lib)
+		}
+		goMod := r.git("show", rel.Commit+":"+rel.Module+"/go.mod")
+		if !regexp.MustCompile(`(?m)^\s*(require\s+)?`+regexp.QuoteMeta(libPath+" "+rel.Lib)+`\s*$`).MatchString(goMod) || regexp.MustCompile(regexp.QuoteMeta(libPath)+`(\s+\S+)?\s+=>`).MatchString(goMod) {
+			t.Errorf("%s/go.mod at %s (%s) should require %s %s with no replace:\n%s", rel.Module, rel.Commit, rel.Tag(), libPath, rel.Lib, goMod)
+		}
+	}
+}
+
+// installAndRun go installs a provisioner at a version as its README says
+// and checks what --version prints.
+func installAndRun(t *testing.T, userEnv []string, p Provisioner, version string) {
+	t.Helper()
+	bin := t.TempDir()
+	started := time.Now()
+	if _, err := Run(t.Context(), t.TempDir(), append(userEnv, "GOBIN="+bin), "go", "install",
+		modulePrefix+p.Dir+"/cmd/"+p.Binary+"@"+version); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("go install %s@%s in %s", p.Binary, version, time.Since(started).Round(time.Second))
+	out, err := Run(t.Context(), bin, nil, filepath.Join(bin, p.Binary), "--version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := p.Binary + " " + version + " "; !strings.HasPrefix(out, want) {
+		t.Errorf("the installed %s --version = %q, want %q...", p.Binary, out, want)
+	}
+}
+
+// consumeLib: a third-party module go gets lib at a release of the ledger,
+// with the hash each provisioner released against it recorded in its go.sum.
+func consumeLib(t *testing.T, r *repo, userEnv []string, ledger []Release, lib Release) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/kubeprov/external-storage/lib/version\"\n)\n\nfunc main() { fmt.Println(version.String()) }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"mod", "init", "example.com/thirdparty"},
+		{"get", libPath + "@" + lib.Version},
+		{"build", "-o", "thirdparty", "."},
+	} {
+		if _, err := Run(t.Context(), dir, userEnv, "go", args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Run(t.Context(), dir, nil, filepath.Join(dir, "thirdparty")); err != nil {
+		t.Error(err)
+	}
+	goSum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var libSum string
+	for _, line := range strings.Split(string(goSum), "\n") {
+		if strings.HasPrefix(line, libPath+" "+lib.Version+" ") {
+			libSum = line
+		}
+	}
+	for _, rel := range ledger {
+		if rel.Lib == lib.Version {
+			if released := r.git("show", rel.Commit+":"+rel.Module+"/go.sum"); libSum == "" || !strings.Contains(released, libSum+"\n") {
+				t.Errorf("%s/go.sum at %s lacks %q, the hash of lib %s from the clone's proxy", rel.Module, rel.Tag(), libSum, lib.Version)
+			}
+		}
+	}
+}
+
+// buildPorts: each third-party-style port requires lib at a release instead
+// of its replace of the repository's lib, outside the workspace.
+func buildPorts(t *testing.T, r *repo, userEnv []string, libVersion string) {
+	t.Helper()
 	ports, err := filepath.Glob(filepath.Join(r.dir, "test", "ports", "*", "go.mod"))
 	if err != nil || len(ports) == 0 {
 		t.Fatalf("no port under test/ports (%v)", err)
@@ -151,11 +287,31 @@ func TestInstallLikeAUser(t *testing.T) {
 	}
 }
 
+// readTree maps each file under dir to its content.
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		rel, _ := filepath.Rel(dir, path)
+		files[rel] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
 // TestReleaseNeedsChangelog: no tag without a CHANGELOG.md section for the
 // version, and nothing tagged when one module of the release lacks it.
 func TestReleaseNeedsChangelog(t *testing.T) {
 	needTools(t, "git")
-	r := cloneWorkingTree(t, "lib", "hostpath")
+	r := cloneWorkingTree(t)
+	r.forgetReleases()
 	version, err := Version(r.dir, "hostpath")
 	if err != nil {
 		t.Fatal(err)
@@ -220,8 +376,14 @@ func goEnv(t *testing.T, name string) string {
 // need does not stop it, and hostpath then requires the tagged lib.
 func TestReleaseRefusesUnreleasedLibChange(t *testing.T) {
 	needTools(t, "git", "make")
-	r := cloneWorkingTree(t, "lib", "hostpath")
+	r := cloneWorkingTree(t)
+	// From the start of the repository's releases: with no lib release in
+	// the ledger, a provisioner's release needs one.
+	r.forgetReleases()
 	releaseEnv := append(isolatedGoEnv(t), skipTests...)
+	if out, err := r.run(".", releaseEnv, "hack/release.sh", "hostpath"); err == nil || !strings.Contains(err.Error(), "needs an unreleased lib") {
+		t.Fatalf("release.sh hostpath with no lib release: err=%v, output %q; want a refusal saying hostpath needs an unreleased lib", err, out)
+	}
 	libVersion, err := Version(r.dir, "lib")
 	if err != nil {
 		t.Fatal(err)

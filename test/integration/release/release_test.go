@@ -20,9 +20,12 @@ import (
 var skipTests = []string{"RELEASE_SKIP_TESTS=1"}
 
 // TestReleaseTag releases a provisioner in a clone with hack/release.sh and
-// checks what the tag gives: the binary's --version, the image tag and the
-// version label of the image built from it; then what the commit after the
-// tag and an untagged module give.
+// checks the ledger entries it records and what the tag gives in a fresh
+// clone without tags after make tags: the binary's --version (with -dirty
+// once the module has an uncommitted change or an untracked source file, which
+// the build compiles in), the image tag and the version label of the image
+// built from it; then what the commit after the tag and a module released
+// earlier, with no tag in the clone, give.
 func TestReleaseTag(t *testing.T) {
 	needTools(t, "git", "make")
 	root, err := Root()
@@ -37,7 +40,8 @@ func TestReleaseTag(t *testing.T) {
 		t.Fatalf("need two provisioners with a Makefile (one to tag, one untagged), found %v", provisioners)
 	}
 	p, untagged := provisioners[0], provisioners[1]
-	r := cloneWorkingTree(t, "lib", p.Dir, untagged.Dir)
+	r := cloneWorkingTree(t)
+	r.nextRelease("lib", p.Dir)
 	env := isolatedGoEnv(t)
 	releaseEnv := append(append([]string{}, env...), skipTests...)
 	version, err := Version(r.dir, p.Dir)
@@ -60,9 +64,14 @@ func TestReleaseTag(t *testing.T) {
 	}
 
 	// A provisioner is released with the lib release it requires.
+	start := r.git("rev-parse", "HEAD")
 	out := r.must(".", releaseEnv, "hack/release.sh", "lib", p.Dir)
 	if !strings.Contains(out, "tagged "+tag) {
 		t.Errorf("release.sh output %q does not say it tagged %s", out, tag)
+	}
+	libVersion, err := Version(r.dir, "lib")
+	if err != nil {
+		t.Fatal(err)
 	}
 	if kind := r.git("cat-file", "-t", tag); kind != "tag" {
 		t.Errorf("%s is a %s, want an annotated tag", tag, kind)
@@ -75,31 +84,74 @@ func TestReleaseTag(t *testing.T) {
 	if _, err := r.run(".", skipTests, "hack/release.sh", p.Dir); err == nil || !strings.Contains(err.Error(), "exists already") {
 		t.Errorf("releasing %s twice: err=%v; want a refusal", tag, err)
 	}
+	// The ledger records both releases, each in a commit after its own.
+	ledger, err := Ledger(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []Release{
+		{Module: "lib", Version: libVersion, Commit: start},
+		{Module: p.Dir, Version: version, Commit: released, Lib: libVersion},
+	} {
+		if !slices.Contains(ledger, want) {
+			t.Errorf("releases.yaml after the release lacks %+v: %+v", want, ledger)
+		}
+	}
 
-	// The tagged commit builds the released version, lib from its tag.
-	branch := r.git("rev-parse", "--abbrev-ref", "HEAD")
-	r.git("checkout", "--quiet", tag)
-	r.must(p.Dir, env, "make", "build")
-	checkVersionOutput(t, filepath.Join(r.dir, "_output", "bin", p.Binary), p.Binary, version, released)
-	if ref := r.must(p.Dir, env, "make", "-s", "image-ref"); ref != "ghcr.io/kubeprov/"+p.Binary+":"+version {
+	// A fresh clone of that has no tags; make tags restores them, and the
+	// tagged commit builds the released version, lib from its tag.
+	f := r.freshClone()
+	f.must(".", nil, "make", "tags")
+	f.git("checkout", "--quiet", tag)
+	bin := filepath.Join(f.dir, "_output", "bin", p.Binary)
+	f.must(p.Dir, env, "make", "build")
+	checkVersionOutput(t, bin, p.Binary, version, released)
+	// Trust issue case 7: what the build compiles in beyond the commit makes
+	// it -dirty, an untracked source file as well as a change.
+	untracked := filepath.Join(p.Dir, "cmd", p.Binary, "zz_untracked_test_only.go")
+	f.write(untracked, "package main\n\nvar _ = \"an untracked source file\"\n")
+	f.must(p.Dir, env, "make", "build")
+	checkVersionOutput(t, bin, p.Binary, version+"-dirty", released)
+	if err := os.Remove(filepath.Join(f.dir, untracked)); err != nil {
+		t.Fatal(err)
+	}
+	mainGo := filepath.Join(p.Dir, "cmd", p.Binary, "main.go")
+	f.write(mainGo, f.git("show", "HEAD:"+mainGo)+"\n// An uncommitted change.\n")
+	f.must(p.Dir, env, "make", "build")
+	checkVersionOutput(t, bin, p.Binary, version+"-dirty", released)
+	f.git("checkout", "--quiet", "--", mainGo)
+	if ref := f.must(p.Dir, env, "make", "-s", "image-ref"); ref != "ghcr.io/kubeprov/"+p.Binary+":"+version {
 		t.Errorf("make image-ref on %s = %s, want ghcr.io/kubeprov/%s:%s", tag, ref, p.Binary, version)
 	}
 	// One platform is enough here; tests/integration/images builds both.
-	r.must(p.Dir, env, "make", "image", "PLATFORMS=linux/amd64")
-	checkLayout(t, filepath.Join(r.dir, "_output", "images", p.Binary), version)
+	f.must(p.Dir, env, "make", "image", "PLATFORMS=linux/amd64")
+	checkLayout(t, filepath.Join(f.dir, "_output", "images", p.Binary), version)
 
 	// The commit after the release is a development version after the
-	// tag, and a module without a tag has a dev version naming the commit.
-	r.git("checkout", "--quiet", branch)
+	// tag, and a module released earlier (in the ledger, no tag in this
+	// clone) a development version after that release.
 	short := r.git("rev-parse", "--short=7", "HEAD")
 	if got, want := r.must(p.Dir, nil, "make", "-s", "version"), version+"-1-g"+short; got != want {
 		t.Errorf("version one commit after %s = %s, want %s", tag, got, want)
 	}
-	if got, want := r.must(untagged.Dir, nil, "make", "-s", "version"), "v0.0.0-dev+"+short; got != want {
-		t.Errorf("version of untagged %s = %s, want %s", untagged.Dir, got, want)
+	if tags := r.git("tag", "--list", untagged.Dir+"/*"); tags != "" {
+		t.Fatalf("the clone has tags of %s: %s", untagged.Dir, tags)
 	}
-	if got, want := r.must(untagged.Dir, nil, "make", "-s", "image-ref"), "ghcr.io/kubeprov/"+untagged.Binary+":v0.0.0-dev-"+short; got != want {
-		t.Errorf("image of untagged %s = %s, want %s (no + in tags)", untagged.Dir, got, want)
+	var earlier *Release
+	for i := range ledger {
+		if ledger[i].Module == untagged.Dir {
+			earlier = &ledger[i]
+		}
+	}
+	want := "v0.0.0-dev+" + short
+	if earlier != nil {
+		want = earlier.Version + "-" + r.git("rev-list", "--count", earlier.Commit+"..HEAD") + "-g" + short
+	}
+	if got := r.must(untagged.Dir, nil, "make", "-s", "version"); got != want {
+		t.Errorf("version of %s (no tag) = %s, want %s", untagged.Dir, got, want)
+	}
+	if got, wantRef := r.must(untagged.Dir, nil, "make", "-s", "image-ref"), "ghcr.io/kubeprov/"+untagged.Binary+":"+strings.ReplaceAll(want, "+", "-"); got != wantRef {
+		t.Errorf("image of %s = %s, want %s (no + in tags)", untagged.Dir, got, wantRef)
 	}
 }
 
@@ -178,5 +230,51 @@ func needTools(t *testing.T, tools ...string) {
 		if _, err := exec.LookPath(tool); err != nil {
 			framework.Unavailable(t, "%s is not installed", tool)
 		}
+	}
+}
+
+// TestVersionTellsTheTruth: in a fresh clone without tags, hack/version.sh
+// (the version of binaries, image tags, the SBOM and the provenance) names
+// the ledger's release before make tags as after it, and says -dirty for
+// what a build compiles in beyond the commit: an untracked source file in the
+// module or in lib (trust issue case 7), or a change to a tracked file; not
+// for an ignored file.
+func TestVersionTellsTheTruth(t *testing.T) {
+	needTools(t, "git", "make")
+	r := cloneWorkingTree(t)
+	const module = "hostpath"
+	version := func() string { t.Helper(); return r.must(".", nil, "hack/version.sh", module) }
+	clean := version()
+	if strings.HasPrefix(clean, "v0.0.0-dev") || strings.Contains(clean, "dirty") {
+		t.Fatalf("hack/version.sh %s in a clean clone without tags = %s, want a version after its release in releases.yaml", module, clean)
+	}
+	r.must(".", nil, "make", "-s", "tags")
+	if got := version(); got != clean {
+		t.Errorf("hack/version.sh %s = %s after make tags, %s before", module, got, clean)
+	}
+
+	for _, file := range []string{
+		module + "/cmd/hostpath-provisioner/zz_untracked_test_only.go",
+		"lib/version/zz_untracked_test_only.go",
+	} {
+		r.write(file, "package x\n")
+		if got := version(); got != clean+"-dirty" {
+			t.Errorf("hack/version.sh %s with the untracked %s = %s, want %s-dirty", module, file, got, clean)
+		}
+		if err := os.Remove(filepath.Join(r.dir, file)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(r.dir, "_output"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.write("_output/ignored.go", "package x\n")
+	if got := version(); got != clean {
+		t.Errorf("hack/version.sh %s with an ignored file = %s, want %s", module, got, clean)
+	}
+	readme := module + "/README.md"
+	r.write(readme, r.git("show", "HEAD:"+readme)+"\nAn uncommitted change.\n")
+	if got := version(); got != clean+"-dirty" {
+		t.Errorf("hack/version.sh %s with a change to %s = %s, want %s-dirty", module, readme, got, clean)
 	}
 }

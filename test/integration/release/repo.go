@@ -153,3 +153,37 @@ func dirExists(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()
 }
+
+// Release is one entry of releases.yaml, the release ledger.
+type Release struct {
+	Module  string
+	Version string
+	Commit  string // full hash
+	Lib     string // for a provisioner, the lib version its go.mod requires
+}
+
+// Tag is the release's tag name, <module>/<version>.
+func (r Release) Tag() string { return r.Module + "/" + r.Version }
+
+var ledgerLine = regexp.MustCompile(`^- \{module: ([a-z][a-z0-9-]*), version: (v[^,} ]+), commit: ([0-9a-f]{40})(?:, lib: (v[^,} ]+))?\}\s*$`)
+
+// Ledger reads releases.yaml in its order; a line that is no entry, comment
+// or blank is an error, as hack/tags.sh has it.
+func Ledger(root string) ([]Release, error) {
+	data, err := os.ReadFile(filepath.Join(root, "releases.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var releases []Release
+	for i, line := range strings.Split(string(data), "\n") {
+		if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		m := ledgerLine.FindStringSubmatch(line)
+		if m == nil {
+			return nil, fmt.Errorf("releases.yaml:%d: not a release entry: %q", i+1, line)
+		}
+		releases = append(releases, Release{Module: m[1], Version: m[2], Commit: m[3], Lib: m[4]})
+	}
+	return releases, nil
+}

@@ -9,6 +9,10 @@
 // exactly as a user's go command does, without the network.
 //
 //	modproxy -repo . -out _output/modproxy lib hostpath
+//
+// With -releases, the releases are the lines "<dir>/<version> <commit>" of
+// that file (hack/tags.sh --list: the release ledger, which a clone has even
+// without tags) instead of the repository's tags.
 package main
 
 import (
@@ -38,6 +42,7 @@ import (
 func main() {
 	repo := flag.String("repo", ".", "the git repository whose tags are published")
 	out := flag.String("out", "_output/modproxy", "the proxy directory to write")
+	releases := flag.String("releases", "", `a file of lines "<dir>/<version> <commit>" to publish instead of the repository's tags`)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s [-repo dir] [-out dir] <module dir>...\n", os.Args[0])
 		flag.PrintDefaults()
@@ -47,27 +52,62 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := writeProxy(context.Background(), *repo, *out, flag.Args()); err != nil {
+	ctx := context.Background()
+	refs, err := releaseRefs(ctx, *repo, *releases, flag.Args())
+	if err == nil {
+		err = writeProxy(ctx, *repo, *out, flag.Args(), refs)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "modproxy:", err)
 		os.Exit(1)
 	}
 }
 
-// writeProxy publishes every tag of each module directory into out.
-func writeProxy(ctx context.Context, repo, out string, dirs []string) error {
-	for _, dir := range dirs {
-		tags, err := git(ctx, repo, "tag", "--list", dir+"/v*")
-		if err != nil {
-			return err
+// releaseRefs maps each release <dir>/<version> of dirs to the revision to
+// publish it from: its commit in the releases file, else the tag itself.
+func releaseRefs(ctx context.Context, repo, releases string, dirs []string) (map[string]string, error) {
+	refs := map[string]string{}
+	if releases == "" {
+		for _, dir := range dirs {
+			tags, err := git(ctx, repo, "tag", "--list", dir+"/v*")
+			if err != nil {
+				return nil, err
+			}
+			for _, tag := range strings.Fields(tags) {
+				refs[tag] = tag
+			}
 		}
+		return refs, nil
+	}
+	data, err := os.ReadFile(releases) //nolint:gosec // the file named on the command line
+	if err != nil {
+		return nil, err
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		switch len(fields) {
+		case 0:
+		case 2:
+			refs[fields[0]] = fields[1]
+		default:
+			return nil, fmt.Errorf("%s:%d: want \"<dir>/<version> <commit>\", got %q", releases, i+1, line)
+		}
+	}
+	return refs, nil
+}
+
+// writeProxy publishes every release of each module directory into out;
+// refs maps a release's tag name to the revision to publish it from.
+func writeProxy(ctx context.Context, repo, out string, dirs []string, refs map[string]string) error {
+	for _, dir := range dirs {
 		var versions []string
 		modPath := ""
-		for _, tag := range strings.Fields(tags) {
-			version := strings.TrimPrefix(tag, dir+"/")
-			if !semver.IsValid(version) || semver.Canonical(version) != version {
-				continue // not a release tag
+		for tag, rev := range refs {
+			version, ok := strings.CutPrefix(tag, dir+"/")
+			if !ok || !semver.IsValid(version) || semver.Canonical(version) != version {
+				continue // another module's, or not a release tag
 			}
-			p, err := publish(ctx, repo, out, dir, tag, version)
+			p, err := publish(ctx, repo, out, dir, rev, version)
 			if err != nil {
 				return fmt.Errorf("publishing %s: %w", tag, err)
 			}
@@ -84,8 +124,8 @@ func writeProxy(ctx context.Context, repo, out string, dirs []string) error {
 	return nil
 }
 
-// publish writes the .mod, .info and .zip of one tag and returns the
-// module path that its go.mod declares.
+// publish writes the .mod, .info and .zip of one release, tag naming its
+// revision, and returns the module path that its go.mod declares.
 func publish(ctx context.Context, repo, out, dir, tag, version string) (string, error) {
 	goMod, err := git(ctx, repo, "show", tag+":"+path.Join(dir, "go.mod"))
 	if err != nil {
