@@ -45,10 +45,19 @@ type AuditEvent struct {
 	ImpersonatedUser *struct {
 		Username string `json:"username"`
 	} `json:"impersonatedUser"`
+	// ResponseStatus is what kube-apiserver keeps of the answer's Status
+	// (at level Metadata too): code, reason, message and details.
 	ResponseStatus *struct {
 		Code    int    `json:"code"`
+		Reason  string `json:"reason"`
 		Message string `json:"message"`
+		Details *struct {
+			Causes []metav1.StatusCause `json:"causes"`
+		} `json:"details"`
 	} `json:"responseStatus"`
+	// Annotations hold the authorizer's decision
+	// (authorization.k8s.io/decision: allow or forbid) and reason.
+	Annotations map[string]string `json:"annotations"`
 }
 
 // Username is who the request acted as: the impersonated user if any.
@@ -65,6 +74,27 @@ func (e AuditEvent) Code() int {
 		return 0
 	}
 	return e.ResponseStatus.Code
+}
+
+// authorizationDecision is the audit annotation in which kube-apiserver
+// records whether its authorizer allowed a request.
+const authorizationDecision = "authorization.k8s.io/decision"
+
+// RefusedInTerminatingNamespace tells whether the request was refused
+// because its namespace is being deleted, not for a lack of permission: the
+// authorizer allowed it, and the NamespaceLifecycle admission refused it
+// (403 Forbidden "unable to create new content in namespace NS because it
+// is being terminated", with the cause NamespaceTerminating in its
+// details). A provisioner that records an event about a claim whose
+// namespace is going away gets this answer; its RBAC lacks nothing.
+func (e AuditEvent) RefusedInTerminatingNamespace() bool {
+	if e.Code() != http.StatusForbidden || e.Annotations[authorizationDecision] != "allow" ||
+		e.ResponseStatus.Reason != string(metav1.StatusReasonForbidden) || e.ResponseStatus.Details == nil {
+		return false
+	}
+	return slices.ContainsFunc(e.ResponseStatus.Details.Causes, func(c metav1.StatusCause) bool {
+		return c.Type == corev1.NamespaceTerminatingCause
+	})
 }
 
 func (e AuditEvent) String() string {
@@ -124,13 +154,22 @@ func (cp *ControlPlane) AuditEventsOf(ctx context.Context, match func(username s
 }
 
 // Forbidden are the requests the API server refused (403) to the users
-// match accepts, from the audit log (see AuditEventsOf).
+// match accepts, from the audit log (see AuditEventsOf), except those
+// refused only because their namespace was being deleted
+// (RefusedInTerminatingNamespace): every other 403, RBAC's above all,
+// counts.
 func (cp *ControlPlane) Forbidden(ctx context.Context, match func(username string) bool) ([]AuditEvent, error) {
 	events, err := cp.AuditEventsOf(ctx, match)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(events, func(e AuditEvent) bool { return e.Code() != http.StatusForbidden }), nil
+	return forbidden(events), nil
+}
+
+func forbidden(events []AuditEvent) []AuditEvent {
+	return slices.DeleteFunc(events, func(e AuditEvent) bool {
+		return e.Code() != http.StatusForbidden || e.RefusedInTerminatingNamespace()
+	})
 }
 
 // readAudit reads the audit log: the requests of the users match accepts,
