@@ -214,9 +214,11 @@ func (cp *ControlPlane) ExpectNoForbidden(t testing.TB, user string) {
 }
 
 // StopWithJournalFlush stops a provisioner gracefully (stop) right after
-// it provisioned a claim (createClaim makes one; StopWithJournalFlush waits for it to be
-// Bound), so that the journal's removal of that claim is still pending and
-// the final flush of a graceful stop writes it: a PATCH of the journal
+// it provisioned a claim (createClaim makes one; StopWithJournalFlush
+// waits for its PV, not for the binder to bind it, which on a busy machine
+// takes longer than the journal's lazy write of removals waits), so that
+// the journal's removal of that claim is still pending and the final flush
+// of a graceful stop writes it: a PATCH of the journal
 // ConfigMap in journalNamespace by user. The journal also writes removals by
 // itself every few seconds: when that wins the race (the audit log shows no
 // such PATCH), it starts the provisioner again with restart, which returns
@@ -234,7 +236,7 @@ func (cp *ControlPlane) StopWithJournalFlush(ctx context.Context, t testing.TB, 
 		}
 		claim := createClaim(fmt.Sprintf("graceful-stop-%d", i))
 		claims = append(claims, claim)
-		if _, _, err := WaitForPVCBound(ctx, cp.Client, claim.Namespace, claim.Name); err != nil {
+		if _, err := WaitForPVOfClaim(ctx, cp.Client, claim); err != nil {
 			t.Fatal(err)
 		}
 		if err := stop(); err != nil {
