@@ -53,7 +53,18 @@ stop_hog() {
   done
   hogs=()
 }
-trap 'stop_run; stop_hog' EXIT
+start=$SECONDS
+results=()
+failures=0
+# report prints every finished run, also when the script is interrupted.
+report() {
+  ((${#results[@]} > 0)) || return 0
+  echo "[stress] test/$pkg${run_filter:+ -run $run_filter}: runs under $hog busy loops on $cores cores, $((SECONDS - start)) s (outputs in $out):"
+  printf '%s\n' "${results[@]}"
+  echo "[stress] $failures of $done_runs finished runs failed ($runs asked)"
+}
+done_runs=0
+trap 'stop_run; stop_hog; report' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -92,10 +103,8 @@ summary() {
   ' "$1"
 }
 
-start=$SECONDS
-results=()
-failures=0
 pkgdir=$root/test/$pkg
+start=$SECONDS
 for ((run = 1; run <= runs; run++)); do
   json=$out/run-$run.json
   began=$SECONDS
@@ -113,14 +122,11 @@ for ((run = 1; run <= runs; run++)); do
   line=$(printf 'run %d: %s (%d s)' "$run" "$status" $((SECONDS - began)))
   echo "[stress] $line"
   results+=("$line")
+  done_runs=$run
   if [[ $status == FAIL ]]; then
     failures=$((failures + 1))
     results+=("$(summary "$json" || echo "  (unreadable output: $json)")")
   fi
 done
 stop_hog
-
-echo "[stress] test/$pkg${run_filter:+ -run $run_filter}: $runs runs under $hog busy loops on $cores cores, $((SECONDS - start)) s (outputs in $out):"
-printf '%s\n' "${results[@]}"
-echo "[stress] $failures of $runs runs failed"
 ((failures == 0))
