@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeprov/external-storage/lib/controller"
 )
 
 // auditPolicy records every request once, when its response is complete,
@@ -215,10 +217,12 @@ func (cp *ControlPlane) ExpectNoForbidden(t testing.TB, user string) {
 
 // StopWithJournalFlush stops a provisioner gracefully (stop) right after
 // it provisioned a claim (createClaim makes one; StopWithJournalFlush
-// waits for its PV, not for the binder to bind it, which on a busy machine
-// takes longer than the journal's lazy write of removals waits), so that
-// the journal's removal of that claim is still pending and the final flush
-// of a graceful stop writes it: a PATCH of the journal
+// waits for its ProvisioningSucceeded event, which the library records
+// right after it forgot the operation: not for the binder to bind the
+// claim, which on a busy machine takes longer than the journal's lazy
+// write of removals waits, nor only for the PV, whose create a stop may
+// still interrupt), so that the journal's removal of that claim is still
+// pending and the final flush of a graceful stop writes it: a PATCH of the journal
 // ConfigMap in journalNamespace by user. The journal also writes removals by
 // itself every few seconds: when that wins the race (the audit log shows no
 // such PATCH), it starts the provisioner again with restart, which returns
@@ -236,7 +240,7 @@ func (cp *ControlPlane) StopWithJournalFlush(ctx context.Context, t testing.TB, 
 		}
 		claim := createClaim(fmt.Sprintf("graceful-stop-%d", i))
 		claims = append(claims, claim)
-		if _, err := WaitForPVOfClaim(ctx, cp.Client, claim); err != nil {
+		if _, err := WaitForEvent(ctx, cp.Client, claim, controller.EventProvisioningSucceeded); err != nil {
 			t.Fatal(err)
 		}
 		if err := stop(); err != nil {

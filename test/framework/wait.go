@@ -83,23 +83,6 @@ func WaitForPVPhase(ctx context.Context, c kubernetes.Interface, name string, ph
 		fmt.Sprintf("PV %s to be %s", name, phase))
 }
 
-// WaitForPVOfClaim waits until a PV whose claimRef is pvc (by UID) exists,
-// bound or not, and returns it: a provisioner has saved the claim's volume.
-func WaitForPVOfClaim(ctx context.Context, c kubernetes.Interface, pvc *corev1.PersistentVolumeClaim) (*corev1.PersistentVolume, error) {
-	if pvc.UID == "" {
-		return nil, fmt.Errorf("PVC %s/%s has no UID: pass the claim as created", pvc.Namespace, pvc.Name)
-	}
-	klog.FromContext(ctx).V(4).Info("Waiting for the PV of a claim", "pvc", klog.KObj(pvc))
-	pv, err := until(ctx, pvListWatch(c, ""), &corev1.PersistentVolume{}, func(pv *corev1.PersistentVolume) bool {
-		return pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == pvc.UID
-	})
-	if err != nil {
-		return nil, waitError(ctx, err, fmt.Sprintf("a PV of PVC %s/%s", pvc.Namespace, pvc.Name),
-			func(ctx context.Context) string { return describePVC(ctx, c, pvc.Namespace, pvc.Name) })
-	}
-	return pv, nil
-}
-
 // WaitForPVDeleted waits until the PV is gone, finalizers and all. It returns at
 // once if the PV does not exist.
 func WaitForPVDeleted(ctx context.Context, c kubernetes.Interface, name string) error {
@@ -299,12 +282,8 @@ func pvcListWatch(c kubernetes.Interface, ns, name string) cache.ListerWatcher {
 	}, c)
 }
 
-// pvListWatch lists and watches the PV name, or every PV if name is "".
 func pvListWatch(c kubernetes.Interface, name string) cache.ListerWatcher {
-	sel := fields.Everything().String()
-	if name != "" {
-		sel = fields.OneTermEqualSelector("metadata.name", name).String()
-	}
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = sel
