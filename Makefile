@@ -21,7 +21,7 @@ FUZZ_TIME ?= 20s
 # charts/common is the library the others depend on: packaged inside each.
 CHARTS := $(filter-out common,$(notdir $(wildcard charts/*)))
 
-.PHONY: help tags chart build test test-phases prepare test-unit test-fuzz test-integration test-oldest test-csi-process test-fresh test-faults test-e2e deps deps-node controlplane node cluster lint tidy verify demo bench image push clean
+.PHONY: help tags chart build test test-phases prepare test-unit test-fuzz test-integration test-oldest test-csi-process test-fresh test-faults test-stress test-e2e deps deps-node controlplane node cluster lint tidy verify demo bench image push clean
 
 help: ## List the targets.
 	@grep -hE '^[a-zA-Z0-9/%_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
@@ -78,6 +78,10 @@ test-fresh: ## make demo on a root filesystem holding only a new machine's packa
 
 test-faults: controlplane ## Only the fault suite (test/faults): kills, restarts and outages across all provisioners.
 	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./faults/
+
+test-stress: controlplane ## One test package N times under busy loops on every core, then each run's failures: make test-stress PKG=./integration/flex/ N=5 [RUN=regexp] (hack/stress.sh).
+	@[ -n "$(PKG)" ] || { echo "usage: make test-stress PKG=./integration/<pkg>/ N=5" >&2; exit 2; }
+	RUN='$(RUN)' hack/stress.sh $(PKG) $(or $(N),5)
 
 test-e2e: controlplane node ## Only the e2e suite: provisioners installed as users do, on a cluster with real nodes (root).
 	cd test && go test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./cluster/ ./e2e/

@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubeprov/external-storage/lib/controller"
 )
 
 // auditPolicy records every request once, when its response is complete,
@@ -45,10 +47,19 @@ type AuditEvent struct {
 	ImpersonatedUser *struct {
 		Username string `json:"username"`
 	} `json:"impersonatedUser"`
+	// ResponseStatus is what kube-apiserver keeps of the answer's Status
+	// (at level Metadata too): code, reason, message and details.
 	ResponseStatus *struct {
 		Code    int    `json:"code"`
+		Reason  string `json:"reason"`
 		Message string `json:"message"`
+		Details *struct {
+			Causes []metav1.StatusCause `json:"causes"`
+		} `json:"details"`
 	} `json:"responseStatus"`
+	// Annotations hold the authorizer's decision
+	// (authorization.k8s.io/decision: allow or forbid) and reason.
+	Annotations map[string]string `json:"annotations"`
 }
 
 // Username is who the request acted as: the impersonated user if any.
@@ -65,6 +76,27 @@ func (e AuditEvent) Code() int {
 		return 0
 	}
 	return e.ResponseStatus.Code
+}
+
+// authorizationDecision is the audit annotation in which kube-apiserver
+// records whether its authorizer allowed a request.
+const authorizationDecision = "authorization.k8s.io/decision"
+
+// RefusedInTerminatingNamespace tells whether the request was refused
+// because its namespace is being deleted, not for a lack of permission: the
+// authorizer allowed it, and the NamespaceLifecycle admission refused it
+// (403 Forbidden "unable to create new content in namespace NS because it
+// is being terminated", with the cause NamespaceTerminating in its
+// details). A provisioner that records an event about a claim whose
+// namespace is going away gets this answer; its RBAC lacks nothing.
+func (e AuditEvent) RefusedInTerminatingNamespace() bool {
+	if e.Code() != http.StatusForbidden || e.Annotations[authorizationDecision] != "allow" ||
+		e.ResponseStatus.Reason != string(metav1.StatusReasonForbidden) || e.ResponseStatus.Details == nil {
+		return false
+	}
+	return slices.ContainsFunc(e.ResponseStatus.Details.Causes, func(c metav1.StatusCause) bool {
+		return c.Type == corev1.NamespaceTerminatingCause
+	})
 }
 
 func (e AuditEvent) String() string {
@@ -124,13 +156,22 @@ func (cp *ControlPlane) AuditEventsOf(ctx context.Context, match func(username s
 }
 
 // Forbidden are the requests the API server refused (403) to the users
-// match accepts, from the audit log (see AuditEventsOf).
+// match accepts, from the audit log (see AuditEventsOf), except those
+// refused only because their namespace was being deleted
+// (RefusedInTerminatingNamespace): every other 403, RBAC's above all,
+// counts.
 func (cp *ControlPlane) Forbidden(ctx context.Context, match func(username string) bool) ([]AuditEvent, error) {
 	events, err := cp.AuditEventsOf(ctx, match)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(events, func(e AuditEvent) bool { return e.Code() != http.StatusForbidden }), nil
+	return forbidden(events), nil
+}
+
+func forbidden(events []AuditEvent) []AuditEvent {
+	return slices.DeleteFunc(events, func(e AuditEvent) bool {
+		return e.Code() != http.StatusForbidden || e.RefusedInTerminatingNamespace()
+	})
 }
 
 // readAudit reads the audit log: the requests of the users match accepts,
@@ -175,9 +216,13 @@ func (cp *ControlPlane) ExpectNoForbidden(t testing.TB, user string) {
 }
 
 // StopWithJournalFlush stops a provisioner gracefully (stop) right after
-// it provisioned a claim (createClaim makes one; StopWithJournalFlush waits for it to be
-// Bound), so that the journal's removal of that claim is still pending and
-// the final flush of a graceful stop writes it: a PATCH of the journal
+// it provisioned a claim (createClaim makes one; StopWithJournalFlush
+// waits for its ProvisioningSucceeded event, which the library records
+// right after it forgot the operation: not for the binder to bind the
+// claim, which on a busy machine takes longer than the journal's lazy
+// write of removals waits, nor only for the PV, whose create a stop may
+// still interrupt), so that the journal's removal of that claim is still
+// pending and the final flush of a graceful stop writes it: a PATCH of the journal
 // ConfigMap in journalNamespace by user. The journal also writes removals by
 // itself every few seconds: when that wins the race (the audit log shows no
 // such PATCH), it starts the provisioner again with restart, which returns
@@ -195,7 +240,7 @@ func (cp *ControlPlane) StopWithJournalFlush(ctx context.Context, t testing.TB, 
 		}
 		claim := createClaim(fmt.Sprintf("graceful-stop-%d", i))
 		claims = append(claims, claim)
-		if _, _, err := WaitForPVCBound(ctx, cp.Client, claim.Namespace, claim.Name); err != nil {
+		if _, err := WaitForEvent(ctx, cp.Client, claim, controller.EventProvisioningSucceeded); err != nil {
 			t.Fatal(err)
 		}
 		if err := stop(); err != nil {

@@ -130,7 +130,8 @@ func (cp *ControlPlane) CreateTestRBAC(t testing.TB, path string, edit func(runt
 }
 
 // CreateTestRBACObjects is CreateTestRBAC for objects already read (from
-// where, for messages), e.g. rendered by kustomize.
+// where, for messages), e.g. rendered by kustomize. It returns once the
+// authorizer grants what the bindings grant (WaitUntilAuthorized).
 func (cp *ControlPlane) CreateTestRBACObjects(t testing.TB, from string, objs []runtime.Object, edit func(runtime.Object)) {
 	t.Helper()
 	ctx, rbac := t.Context(), cp.Client.RbacV1()
@@ -170,6 +171,9 @@ func (cp *ControlPlane) CreateTestRBACObjects(t testing.TB, from string, objs []
 				}
 			})
 		}
+	}
+	if err := WaitUntilAuthorized(ctx, cp.Client, objs...); err != nil {
+		t.Fatalf("%s: %v", from, err)
 	}
 }
 

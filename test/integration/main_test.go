@@ -15,5 +15,5 @@ import (
 var cp *framework.ControlPlane
 
 func TestMain(m *testing.M) {
-	framework.RunMain(m, framework.Options{}, func(c *framework.ControlPlane) { cp = c })
+	framework.RunMain(m, framework.Options{AuditLog: true}, func(c *framework.ControlPlane) { cp = c })
 }

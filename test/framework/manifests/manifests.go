@@ -165,6 +165,11 @@ func RBAC(dir string) ([]runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	return typedRBAC(objs)
+}
+
+// typedRBAC are the RBAC objects among objs, typed.
+func typedRBAC(objs []*unstructured.Unstructured) ([]runtime.Object, error) {
 	var out []runtime.Object
 	for _, obj := range objs {
 		if !slices.Contains(rbacKinds, obj.GetKind()) {
@@ -180,6 +185,17 @@ func RBAC(dir string) ([]runtime.Object, error) {
 		out = append(out, typed)
 	}
 	return out, nil
+}
+
+// WaitUntilAuthorized is framework.WaitUntilAuthorized for the RBAC objects
+// among objs, once they are created: a workload created right after its
+// RBAC acts before the authorizer's informers have seen it.
+func (c *Client) WaitUntilAuthorized(ctx context.Context, objs []*unstructured.Unstructured) error {
+	rbac, err := typedRBAC(objs)
+	if err != nil {
+		return err
+	}
+	return framework.WaitUntilAuthorized(ctx, c.kube, rbac...)
 }
 
 // CreateTestRBAC creates the RBAC objects the kustomization in dir renders

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kubeprov/external-storage/test/csidriver"
 	"github.com/kubeprov/external-storage/test/framework"
@@ -48,6 +49,7 @@ func (e *env) grantDeployRBAC(user, ns string) {
 	}
 	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
 	rbac := cp.Client.RbacV1()
+	var created []runtime.Object
 	for _, obj := range objs {
 		// Only the rules are the deploy's; names and subjects are the test's.
 		switch role := obj.(type) {
@@ -61,6 +63,7 @@ func (e *env) grantDeployRBAC(user, ns string) {
 			if _, err := rbac.ClusterRoleBindings().Create(e.ctx, binding, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			created = append(created, role, binding)
 			t.Cleanup(func() {
 				_ = rbac.ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{})
 				_ = rbac.ClusterRoles().Delete(context.Background(), user, metav1.DeleteOptions{})
@@ -75,7 +78,11 @@ func (e *env) grantDeployRBAC(user, ns string) {
 			if _, err := rbac.RoleBindings(ns).Create(e.ctx, binding, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			created = append(created, role, binding)
 		}
+	}
+	if err := framework.WaitUntilAuthorized(e.ctx, cp.Client, created...); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -45,6 +45,9 @@ func TestPermissionCheckFindsProblems(t *testing.T) {
 	if _, err := rbac.ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if err := framework.WaitUntilAuthorized(ctx, cp.Client, role, binding); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), framework.DefaultCleanupTimeout)
 		defer cancel()

@@ -234,16 +234,20 @@ func TestContainerPodCreatesPV(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.RbacV1().ClusterRoles().Delete(context.Background(), role, metav1.DeleteOptions{}) })
-	if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: e.work, Name: "pv-maker"}},
-	}, metav1.CreateOptions{}); err != nil {
+	}
+	if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = c.RbacV1().ClusterRoleBindings().Delete(context.Background(), role, metav1.DeleteOptions{})
 	})
+	if err := framework.WaitUntilAuthorized(ctx, c, binding); err != nil {
+		t.Fatal(err)
+	}
 	e.configMap(t, ctx, e.work, "maker", nil, map[string]string{flex.ConfigImage: imageCreatePV, flex.ConfigServiceAccountName: "pv-maker"})
 	class := cp.CreateTestStorageClass(t, framework.NewStorageClass(uniqueName(t, "sc"), e.name, map[string]string{flex.ParamProvisionerConfig: e.work + "/maker"}))
 	pvc := createPVC(t, ctx, e.ns, "data", class.Name, "2Gi")
@@ -538,6 +542,16 @@ func TestContainerPodTemplate(t *testing.T) {
 	t.Cleanup(func() {
 		_ = client(t).SchedulingV1().PriorityClasses().Delete(context.Background(), pc.Name, metav1.DeleteOptions{})
 	})
+	// The provisioner's pods are admitted only once the Priority admission's
+	// informer has seen the class: a pod of the same namespace and class
+	// stands in for them.
+	if err := framework.WaitUntilPodAdmitted(ctx, client(t), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.work, Name: "priority-probe"},
+		Spec: corev1.PodSpec{PriorityClassName: pc.Name, AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "probe", Image: imageHostdir}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
 	template := `
 spec:
   priorityClassName: ` + pc.Name + `

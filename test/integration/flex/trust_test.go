@@ -212,6 +212,12 @@ func TestPodAdoptedAfterReadBack(t *testing.T) {
 	}
 	helper := helpers.Pod(hostpath.HelperOp{Node: "nowhere", PV: "pv-1", ClaimNamespace: ns, Request: hostpath.HelperRequest{Action: hostpath.HelperCreate, Roots: []string{"/srv/a"}, Rel: "pv-1", Mode: 0o777}, Owner: &owner})
 
+	// The Priority admission reads PriorityClasses from an informer, which
+	// may not have seen the one just created.
+	if err := framework.WaitUntilPodAdmitted(ctx, c, driver); err != nil {
+		t.Fatal(err)
+	}
+
 	for _, tc := range []struct {
 		name string
 		want *corev1.Pod

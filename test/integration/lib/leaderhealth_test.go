@@ -53,6 +53,9 @@ func TestLeaderElectionLivenessOnTheAPIServer(t *testing.T) {
 	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if err := framework.WaitUntilAuthorized(ctx, client, binding); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{})
 	})

@@ -214,6 +214,9 @@ func userWithRules(t *testing.T, ctx context.Context, name string, rules []rbacv
 	if _, err := client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if err := framework.WaitUntilAuthorized(ctx, client, role, binding); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), user, metav1.DeleteOptions{})
 	})
