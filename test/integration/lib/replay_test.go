@@ -107,6 +107,9 @@ func TestReplayedJournalEntryDoesNotDeleteARetainedVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cm.Data == nil { // the stop removed every entry
+		cm.Data = map[string]string{}
+	}
 	maps.Copy(cm.Data, kept)
 	if _, err := client.CoreV1().ConfigMaps(controller.OutOfClusterNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
