@@ -50,6 +50,12 @@ const (
 	// RuleSameIntent: an existing pod is used only when it runs exactly
 	// what the provisioner would create (AdoptPod).
 	RuleSameIntent Rule = "same-intent"
+	// RuleEmptyDirectory: a directory a claim's values named is handed to
+	// a new volume only when it is empty (HandOutDirectory).
+	RuleEmptyDirectory Rule = "empty-directory"
+	// RuleOwnSnapshot: a finalizer other provisioners also use is removed
+	// only from an object of the provisioner's own driver (SweepFinalizer).
+	RuleOwnSnapshot Rule = "own-snapshot"
 )
 
 // Refusal is a rule's answer when the action must not happen.
@@ -237,6 +243,46 @@ func DeleteVolume(pv *corev1.PersistentVolume, holdsFinalizer bool) error {
 func AdoptPod(mismatch string) error {
 	if mismatch != "" {
 		return refuse(RuleSameIntent, "its %s is not what the provisioner would create", mismatch)
+	}
+	return nil
+}
+
+// HandOutDirectory is the rule for giving a directory that already exists
+// to a new volume. One named by the volume itself (namedByVolume: hostpath's
+// pvc-<claim UID>) is that volume's, made by an earlier attempt, and is
+// resumed as it is; one whose name a claim's values chose (a path pattern)
+// is handed out only when it holds nothing (entries, the names it holds,
+// is 0), since it may hold a deleted volume's retained data or another
+// volume's.
+//
+// Source: the directory itself, read on the node without following links
+// (lib/nofollow), by the built-in helper and by the check before a setup
+// script alike; never a PV's annotation.
+func HandOutDirectory(dir string, namedByVolume bool, entries int) error {
+	if !namedByVolume && entries > 0 {
+		return refuse(RuleEmptyDirectory, "%s exists and is not empty: it may hold a deleted volume's retained data or another volume's", dir)
+	}
+	return nil
+}
+
+// SweepFinalizer is the rule for removing a finalizer that the provisioner
+// shares by name with others (the CSI sidecar's VolumeSnapshot protection)
+// from an object none of its operations uses: only from an object of its
+// own driver, since another driver's provisioner may be using that object
+// right now. object is the object's namespace/name; boundTo and driver say
+// whose it is, ours is the provisioner's driver.
+//
+// Source: the object that records ownership and that the object's users
+// cannot edit; for a VolumeSnapshot, its VolumeSnapshotContent
+// (cluster-scoped, written by the snapshot controller or an admin): its
+// spec.volumeSnapshotRef as boundTo and spec.driver as driver, both ""
+// when there is no content. Never the snapshot's own annotations or spec.
+func SweepFinalizer(object, boundTo, driver, ours string) error {
+	switch {
+	case boundTo != object:
+		return refuse(RuleOwnSnapshot, "%s has no content bound to it (content refers to %q)", object, boundTo)
+	case driver != ours:
+		return refuse(RuleOwnSnapshot, "%s belongs to driver %q, not %q", object, driver, ours)
 	}
 	return nil
 }

@@ -109,3 +109,37 @@ func TestAdoptPod(t *testing.T) {
 		t.Error("a pod is adopted exactly when nothing differs")
 	}
 }
+
+func TestHandOutDirectory(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		namedByVolume bool
+		entries       int
+		want          Rule
+	}{
+		{"a new or empty directory a pattern named", false, 0, ""},
+		{"retained data under a patterned name", false, 1, RuleEmptyDirectory},
+		{"the volume's own directory, resumed", true, 3, ""},
+	} {
+		if got := Refused(HandOutDirectory("/srv/ns/claim", tc.namedByVolume, tc.entries)); got != tc.want {
+			t.Errorf("%s: refused by %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestSweepFinalizer(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		boundTo, drive string
+		want           Rule
+	}{
+		{"our driver's snapshot", "ns/snap", "ours.example.com", ""},
+		{"another driver's snapshot", "ns/snap", "theirs.example.com", RuleOwnSnapshot},
+		{"no content", "", "", RuleOwnSnapshot},
+		{"a content bound to another snapshot", "ns/other", "ours.example.com", RuleOwnSnapshot},
+	} {
+		if got := Refused(SweepFinalizer("ns/snap", tc.boundTo, tc.drive, "ours.example.com")); got != tc.want {
+			t.Errorf("%s: refused by %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -22,10 +22,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kubeprov/external-storage/lib/gate"
 	"github.com/kubeprov/external-storage/lib/pathpattern"
 )
 
@@ -164,14 +166,16 @@ func check(root, rel string, mustBeEmpty bool) error {
 	})
 }
 
-// requireEmpty is ErrNotEmpty if dir, rel under root, holds anything.
+// requireEmpty is ErrNotEmpty if dir, rel under root, holds anything: a
+// directory MustBeEmpty asks about is one a claim's values named
+// (gate.HandOutDirectory).
 func requireEmpty(dir *os.File, root, rel string) error {
 	names, err := dir.Readdirnames(1)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("reading %s under %s: %w", rel, root, err)
 	}
-	if len(names) > 0 {
-		return fmt.Errorf("%w: %s under %s", ErrNotEmpty, rel, root)
+	if err := gate.HandOutDirectory(filepath.Join(root, rel), false, len(names)); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotEmpty, err)
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/gate"
 )
 
 // SnapshotProtectionFinalizer keeps a VolumeSnapshot, and so the snapshot
@@ -180,30 +181,31 @@ func (p *Provisioner) SweepSnapshotProtection(ctx context.Context, inFlight func
 	}
 }
 
-// ourDriversSnapshot is the rule for sweeping a protection finalizer: it
-// is removed only from a snapshot of this driver, since the finalizer has
-// upstream's name and another driver's sidecar may be restoring from its
-// own snapshot right now. Trusted source: the VolumeSnapshotContent the
-// snapshot's status names, bound back to the snapshot
-// (spec.volumeSnapshotRef), and its spec.driver: a cluster-scoped object
-// the snapshot controller (or the administrator, for a pre-provisioned
-// one) writes, which tenants cannot edit; never the snapshot's own
-// annotations or spec, which its namespace's users can. A snapshot without
-// a content (not bound, or its content gone) is not known to be ours.
+// ourDriversSnapshot asks lib's gate.SweepFinalizer whether the protection
+// finalizer, which has upstream's name, may be swept from snap: only from
+// a snapshot of this driver, since another driver's sidecar may be
+// restoring from its own snapshot right now. What the gate is given comes
+// from the VolumeSnapshotContent the snapshot's status names (its
+// spec.volumeSnapshotRef and spec.driver), which tenants cannot edit; a
+// snapshot without a content (not bound, or its content gone) is not known
+// to be ours.
 func (p *Provisioner) ourDriversSnapshot(ctx context.Context, snap *unstructured.Unstructured) (bool, error) {
-	name, _, _ := unstructured.NestedString(snap.Object, "status", "boundVolumeSnapshotContentName")
-	if name == "" {
-		return false, nil
+	var driver string
+	var ref cache.ObjectName
+	if name, _, _ := unstructured.NestedString(snap.Object, "status", "boundVolumeSnapshotContentName"); name != "" {
+		content, err := p.cfg.Dynamic.Resource(contentResource).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			driver, ref = contentOf(content)
+		case !apierrors.IsNotFound(err):
+			return false, fmt.Errorf("reading VolumeSnapshotContent %s of VolumeSnapshot %s/%s: %w", name, snap.GetNamespace(), snap.GetName(), err)
+		}
 	}
-	content, err := p.cfg.Dynamic.Resource(contentResource).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
+	boundTo := ""
+	if ref.Name != "" {
+		boundTo = ref.String()
 	}
-	if err != nil {
-		return false, fmt.Errorf("reading VolumeSnapshotContent %s of VolumeSnapshot %s/%s: %w", name, snap.GetNamespace(), snap.GetName(), err)
-	}
-	driver, ref := contentOf(content)
-	return ref == objectName(snap) && driver == p.cfg.DriverName, nil
+	return gate.SweepFinalizer(objectName(snap).String(), boundTo, driver, p.cfg.DriverName) == nil, nil
 }
 
 // contentOf is the driver of a VolumeSnapshotContent and the snapshot it

@@ -324,14 +324,11 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	return o.NewVolume(spec), controller.ProvisioningFinished, nil
 }
 
-// mustBeEmpty is the rule for handing an existing directory to a new
-// volume: a directory a claim's values may name (pathPattern) is handed out
-// only when it is new or empty, since it may hold a deleted volume's
-// retained data or another volume's; a directory named by the PV's own
-// name (pvc-<claim UID>) is this volume's and may be resumed as it is.
-// Trusted source: the directory itself, read on the node without following
-// links (lib/nofollow), by the built-in helper and by the path check before
-// a setup script alike.
+// mustBeEmpty says whether the volume's directory is one a claim's values
+// named (pathPattern), which lib's gate.HandOutDirectory hands out only
+// when empty, rather than one named by the PV itself (pvc-<claim UID>). The
+// rule runs on the node, in lib/nofollow, for the built-in helper and for
+// the path check before a setup script alike.
 func mustBeEmpty(vp volumeParams) bool { return vp.patterned }
 
 // createState is what a failed Create leaves behind.
