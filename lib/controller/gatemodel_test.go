@@ -59,8 +59,6 @@ const (
 	numGateModes
 )
 
-var gateModeNames = [numGateModes]string{"quiet", "replay", "plantedkey", "all"}
-
 // The step kinds. The adversary's are named for the attack they carry.
 type gateStep int
 
@@ -231,9 +229,7 @@ func (w *gateWorld) violate(format string, args ...any) {
 func (w *gateWorld) observeJournalWrite(action k8stesting.Action) (bool, runtime.Object, error) {
 	var cm *corev1.ConfigMap
 	switch a := action.(type) {
-	case k8stesting.CreateAction:
-		cm, _ = a.GetObject().(*corev1.ConfigMap)
-	case k8stesting.UpdateAction:
+	case k8stesting.CreateAction: // an UpdateAction too: both carry GetObject
 		cm, _ = a.GetObject().(*corev1.ConfigMap)
 	}
 	if cm == nil || cm.Name != JournalName(testProvisioner, "") {
