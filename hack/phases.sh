@@ -29,6 +29,10 @@ report() {
   rm -f "$log"
 }
 trap 'report "$@"' EXIT
+# A stopped run is not a passed one: without these the EXIT trap can see the
+# status of the last command that finished.
+trap 'failed=${phase:-}; exit 143' TERM
+trap 'failed=${phase:-}; exit 130' INT
 for phase; do
   began=$SECONDS
   echo "[phases] make $phase"
