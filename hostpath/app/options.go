@@ -113,27 +113,34 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--leader-election cannot be combined with --node-local: every node's instance must be active"))
 	}
 	if o.HelperPods {
-		if o.NodeLocal {
-			errs = append(errs, errors.New("--helper-pods cannot be combined with --node-local: helper pods serve every node from one instance"))
-		}
-		if o.HelperTimeout < time.Second {
-			errs = append(errs, fmt.Errorf("--helper-timeout must be at least 1s, got %s", o.HelperTimeout))
-		}
-		if o.HelperPodsPerNS < 1 {
-			errs = append(errs, fmt.Errorf("--helper-pods-per-namespace must be at least 1, got %d", o.HelperPodsPerNS))
-		}
-		if tolerations, err := o.helperTolerations(); err != nil {
-			errs = append(errs, err)
-		} else if err := hostpath.ValidateHelperPlacement(o.HelperNodeSelector, tolerations); err != nil {
-			errs = append(errs, fmt.Errorf("--helper-node-selector: %w", err))
-		}
-		switch corev1.PullPolicy(o.HelperPullPolicy) {
-		case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-		default:
-			errs = append(errs, fmt.Errorf("--helper-image-pull-policy %q must be Always, IfNotPresent or Never", o.HelperPullPolicy))
-		}
+		errs = append(errs, o.validateHelperPods()...)
 	}
 	return errors.Join(errs...)
+}
+
+// validateHelperPods checks the flags that matter with --helper-pods.
+func (o *Options) validateHelperPods() []error {
+	var errs []error
+	if o.NodeLocal {
+		errs = append(errs, errors.New("--helper-pods cannot be combined with --node-local: helper pods serve every node from one instance"))
+	}
+	if o.HelperTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("--helper-timeout must be at least 1s, got %s", o.HelperTimeout))
+	}
+	if o.HelperPodsPerNS < 1 {
+		errs = append(errs, fmt.Errorf("--helper-pods-per-namespace must be at least 1, got %d", o.HelperPodsPerNS))
+	}
+	if tolerations, err := o.helperTolerations(); err != nil {
+		errs = append(errs, err)
+	} else if err := hostpath.ValidateHelperPlacement(o.HelperNodeSelector, tolerations); err != nil {
+		errs = append(errs, fmt.Errorf("--helper-node-selector: %w", err))
+	}
+	switch corev1.PullPolicy(o.HelperPullPolicy) {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		errs = append(errs, fmt.Errorf("--helper-image-pull-policy %q must be Always, IfNotPresent or Never", o.HelperPullPolicy))
+	}
+	return errs
 }
 
 // helperTolerations parses --helper-toleration.

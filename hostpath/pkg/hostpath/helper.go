@@ -420,23 +420,12 @@ func HelperSecurityContext() *corev1.SecurityContext {
 // call comes back to it), or, past the timeout, deleted and given up. An
 // ended pod's result is read and the pod deleted.
 func (h *HelperDirs) run(ctx context.Context, op HelperOp) (*HelperResult, error) {
-	logger := klog.FromContext(ctx)
 	req := op.Request
 	want := h.Pod(op)
 	// The pod is deleted at once, past its grace period: whatever it was
 	// doing is given up.
 	runner := podrun.Runner{Client: h.cfg.Client, DeleteGracePeriod: ptr.To[int64](0)}
-	pod, err := h.cfg.Client.CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		pod, err = h.start(ctx, runner, want, op)
-	case err == nil && !podrun.SameIntent(pod, want):
-		err = fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, podrun.ErrForeignPod)
-	}
-	if errors.Is(err, podrun.ErrForeignPod) {
-		return nil, fmt.Errorf("helper pod %s/%s exists but is not the %s pod this provisioner creates (its labels or spec differ): not using it; delete it",
-			want.Namespace, want.Name, req.Action)
-	}
+	pod, err := h.getOrStart(ctx, runner, want, op)
 	if err != nil {
 		return nil, err
 	}
@@ -450,24 +439,59 @@ func (h *HelperDirs) run(ctx context.Context, op HelperOp) (*HelperResult, error
 		return nil, err
 	}
 	t := podrun.Terminated(pod, HelperContainerName)
-	if t != nil && t.StartedAt.IsZero() && t.ContainerID == "" {
-		// Ended at its activeDeadlineSeconds before its container ever
-		// started (a volume the kubelet could not mount, an image it
-		// could not pull): nothing ran, and the pod's events say why.
-		return nil, fmt.Errorf("%s did not start within %s (%s): see the pod's events", desc, bound, t.Reason)
+	if err := checkRan(pod, t, desc, bound); err != nil {
+		return nil, err
 	}
+	if op.Scripts != nil {
+		return scriptResult(pod, t, desc, op, bound)
+	}
+	return helperResult(ctx, pod, t, desc, req.Action)
+}
+
+// getOrStart is the operation's helper pod: the one there is, if it is
+// exactly want, or else want, started.
+func (h *HelperDirs) getOrStart(ctx context.Context, runner podrun.Runner, want *corev1.Pod, op HelperOp) (*corev1.Pod, error) {
+	pod, err := h.cfg.Client.CoreV1().Pods(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		pod, err = h.start(ctx, runner, want, op)
+	case err == nil && !podrun.SameIntent(pod, want):
+		err = fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, podrun.ErrForeignPod)
+	}
+	if errors.Is(err, podrun.ErrForeignPod) {
+		return nil, fmt.Errorf("helper pod %s/%s exists but is not the %s pod this provisioner creates (its labels or spec differ): not using it; delete it",
+			want.Namespace, want.Name, op.Request.Action)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pod, nil
+}
+
+// checkRan refuses an ended pod whose container t, the helper's, never ran
+// to its end, so that it has no result to read.
+func checkRan(pod *corev1.Pod, t *corev1.ContainerStateTerminated, desc string, bound helperBound) error {
 	if t == nil {
 		// Failed before its container ran: rejected by the kubelet
 		// (resources, node affinity) or killed at its deadline while the
 		// image was still pulled.
 		if podrun.NeverStarted(pod) {
-			return nil, fmt.Errorf("%s failed before it started: %s %s", desc, pod.Status.Reason, podrun.Truncate(pod.Status.Message))
+			return fmt.Errorf("%s failed before it started: %s %s", desc, pod.Status.Reason, podrun.Truncate(pod.Status.Message))
 		}
-		return nil, fmt.Errorf("%w: %s failed: %s %s", ErrOutcomeUnknown, desc, pod.Status.Reason, podrun.Truncate(pod.Status.Message))
+		return fmt.Errorf("%w: %s failed: %s %s", ErrOutcomeUnknown, desc, pod.Status.Reason, podrun.Truncate(pod.Status.Message))
 	}
-	if op.Scripts != nil {
-		return scriptResult(pod, t, desc, op, bound)
+	if t.StartedAt.IsZero() && t.ContainerID == "" {
+		// Ended at its activeDeadlineSeconds before its container ever
+		// started (a volume the kubelet could not mount, an image it
+		// could not pull): nothing ran, and the pod's events say why.
+		return fmt.Errorf("%s did not start within %s (%s): see the pod's events", desc, bound, t.Reason)
 	}
+	return nil
+}
+
+// helperResult reads the built-in helper's result from the termination
+// message of its container t.
+func helperResult(ctx context.Context, pod *corev1.Pod, t *corev1.ContainerStateTerminated, desc, action string) (*HelperResult, error) {
 	var res HelperResult
 	if jerr := json.Unmarshal([]byte(strings.TrimSpace(t.Message)), &res); jerr != nil {
 		msg := podrun.Truncate(t.Message)
@@ -479,7 +503,7 @@ func (h *HelperDirs) run(ctx context.Context, op HelperOp) (*HelperResult, error
 	if res.Error != "" || pod.Status.Phase == corev1.PodFailed {
 		return nil, fmt.Errorf("%s failed with exit code %d: %s", desc, t.ExitCode, podrun.Truncate(res.Error))
 	}
-	logger.V(2).Info("Helper pod succeeded", "pod", klog.KObj(pod), "action", req.Action, "root", res.Root)
+	klog.FromContext(ctx).V(2).Info("Helper pod succeeded", "pod", klog.KObj(pod), "action", action, "root", res.Root)
 	return &res, nil
 }
 

@@ -234,10 +234,7 @@ func (p *Provisioner) ShouldProvision(_ context.Context, claim *corev1.Persisten
 	}
 	// A class the configuration lacks is reported by Provision.
 	paths, err := p.Paths().ForClass(controller.ClaimClass(claim))
-	if !p.cfg.NodeLocal && (p.anyNode || (err == nil && paths.Shared != "")) {
-		return true
-	}
-	return node == p.cfg.Node
+	return p.servesEveryNode(err == nil && paths.Shared != "") || node == p.cfg.Node
 }
 
 // Provision creates the claim's directory and returns its PV.
@@ -256,7 +253,7 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	}
 	// The controller also calls Provision to finish an operation whose claim
 	// is gone, without asking ShouldProvision first.
-	if node != p.cfg.Node && (p.cfg.NodeLocal || (!p.anyNode && paths.Shared == "")) {
+	if node != p.cfg.Node && !p.servesEveryNode(paths.Shared != "") {
 		return nil, controller.ProvisioningNoChange, controller.Ignore("claim is for node %s, this instance serves node %s", node, p.cfg.Node)
 	}
 	// Reject what the volume cannot honor before creating anything, so
@@ -265,6 +262,35 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	if err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
+	roots, state, err := volumeRoots(o, paths, node, vp.nodePath)
+	if err != nil {
+		return nil, state, err
+	}
+	var value string
+	if paths.Shared == "" {
+		if value, err = p.nodeLabelValue(o, node); err != nil {
+			return nil, controller.ProvisioningFinished, err
+		}
+	}
+	path, state, err := p.createDir(ctx, o, paths, node, roots, vp)
+	if err != nil {
+		return nil, state, err
+	}
+	return o.NewVolume(p.volumeSpec(vp, node, value, path, paths.Shared != "")), controller.ProvisioningFinished, nil
+}
+
+// servesEveryNode says whether this instance makes the volumes of every
+// node's claims, not only its own node's: when it is not node-local, and
+// helper pods make the directories or the path (shared) is on every node.
+func (p *Provisioner) servesEveryNode(shared bool) bool {
+	return !p.cfg.NodeLocal && (p.anyNode || shared)
+}
+
+// volumeRoots are the paths of node the volume may go under: those the
+// configuration gives the node, or only the class's nodePath, which must be
+// one of them. A node listed with no paths sends a claim the scheduler
+// placed there back to the scheduler.
+func volumeRoots(o controller.ProvisionOptions, paths *PathMap, node, nodePath string) ([]string, controller.ProvisioningState, error) {
 	roots, ok := paths.PathsFor(node)
 	if !ok {
 		err := fmt.Errorf("node %s takes no volumes: the configuration lists it with no paths; the claim goes back to the scheduler", node)
@@ -273,23 +299,24 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		}
 		return nil, controller.ProvisioningFinished, err
 	}
-	if vp.nodePath != "" {
-		if !containsPath(roots, vp.nodePath) {
-			return nil, controller.ProvisioningFinished, fmt.Errorf("StorageClass %s parameter %s %s is not a path of node %s in the configuration (%v)",
-				o.StorageClass.Name, KeyNodePath, vp.nodePath, node, roots)
-		}
-		roots = []string{filepath.Clean(vp.nodePath)}
+	if nodePath == "" {
+		return roots, controller.ProvisioningFinished, nil
 	}
-	var value string
-	if paths.Shared == "" {
-		if value, err = p.nodeLabelValue(o, node); err != nil {
-			return nil, controller.ProvisioningFinished, err
-		}
+	if !containsPath(roots, nodePath) {
+		return nil, controller.ProvisioningFinished, fmt.Errorf("StorageClass %s parameter %s %s is not a path of node %s in the configuration (%v)",
+			o.StorageClass.Name, KeyNodePath, nodePath, node, roots)
 	}
+	return []string{filepath.Clean(nodePath)}, controller.ProvisioningFinished, nil
+}
+
+// createDir reserves the volume's directory under every root, so that no
+// other volume takes it meanwhile, has Dirs make it under one of them, and
+// keeps only that one's reservation; it returns the directory's path.
+func (p *Provisioner) createDir(ctx context.Context, o controller.ProvisionOptions, paths *PathMap, node string, roots []string, vp volumeParams) (string, controller.ProvisioningState, error) {
 	scope, where := volumeScope(node, paths.Shared != "")
 	candidates, err := p.reserve(scope, where, roots, vp.rel, o.PVName)
 	if err != nil {
-		return nil, controller.ProvisioningFinished, err
+		return "", controller.ProvisioningFinished, err
 	}
 	size := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
 	root, err := p.cfg.Dirs.Create(ctx, CreateRequest{
@@ -303,13 +330,20 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		}
 	}
 	if err != nil {
-		return nil, createState(err), err
+		return "", createState(err), err
 	}
+	return path, controller.ProvisioningFinished, nil
+}
+
+// volumeSpec is what the PV holds beyond what the controller fills in: the
+// annotations Delete reads, the node affinity (value is the node label's)
+// unless the volume is shared, and the volume source at path.
+func (p *Provisioner) volumeSpec(vp volumeParams, node, value, path string, shared bool) controller.VolumeSpec {
 	spec := controller.VolumeSpec{Annotations: map[string]string{AnnNode: node}}
 	if vp.patterned {
 		spec.Annotations[AnnDir] = vp.rel
 	}
-	if paths.Shared != "" {
+	if shared {
 		spec.Annotations[AnnShared] = "true"
 	} else {
 		spec.NodeAffinity = nodeAffinity(p.cfg.NodeLabelKey, value)
@@ -321,7 +355,7 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		// the pod fails to start instead of silently getting an empty one.
 		spec.Source.HostPath = &corev1.HostPathVolumeSource{Path: path, Type: ptr.To(corev1.HostPathDirectory)}
 	}
-	return o.NewVolume(spec), controller.ProvisioningFinished, nil
+	return spec
 }
 
 // mustBeEmpty says whether the volume's directory is one a claim's values
@@ -361,46 +395,21 @@ type volumeParams struct {
 func (p *Provisioner) parse(o controller.ProvisionOptions, paths *PathMap) (volumeParams, error) {
 	vp := volumeParams{volumeType: VolumeTypeHostPath}
 	if class := o.StorageClass; class != nil {
-		if err := refuseScriptPatterns(class); err != nil {
+		if err := p.checkClass(class); err != nil {
 			return vp, err
 		}
-		if err := controller.CheckParameters(class, KeyVolumeType, KeyNodePath, KeyPathPattern, KeyAllowUnsafePathPattern, KeyNodeAffinityKey); err != nil {
-			return vp, fmt.Errorf("StorageClass %s: %w; remove them", class.Name, err)
-		}
-		if key := class.Parameters[KeyNodeAffinityKey]; key != "" && key != p.cfg.NodeLabelKey {
-			return vp, fmt.Errorf("StorageClass %s parameter %s %s: this provisioner pins the volumes of every class by one node label, %s (--node-label-key): start it with --node-label-key=%s, or remove the parameter",
-				class.Name, KeyNodeAffinityKey, key, p.cfg.NodeLabelKey, key)
-		}
-		if len(class.MountOptions) > 0 {
-			return vp, fmt.Errorf("StorageClass %s: mountOptions are not supported: hostPath volumes are not mounted; remove them", class.Name)
-		}
-		if v, ok := class.Annotations[AnnDefaultVolumeType]; ok {
-			vp.volumeType = v
-		}
-		if v, ok := class.Parameters[KeyVolumeType]; ok {
-			vp.volumeType = v
-		}
-		vp.nodePath = class.Parameters[KeyNodePath]
-		if pattern := class.Parameters[KeyPathPattern]; pattern != "" {
-			rel, err := expandPattern(class, pattern, o, paths.Scripts)
-			if err != nil {
-				return vp, fmt.Errorf("StorageClass %s parameter %s: %w", class.Name, KeyPathPattern, err)
-			}
-			vp.rel, vp.patterned = rel, true
+		if err := vp.readClass(class, o, paths.Scripts); err != nil {
+			return vp, err
 		}
 	}
 	if v, ok := o.PVC.Annotations[KeyVolumeType]; ok {
 		vp.volumeType = v
 	}
-	switch {
-	case strings.EqualFold(vp.volumeType, VolumeTypeHostPath):
-		vp.volumeType = VolumeTypeHostPath
-	case strings.EqualFold(vp.volumeType, VolumeTypeLocal):
-		vp.volumeType = VolumeTypeLocal
-	default:
-		return vp, fmt.Errorf("volumeType %q (claim annotation %s, class parameter %s or class annotation %s) must be %s or %s",
-			vp.volumeType, KeyVolumeType, KeyVolumeType, AnnDefaultVolumeType, VolumeTypeHostPath, VolumeTypeLocal)
+	volumeType, err := canonicalVolumeType(vp.volumeType)
+	if err != nil {
+		return vp, err
 	}
+	vp.volumeType = volumeType
 	if !vp.patterned {
 		if err := checkName(o.PVName); err != nil {
 			return vp, err
@@ -409,21 +418,85 @@ func (p *Provisioner) parse(o controller.ProvisionOptions, paths *PathMap) (volu
 	}
 	// Claims with a data source never get here either: the controller
 	// refuses them for provisioners that are no DataSourceProvisioner.
-	if paths.Shared != "" {
-		if vp.volumeType == VolumeTypeLocal {
-			return vp, fmt.Errorf("volumeType local needs a node, and volumes on the sharedFileSystemPath %s have none: use volumeType hostPath", paths.Shared)
-		}
-		return vp, nil
+	return vp, p.checkPlacement(o.PVC, paths.Shared, vp.volumeType)
+}
+
+// checkClass refuses the class parameters, annotations and fields that
+// this provisioner cannot honor, before any is read.
+func (p *Provisioner) checkClass(class *storagev1.StorageClass) error {
+	if err := refuseScriptPatterns(class); err != nil {
+		return err
 	}
-	if mode := p.multiNodeMode(); mode != "" {
-		if err := controller.CheckAccessModes(o.PVC, corev1.ReadWriteOnce, corev1.ReadWriteOncePod); err != nil {
-			return vp, fmt.Errorf("%w: a hostPath volume lives on one node, and this provisioner serves several (%s), whose pods could not share it; recreate the claim", err, mode)
-		}
+	if err := controller.CheckParameters(class, KeyVolumeType, KeyNodePath, KeyPathPattern, KeyAllowUnsafePathPattern, KeyNodeAffinityKey); err != nil {
+		return fmt.Errorf("StorageClass %s: %w; remove them", class.Name, err)
 	}
-	// Otherwise every volume is on this instance's node, and every pod that
-	// uses one is pinned there by its node affinity: ReadWriteMany and
-	// ReadOnlyMany are as sound as ReadWriteOnce (the single-node mode).
-	return vp, nil
+	if key := class.Parameters[KeyNodeAffinityKey]; key != "" && key != p.cfg.NodeLabelKey {
+		return fmt.Errorf("StorageClass %s parameter %s %s: this provisioner pins the volumes of every class by one node label, %s (--node-label-key): start it with --node-label-key=%s, or remove the parameter",
+			class.Name, KeyNodeAffinityKey, key, p.cfg.NodeLabelKey, key)
+	}
+	if len(class.MountOptions) > 0 {
+		return fmt.Errorf("StorageClass %s: mountOptions are not supported: hostPath volumes are not mounted; remove them", class.Name)
+	}
+	return nil
+}
+
+// readClass takes what the class asks for: the volume type (its parameter
+// wins over local-path's annotation), the node path, and the directory its
+// pathPattern names.
+func (vp *volumeParams) readClass(class *storagev1.StorageClass, o controller.ProvisionOptions, s *Scripts) error {
+	if v, ok := class.Annotations[AnnDefaultVolumeType]; ok {
+		vp.volumeType = v
+	}
+	if v, ok := class.Parameters[KeyVolumeType]; ok {
+		vp.volumeType = v
+	}
+	vp.nodePath = class.Parameters[KeyNodePath]
+	pattern := class.Parameters[KeyPathPattern]
+	if pattern == "" {
+		return nil
+	}
+	rel, err := expandPattern(class, pattern, o, s)
+	if err != nil {
+		return fmt.Errorf("StorageClass %s parameter %s: %w", class.Name, KeyPathPattern, err)
+	}
+	vp.rel, vp.patterned = rel, true
+	return nil
+}
+
+// canonicalVolumeType spells a volume type, given in any case as
+// local-path takes it, as the PV is built from; any other type is refused.
+func canonicalVolumeType(volumeType string) (string, error) {
+	switch {
+	case strings.EqualFold(volumeType, VolumeTypeHostPath):
+		return VolumeTypeHostPath, nil
+	case strings.EqualFold(volumeType, VolumeTypeLocal):
+		return VolumeTypeLocal, nil
+	}
+	return "", fmt.Errorf("volumeType %q (claim annotation %s, class parameter %s or class annotation %s) must be %s or %s",
+		volumeType, KeyVolumeType, KeyVolumeType, AnnDefaultVolumeType, VolumeTypeHostPath, VolumeTypeLocal)
+}
+
+// checkPlacement refuses what the volume's place cannot serve: a local
+// volume on the sharedFileSystemPath (shared), which has no node, or
+// access from several nodes to a volume on one of them.
+func (p *Provisioner) checkPlacement(claim *corev1.PersistentVolumeClaim, shared, volumeType string) error {
+	if shared != "" {
+		if volumeType == VolumeTypeLocal {
+			return fmt.Errorf("volumeType local needs a node, and volumes on the sharedFileSystemPath %s have none: use volumeType hostPath", shared)
+		}
+		return nil
+	}
+	mode := p.multiNodeMode()
+	if mode == "" {
+		// Every volume is on this instance's node, and every pod that uses
+		// one is pinned there by its node affinity: ReadWriteMany and
+		// ReadOnlyMany are as sound as ReadWriteOnce (the single-node mode).
+		return nil
+	}
+	if err := controller.CheckAccessModes(claim, corev1.ReadWriteOnce, corev1.ReadWriteOncePod); err != nil {
+		return fmt.Errorf("%w: a hostPath volume lives on one node, and this provisioner serves several (%s), whose pods could not share it; recreate the claim", err, mode)
+	}
+	return nil
 }
 
 // refuseScriptPatterns refuses local-path's userPattern, groupPattern and
@@ -532,14 +605,9 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 		return controller.Ignore("volume %s is on node %q, this instance serves node %s", pv.Name, node, p.cfg.Node)
 	}
 	node := pv.Annotations[AnnNode]
-	rel := pv.Name
-	if d, ok := pv.Annotations[AnnDir]; ok {
-		rel = d
-	} else if err := checkName(pv.Name); err != nil {
+	rel, err := volumeRel(pv)
+	if err != nil {
 		return err
-	}
-	if err := pathpattern.ValidateRelative(rel); err != nil {
-		return fmt.Errorf("refusing to delete: annotation %s: %w; remove the data yourself, then delete the PersistentVolume", AnnDir, err)
 	}
 	// The PV object can be edited; the directory removed is only ever one
 	// this provisioner would make for it: its directory under a path the
@@ -550,12 +618,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	}
 	roots, _ := paths.PathsFor(node)
 	got := volumePathOf(pv)
-	var root string
-	for _, r := range roots {
-		if got != "" && filepath.Clean(got) == filepath.Join(r, rel) {
-			root = r
-		}
-	}
+	root := rootOf(roots, got, rel)
 	if root == "" {
 		return fmt.Errorf("refusing to delete: the volume's path is %s, not %s under a path of node %s in the configuration (%v); remove the data yourself, then delete the PersistentVolume",
 			quoted(got), rel, node, roots)
@@ -575,6 +638,34 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	}
 	p.inUse.Release(scope, full, pv.Name)
 	return nil
+}
+
+// volumeRel is the directory of pv relative to its path, as Provision
+// recorded it: the annotation a pathPattern set, or else the PV's name.
+// Either must be a plain relative path that stays under the path.
+func volumeRel(pv *corev1.PersistentVolume) (string, error) {
+	rel := pv.Name
+	if d, ok := pv.Annotations[AnnDir]; ok {
+		rel = d
+	} else if err := checkName(pv.Name); err != nil {
+		return "", err
+	}
+	if err := pathpattern.ValidateRelative(rel); err != nil {
+		return "", fmt.Errorf("refusing to delete: annotation %s: %w; remove the data yourself, then delete the PersistentVolume", AnnDir, err)
+	}
+	return rel, nil
+}
+
+// rootOf is the one of roots under which rel is the volume's path got (the
+// last one, should several match), or empty when none is.
+func rootOf(roots []string, got, rel string) string {
+	var root string
+	for _, r := range roots {
+		if got != "" && filepath.Clean(got) == filepath.Join(r, rel) {
+			root = r
+		}
+	}
+	return root
 }
 
 // volumeScope is the scope of pathpattern.InUse that a volume on node is

@@ -211,6 +211,24 @@ func parseHelperTemplate(s string) (*corev1.Pod, error) {
 	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
 		return nil, errors.New("must be a Pod (a YAML mapping)")
 	}
+	errs := templateFieldErrors(top)
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict([]byte(s), &pod); err != nil {
+		errs = append(errs, fmt.Errorf("not a valid Pod: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if v := pod.APIVersion; v != "" && v != "v1" || pod.Kind != "" && pod.Kind != "Pod" {
+		return nil, fmt.Errorf("apiVersion %q, kind %q: it must be a v1 Pod", pod.APIVersion, pod.Kind)
+	}
+	return &pod, errors.Join(templateContainerErrors(pod.Spec.Containers[0])...)
+}
+
+// templateFieldErrors names each field of the template (top, its JSON
+// form) outside the fields above, and a number of containers other than
+// one.
+func templateFieldErrors(top map[string]json.RawMessage) []error {
 	errs := onlyFields("", top, templateFields)
 	var meta, spec map[string]json.RawMessage
 	_ = json.Unmarshal(top["metadata"], &meta)
@@ -225,17 +243,14 @@ func parseHelperTemplate(s string) (*corev1.Pod, error) {
 	for i, c := range containers {
 		errs = append(errs, onlyFields(fmt.Sprintf("spec.containers[%d].", i), c, templateContainerFields)...)
 	}
-	var pod corev1.Pod
-	if err := yaml.UnmarshalStrict([]byte(s), &pod); err != nil {
-		errs = append(errs, fmt.Errorf("not a valid Pod: %w", err))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if v := pod.APIVersion; v != "" && v != "v1" || pod.Kind != "" && pod.Kind != "Pod" {
-		return nil, fmt.Errorf("apiVersion %q, kind %q: it must be a v1 Pod", pod.APIVersion, pod.Kind)
-	}
-	c := pod.Spec.Containers[0]
+	return errs
+}
+
+// templateContainerErrors refuses a script container c without an image,
+// or with an environment variable that reads from the API or that the
+// provisioner sets.
+func templateContainerErrors(c corev1.Container) []error {
+	var errs []error
 	if c.Image == "" {
 		errs = append(errs, errors.New("spec.containers[0].image is empty: name an image with /bin/sh (e.g. busybox) or with setupCommand and teardownCommand"))
 	}
@@ -247,7 +262,7 @@ func parseHelperTemplate(s string) (*corev1.Pod, error) {
 			errs = append(errs, fmt.Errorf("spec.containers[0].env %s: the provisioner sets it", e.Name))
 		}
 	}
-	return &pod, errors.Join(errs...)
+	return errs
 }
 
 // onlyFields names each key of m outside allowed, with why when it is a

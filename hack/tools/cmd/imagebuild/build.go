@@ -139,24 +139,9 @@ func build(o buildOptions) (v1.Hash, error) {
 		return v1.Hash{}, fmt.Errorf("reading the CA bundle for the base layer (apt-get install ca-certificates): %w", err)
 	}
 
-	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
-	var referrers []v1.Image
-	for _, b := range o.Binaries {
-		img, err := platformImage(o, b, caBundle, labels)
-		if err != nil {
-			return v1.Hash{}, fmt.Errorf("%s: %w", b.Platform, err)
-		}
-		// Per platform manifest: each has its own binary and packages.
-		arts, err := attestations(o, b, img)
-		if err != nil {
-			return v1.Hash{}, fmt.Errorf("%s: %w", b.Platform, err)
-		}
-		referrers = append(referrers, arts...)
-		p := b.Platform
-		index = mutate.AppendManifests(index, mutate.IndexAddendum{
-			Add:        img,
-			Descriptor: v1.Descriptor{Platform: &p},
-		})
+	index, referrers, err := platformIndex(o, caBundle, labels)
+	if err != nil {
+		return v1.Hash{}, err
 	}
 	index = mutate.Annotations(index, labels).(v1.ImageIndex)
 	digest, err := index.Digest()
@@ -200,6 +185,31 @@ func build(o buildOptions) (v1.Hash, error) {
 	return digest, swapDir(tmp, o.Out)
 }
 
+// platformIndex is the image index of every platform's image, and the
+// artifacts (SBOM, provenance) that refer to those images.
+func platformIndex(o buildOptions, caBundle []byte, labels map[string]string) (v1.ImageIndex, []v1.Image, error) {
+	index := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	var referrers []v1.Image
+	for _, b := range o.Binaries {
+		img, err := platformImage(o, b, caBundle, labels)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", b.Platform, err)
+		}
+		// Per platform manifest: each has its own binary and packages.
+		arts, err := attestations(o, b, img)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", b.Platform, err)
+		}
+		referrers = append(referrers, arts...)
+		p := b.Platform
+		index = mutate.AppendManifests(index, mutate.IndexAddendum{
+			Add:        img,
+			Descriptor: v1.Descriptor{Platform: &p},
+		})
+	}
+	return index, referrers, nil
+}
+
 // swapDir puts dir in place of out. Another build may swap in its own
 // (identical) layout at the same moment: the last one stays.
 func swapDir(dir, out string) error {
@@ -221,26 +231,50 @@ func swapDir(dir, out string) error {
 // o.User).
 func platformImage(o buildOptions, b platformBinary, caBundle []byte, labels map[string]string) (v1.Image, error) {
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	created := v1.Time{Time: o.Created}
-	var osFiles map[string][]byte
-	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=/" + caBundlePath}
-	if rootfs := o.RootFS[b.Platform.String()]; rootfs != "" {
-		layer, err := tarball.LayerFromFile(rootfs, tarball.WithMediaType(types.OCILayer))
-		if err != nil {
-			return nil, fmt.Errorf("root filesystem %s: %w", rootfs, err)
-		}
-		if osFiles, err = readFiles(rootfs, "etc/passwd", "etc/group", "etc/nsswitch.conf"); err != nil {
-			return nil, fmt.Errorf("root filesystem %s: %w", rootfs, err)
-		}
-		if img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{Created: created, CreatedBy: "imagebuild: operating system packages (imagebuild rootfs)"}}); err != nil {
-			return nil, err
-		}
-		// Debian's PATH: its daemons live in /sbin and /usr/sbin too.
-		env[0] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	} else if len(o.RootFS) > 0 {
-		return nil, fmt.Errorf("no root filesystem given for %s", b.Platform)
+	img, osFiles, err := appendRootFS(img, o, b.Platform)
+	if err != nil {
+		return nil, err
 	}
-	base, err := newLayer(baseFiles(caBundle, osFiles), o.Created)
+	if img, err = appendBinary(img, o, b, baseFiles(caBundle, osFiles)); err != nil {
+		return nil, err
+	}
+	if extra := o.PlatformLabels[b.Platform.String()]; len(extra) > 0 {
+		labels = maps.Clone(labels)
+		maps.Copy(labels, extra)
+	}
+	return configure(img, o, b.Platform, imageEnv(o.RootFS[b.Platform.String()] != ""), labels)
+}
+
+// appendRootFS lays the platform's root filesystem, if o gives one, onto
+// img, and returns the files of it that the base layer extends. Once one
+// platform has a root filesystem, every platform needs one.
+func appendRootFS(img v1.Image, o buildOptions, p v1.Platform) (v1.Image, map[string][]byte, error) {
+	rootfs := o.RootFS[p.String()]
+	if rootfs == "" {
+		if len(o.RootFS) > 0 {
+			return nil, nil, fmt.Errorf("no root filesystem given for %s", p)
+		}
+		return img, nil, nil
+	}
+	layer, err := tarball.LayerFromFile(rootfs, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, nil, fmt.Errorf("root filesystem %s: %w", rootfs, err)
+	}
+	osFiles, err := readFiles(rootfs, "etc/passwd", "etc/group", "etc/nsswitch.conf")
+	if err != nil {
+		return nil, nil, fmt.Errorf("root filesystem %s: %w", rootfs, err)
+	}
+	created := v1.Time{Time: o.Created}
+	if img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{Created: created, CreatedBy: "imagebuild: operating system packages (imagebuild rootfs)"}}); err != nil {
+		return nil, nil, err
+	}
+	return img, osFiles, nil
+}
+
+// appendBinary lays the base layer (base, its files) and the layer of the
+// binary, which must be an ELF file, onto img.
+func appendBinary(img v1.Image, o buildOptions, b platformBinary, base []file) (v1.Image, error) {
+	baseLayer, err := newLayer(base, o.Created)
 	if err != nil {
 		return nil, fmt.Errorf("base layer: %w", err)
 	}
@@ -255,20 +289,35 @@ func platformImage(o buildOptions, b platformBinary, caBundle []byte, labels map
 	if err != nil {
 		return nil, fmt.Errorf("binary layer: %w", err)
 	}
-	img, err = mutate.Append(img,
-		mutate.Addendum{Layer: base, History: v1.History{Created: created, CreatedBy: "imagebuild: CA certificates, nonroot user, /tmp"}},
+	created := v1.Time{Time: o.Created}
+	return mutate.Append(img,
+		mutate.Addendum{Layer: baseLayer, History: v1.History{Created: created, CreatedBy: "imagebuild: CA certificates, nonroot user, /tmp"}},
 		mutate.Addendum{Layer: app, History: v1.History{Created: created, CreatedBy: "imagebuild: /" + binDir + "/" + o.Name}},
 	)
-	if err != nil {
-		return nil, err
+}
+
+// imageEnv is the image's environment: a PATH for a static binary, or
+// Debian's above a root filesystem, and where the CA bundle is.
+func imageEnv(withRootFS bool) []string {
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=/" + caBundlePath}
+	if withRootFS {
+		// Debian's PATH: its daemons live in /sbin and /usr/sbin too.
+		env[0] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
+	return env
+}
+
+// configure writes img's configuration: the platform, the binary as the
+// entrypoint, run as the nonroot user (or o.User) with env, o's exposed
+// ports and volumes, and labels, which also annotate the manifest.
+func configure(img v1.Image, o buildOptions, p v1.Platform, env []string, labels map[string]string) (v1.Image, error) {
 	cfg, err := img.ConfigFile()
 	if err != nil {
 		return nil, err
 	}
 	cfg = cfg.DeepCopy()
-	cfg.Created = created
-	cfg.OS, cfg.Architecture, cfg.Variant, cfg.OSVersion = b.Platform.OS, b.Platform.Architecture, b.Platform.Variant, b.Platform.OSVersion
+	cfg.Created = v1.Time{Time: o.Created}
+	cfg.OS, cfg.Architecture, cfg.Variant, cfg.OSVersion = p.OS, p.Architecture, p.Variant, p.OSVersion
 	cfg.Config.Entrypoint = []string{"/" + binDir + "/" + o.Name}
 	cfg.Config.Cmd = nil
 	cfg.Config.User = fmt.Sprintf("%d:%d", NonRootID, NonRootID)
@@ -277,28 +326,26 @@ func platformImage(o buildOptions, b platformBinary, caBundle []byte, labels map
 	}
 	cfg.Config.WorkingDir = "/"
 	cfg.Config.Env = env
-	for _, p := range o.ExposedPorts {
-		if cfg.Config.ExposedPorts == nil {
-			cfg.Config.ExposedPorts = map[string]struct{}{}
-		}
-		cfg.Config.ExposedPorts[p] = struct{}{}
-	}
-	for _, v := range o.Volumes {
-		if cfg.Config.Volumes == nil {
-			cfg.Config.Volumes = map[string]struct{}{}
-		}
-		cfg.Config.Volumes[v] = struct{}{}
-	}
-	if extra := o.PlatformLabels[b.Platform.String()]; len(extra) > 0 {
-		labels = maps.Clone(labels)
-		maps.Copy(labels, extra)
-	}
+	cfg.Config.ExposedPorts = addKeys(cfg.Config.ExposedPorts, o.ExposedPorts)
+	cfg.Config.Volumes = addKeys(cfg.Config.Volumes, o.Volumes)
 	cfg.Config.Labels = labels
 	img, err = mutate.ConfigFile(img, cfg)
 	if err != nil {
 		return nil, err
 	}
 	return mutate.Annotations(img, labels).(v1.Image), nil
+}
+
+// addKeys adds keys to set, which it makes for the first one: without
+// keys, a nil set stays nil (no empty field in the configuration).
+func addKeys(set map[string]struct{}, keys []string) map[string]struct{} {
+	for _, k := range keys {
+		if set == nil {
+			set = map[string]struct{}{}
+		}
+		set[k] = struct{}{}
+	}
+	return set
 }
 
 // file is one tar entry; a nil Data with a trailing "/" in Name is a directory.

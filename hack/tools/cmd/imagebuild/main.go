@@ -84,37 +84,60 @@ func run(args []string) error {
 func runBuild(args []string) error {
 	fs := flag.NewFlagSet("build", flag.ContinueOnError)
 	var o buildOptions
-	var binaries platformFlag
-	var created string
+	var f buildFlags
+	f.register(fs, &o)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := f.apply(&o, fs.Args()); err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	digest, err := build(o)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s: image index %s for %s in %s\n", o.Name, digest, f.binaries.platforms(), o.Out)
+	return nil
+}
+
+// buildFlags holds build's flags that buildOptions does not take as given.
+type buildFlags struct {
+	binaries, rootfs                       platformFlag
+	created, goals                         string
+	ports, volumes, params, platformLabels listFlag
+}
+
+// register defines build's flags on fs, into o or f.
+func (f *buildFlags) register(fs *flag.FlagSet, o *buildOptions) {
 	fs.StringVar(&o.Name, "name", "", "binary name; the entrypoint is /usr/local/bin/NAME")
-	fs.Var(&binaries, "binary", "OS/ARCH[/VARIANT]=PATH of a static binary, once per platform")
+	fs.Var(&f.binaries, "binary", "OS/ARCH[/VARIANT]=PATH of a static binary, once per platform")
 	fs.StringVar(&o.Version, "version", "", "version label (org.opencontainers.image.version)")
 	fs.StringVar(&o.Revision, "revision", "", "git commit (org.opencontainers.image.revision)")
 	fs.StringVar(&o.Source, "source", "", "source repository URL (org.opencontainers.image.source)")
 	fs.StringVar(&o.Tag, "tag", "", "tag recorded as the layout's org.opencontainers.image.ref.name")
-	fs.StringVar(&created, "created", "0", "creation time: Unix seconds (the commit time) or RFC 3339")
+	fs.StringVar(&f.created, "created", "0", "creation time: Unix seconds (the commit time) or RFC 3339")
 	fs.StringVar(&o.CACertificates, "ca-certificates", defaultCACertificates, "CA bundle copied to "+caBundlePath)
 	fs.StringVar(&o.Out, "o", "", "output directory (replaced) for the OCI layout")
-	var rootfs platformFlag
-	var ports, volumes listFlag
-	fs.Var(&rootfs, "rootfs", "OS/ARCH[/VARIANT]=PATH of a root filesystem (imagebuild rootfs) below the base layer, once per platform")
+	fs.Var(&f.rootfs, "rootfs", "OS/ARCH[/VARIANT]=PATH of a root filesystem (imagebuild rootfs) below the base layer, once per platform")
 	fs.StringVar(&o.User, "user", "", "UID:GID the image runs as (default the nonroot user)")
-	fs.Var(&ports, "expose", "PORT/PROTOCOL recorded as exposed (repeatable)")
-	fs.Var(&volumes, "volume", "directory recorded as a volume (repeatable)")
-	var params listFlag
-	var goals string
+	fs.Var(&f.ports, "expose", "PORT/PROTOCOL recorded as exposed (repeatable)")
+	fs.Var(&f.volumes, "volume", "directory recorded as a volume (repeatable)")
 	fs.StringVar(&o.Provenance.BuilderID, "builder-id", "", "URI of who built, recorded as the provenance's builder.id (default SOURCE/hack/build.make)")
-	fs.StringVar(&goals, "goals", "", "make goals of this build, space-separated, recorded in the provenance")
-	fs.Var(&params, "param", "NAME=VALUE of a make variable recorded in the provenance (repeatable)")
-	var platformLabels listFlag
-	fs.Var(&platformLabels, "platform-label", "OS/ARCH[/VARIANT]=KEY=VALUE: a label (and manifest annotation) of that platform's image only (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	o.ExposedPorts, o.Volumes = ports, volumes
-	o.Provenance.Goals = strings.Fields(goals)
+	fs.StringVar(&f.goals, "goals", "", "make goals of this build, space-separated, recorded in the provenance")
+	fs.Var(&f.params, "param", "NAME=VALUE of a make variable recorded in the provenance (repeatable)")
+	fs.Var(&f.platformLabels, "platform-label", "OS/ARCH[/VARIANT]=KEY=VALUE: a label (and manifest annotation) of that platform's image only (repeatable)")
+}
+
+// apply parses the parsed flags' values into o; args are the arguments
+// left after the flags, which build takes none of.
+func (f *buildFlags) apply(o *buildOptions, args []string) error {
+	o.ExposedPorts, o.Volumes = f.ports, f.volumes
+	o.Provenance.Goals = strings.Fields(f.goals)
 	o.Provenance.Params = map[string]string{}
-	for _, p := range params {
+	for _, p := range f.params {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || k == "" {
 			return fmt.Errorf("-param %q: want NAME=VALUE", p)
@@ -124,33 +147,25 @@ func runBuild(args []string) error {
 	if o.Provenance.BuilderID == "" {
 		o.Provenance.BuilderID = strings.TrimSuffix(o.Source, "/") + "/hack/build.make"
 	}
-	if len(rootfs) > 0 {
+	if len(f.rootfs) > 0 {
 		o.RootFS = map[string]string{}
-		for _, r := range rootfs {
+		for _, r := range f.rootfs {
 			o.RootFS[r.Platform.String()] = r.Path
 		}
 	}
 	var err error
-	if o.PlatformLabels, err = parsePlatformLabels(platformLabels); err != nil {
+	if o.PlatformLabels, err = parsePlatformLabels(f.platformLabels); err != nil {
 		return err
 	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	if len(args) != 0 {
+		return fmt.Errorf("unexpected arguments %q", args)
 	}
-	t, err := parseTime(created)
+	t, err := parseTime(f.created)
 	if err != nil {
 		return fmt.Errorf("-created: %w", err)
 	}
 	o.Created = t
-	o.Binaries = binaries
-	if err := o.validate(); err != nil {
-		return err
-	}
-	digest, err := build(o)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%s: image index %s for %s in %s\n", o.Name, digest, binaries.platforms(), o.Out)
+	o.Binaries = f.binaries
 	return nil
 }
 

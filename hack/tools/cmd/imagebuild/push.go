@@ -35,39 +35,14 @@ func push(ctx context.Context, dir, ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var main, referrers []v1.Descriptor
-	for _, d := range manifest.Manifests {
-		if isReferrer(d) {
-			referrers = append(referrers, d)
-		} else {
-			main = append(main, d)
-		}
-	}
+	main, referrers := splitReferrers(manifest.Manifests)
 	if len(main) != 1 {
 		return "", fmt.Errorf("%s lists %d images or indexes in index.json, want exactly one (besides SBOMs and provenance)", dir, len(main))
 	}
 	desc := main[0]
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
-	switch {
-	case desc.MediaType.IsIndex():
-		idx, err := root.ImageIndex(desc.Digest)
-		if err != nil {
-			return "", err
-		}
-		err = remote.WriteIndex(tag, idx, opts...)
-		if err != nil {
-			return "", fmt.Errorf("pushing %s: %w", tag, err)
-		}
-	case desc.MediaType.IsImage():
-		img, err := root.Image(desc.Digest)
-		if err != nil {
-			return "", err
-		}
-		if err := remote.Write(tag, img, opts...); err != nil {
-			return "", fmt.Errorf("pushing %s: %w", tag, err)
-		}
-	default:
-		return "", fmt.Errorf("%s: index.json lists a %s, want an image or an image index", dir, desc.MediaType)
+	if err := pushSubject(root, dir, desc, tag, opts); err != nil {
+		return "", err
 	}
 	// After their subjects, so that a registry never lists a referrer of a
 	// manifest it does not have.
@@ -81,4 +56,44 @@ func push(ctx context.Context, dir, ref string) (string, error) {
 		}
 	}
 	return tag.String() + "@" + desc.Digest.String(), nil
+}
+
+// splitReferrers tells the artifacts that refer to an image (isReferrer)
+// from the images and indexes a layout's index.json lists.
+func splitReferrers(manifests []v1.Descriptor) (main, referrers []v1.Descriptor) {
+	for _, d := range manifests {
+		if isReferrer(d) {
+			referrers = append(referrers, d)
+		} else {
+			main = append(main, d)
+		}
+	}
+	return main, referrers
+}
+
+// pushSubject sends the index or image desc of the layout root (in dir)
+// to tag.
+func pushSubject(root v1.ImageIndex, dir string, desc v1.Descriptor, tag name.Tag, opts []remote.Option) error {
+	switch {
+	case desc.MediaType.IsIndex():
+		idx, err := root.ImageIndex(desc.Digest)
+		if err != nil {
+			return err
+		}
+		err = remote.WriteIndex(tag, idx, opts...)
+		if err != nil {
+			return fmt.Errorf("pushing %s: %w", tag, err)
+		}
+	case desc.MediaType.IsImage():
+		img, err := root.Image(desc.Digest)
+		if err != nil {
+			return err
+		}
+		if err := remote.Write(tag, img, opts...); err != nil {
+			return fmt.Errorf("pushing %s: %w", tag, err)
+		}
+	default:
+		return fmt.Errorf("%s: index.json lists a %s, want an image or an image index", dir, desc.MediaType)
+	}
+	return nil
 }

@@ -159,7 +159,7 @@ func unpackDeb(deb string, tree map[string]*entry, newest *time.Time) error {
 	tr := tar.NewReader(out)
 	var readErr error
 	for {
-		hdr, err := tr.Next()
+		hdr, name, data, err := nextFile(tr)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -167,46 +167,9 @@ func unpackDeb(deb string, tree map[string]*entry, newest *time.Time) error {
 			readErr = err
 			break
 		}
-		name := cleanName(hdr.Name)
-		if name == "" || excludedPath(name) {
-			continue
+		if err := addEntry(tree, hdr, name, data, newest); err != nil {
+			return err
 		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			readErr = err
-			break
-		}
-		h := &tar.Header{
-			Typeflag: hdr.Typeflag,
-			Name:     name,
-			Linkname: hdr.Linkname,
-			Mode:     hdr.Mode,
-			Uid:      hdr.Uid,
-			Gid:      hdr.Gid,
-			Size:     int64(len(data)),
-			ModTime:  hdr.ModTime,
-			Format:   tar.FormatPAX,
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			h.Name += "/"
-			h.Size = 0
-			if _, ok := tree[h.Name]; ok {
-				continue // an earlier package's directory: same path, keep it
-			}
-		case tar.TypeLink:
-			h.Linkname = cleanName(hdr.Linkname)
-			h.Size = 0
-		case tar.TypeSymlink:
-			h.Size = 0
-		case tar.TypeReg:
-		default:
-			return fmt.Errorf("%s: unsupported tar entry type %q", hdr.Name, hdr.Typeflag)
-		}
-		if hdr.ModTime.After(*newest) {
-			*newest = hdr.ModTime
-		}
-		tree[h.Name] = &entry{hdr: h, data: data}
 	}
 	if readErr != nil {
 		_ = cmd.Process.Kill()
@@ -216,6 +179,65 @@ func unpackDeb(deb string, tree map[string]*entry, newest *time.Time) error {
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("dpkg-deb --fsys-tarfile: %w: %s", err, stderr.Bytes())
 	}
+	return nil
+}
+
+// nextFile is the next entry of a package's tar that the root filesystem
+// keeps (not excludedPath), with its clean name and its data; io.EOF after
+// the last.
+func nextFile(tr *tar.Reader) (*tar.Header, string, []byte, error) {
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			return nil, "", nil, err
+		}
+		name := cleanName(hdr.Name)
+		if name == "" || excludedPath(name) {
+			continue
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return hdr, name, data, nil
+	}
+}
+
+// addEntry puts a package's file (hdr, named name, holding data) into
+// tree with a header of its own, and keeps newest the latest time of
+// those files. A directory an earlier package made stays as it is.
+func addEntry(tree map[string]*entry, hdr *tar.Header, name string, data []byte, newest *time.Time) error {
+	h := &tar.Header{
+		Typeflag: hdr.Typeflag,
+		Name:     name,
+		Linkname: hdr.Linkname,
+		Mode:     hdr.Mode,
+		Uid:      hdr.Uid,
+		Gid:      hdr.Gid,
+		Size:     int64(len(data)),
+		ModTime:  hdr.ModTime,
+		Format:   tar.FormatPAX,
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		h.Name += "/"
+		h.Size = 0
+		if _, ok := tree[h.Name]; ok {
+			return nil // an earlier package's directory: same path, keep it
+		}
+	case tar.TypeLink:
+		h.Linkname = cleanName(hdr.Linkname)
+		h.Size = 0
+	case tar.TypeSymlink:
+		h.Size = 0
+	case tar.TypeReg:
+	default:
+		return fmt.Errorf("%s: unsupported tar entry type %q", hdr.Name, hdr.Typeflag)
+	}
+	if hdr.ModTime.After(*newest) {
+		*newest = hdr.ModTime
+	}
+	tree[h.Name] = &entry{hdr: h, data: data}
 	return nil
 }
 
