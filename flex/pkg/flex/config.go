@@ -182,7 +182,7 @@ var configKeyParsers = map[string]func(r *configMapReader, v string) error{
 		dec := json.NewDecoder(strings.NewReader(v))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(sc); err != nil {
-			return fmt.Errorf("not a container securityContext in JSON (%v)", err)
+			return fmt.Errorf("not a container securityContext in JSON (%w)", err)
 		}
 		r.cfg.SecurityContext = sc
 		r.scSet = true
