@@ -192,6 +192,64 @@ func (p *Provisioner) SupportsBlock(context.Context) bool { return true }
 
 // Provision implements controller.Provisioner.
 func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
+	req, state, err := p.checkRequest(o)
+	if err != nil {
+		return nil, state, err
+	}
+	logger := klog.FromContext(ctx).WithValues("pv", o.PVName)
+	ctx = klog.NewContext(ctx, logger)
+	if req.zone != "" {
+		logger.V(2).Info("Chose the availability zone", "zone", req.zone, "from", req.zoneSource)
+	}
+
+	vol, stuckAt, state, err := p.findOrCreate(ctx, o, req.cp, req.zone, req.size)
+	if err != nil {
+		return nil, state, err
+	}
+	// The steps below use id: vol is replaced by each status read.
+	id := vol.ID
+	logger = logger.WithValues("volumeID", id)
+	ctx = klog.NewContext(ctx, logger)
+
+	op := &operation{p: p, id: id}
+	op.push("delete volume", func(ctx context.Context) error {
+		return deleteVolume(ctx, p.volumes, id, p.cfg.pollInterval)
+	})
+	vol, state, err = p.awaitAvailable(ctx, op, id, stuckAt)
+	if err != nil {
+		return nil, state, err
+	}
+	if err := p.reserve(ctx, op, vol, id); err != nil {
+		return op.fail(ctx, err)
+	}
+
+	res, ann, err := p.connect(ctx, op, o, req.cp, id)
+	if err != nil {
+		return op.fail(ctx, err)
+	}
+	volZone := volumeZone(logger, vol, req.zone)
+	logger.V(2).Info("Provisioned Cinder volume", "sizeGiB", vol.Size, "zone", volZone)
+	return o.NewVolume(controller.VolumeSpec{
+		Source:       res.Source,
+		Capacity:     *resource.NewQuantity(int64(vol.Size)*capacity.GiB, resource.BinarySI),
+		NodeAffinity: p.nodeAffinity(volZone),
+		Annotations:  ann,
+	}), controller.ProvisioningFinished, nil
+}
+
+// provisionRequest is what a claim asks of Cinder, checked before Cinder
+// is called.
+type provisionRequest struct {
+	cp   classParams
+	size int
+	// zone is the availability zone to create the volume in ("" lets Cinder
+	// choose) and zoneSource what chose it, for the log.
+	zone, zoneSource string
+}
+
+// checkRequest reads the class parameters, access modes, size and zone of
+// the claim. Errors come with the state the controller must assume.
+func (p *Provisioner) checkRequest(o controller.ProvisionOptions) (*provisionRequest, controller.ProvisioningState, error) {
 	class := o.StorageClass
 	if class == nil {
 		class = &storagev1.StorageClass{}
@@ -216,25 +274,14 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		}
 		return nil, controller.ProvisioningFinished, err
 	}
-	logger := klog.FromContext(ctx).WithValues("pv", o.PVName)
-	ctx = klog.NewContext(ctx, logger)
-	if zone != "" {
-		logger.V(2).Info("Chose the availability zone", "zone", zone, "from", zoneSource)
-	}
+	return &provisionRequest{cp: cp, size: size, zone: zone, zoneSource: zoneSource}, controller.ProvisioningFinished, nil
+}
 
-	vol, stuckAt, state, err := p.findOrCreate(ctx, o, cp, zone, size)
-	if err != nil {
-		return nil, state, err
-	}
-	// The steps below use id: vol is replaced by each status read.
-	id := vol.ID
-	logger = logger.WithValues("volumeID", id)
-	ctx = klog.NewContext(ctx, logger)
-
-	op := &operation{p: p, id: id}
-	op.push("delete volume", func(ctx context.Context) error {
-		return deleteVolume(ctx, p.volumes, id, p.cfg.pollInterval)
-	})
+// awaitAvailable waits until volume id is available (or reserved, or in
+// use: an earlier attempt got further). A volume in error is rolled back;
+// one still creating is kept for the retry to pick up by name. Errors come
+// with the state the controller must assume.
+func (p *Provisioner) awaitAvailable(ctx context.Context, op *operation, id string, stuckAt time.Time) (*volumes.Volume, controller.ProvisioningState, error) {
 	// The wait ends when the volume would count as stuck, so that the next
 	// attempt replaces it instead of waiting for the operation's timeout.
 	waitCtx := ctx
@@ -243,48 +290,49 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		waitCtx, cancel = context.WithDeadline(ctx, stuckAt)
 		defer cancel()
 	}
-	vol, err = waitAvailable(waitCtx, p.volumes, id, p.cfg.pollInterval)
-	if err != nil {
-		var se *statusError
-		if errors.As(err, &se) {
-			return op.fail(ctx, err)
-		}
-		if ctx.Err() == nil && waitCtx.Err() != nil {
-			return nil, controller.ProvisioningInBackground, fmt.Errorf("cinder volume %s is still creating after --stuck-creating-timeout (%s): it is stuck; the next attempt deletes it and creates another", id, p.cfg.stuckCreating)
-		}
-		// Still creating (or Cinder unreachable): a creating volume cannot
-		// be deleted, so keep it and let the retry pick it up by name.
-		return nil, controller.ProvisioningInBackground, fmt.Errorf("waiting for Cinder volume %s to become available: %w", id, err)
+	vol, err := waitAvailable(waitCtx, p.volumes, id, p.cfg.pollInterval)
+	if err == nil {
+		return vol, controller.ProvisioningNoChange, nil
 	}
+	var se *statusError
+	if errors.As(err, &se) {
+		_, state, err := op.fail(ctx, err)
+		return nil, state, err
+	}
+	if ctx.Err() == nil && waitCtx.Err() != nil {
+		return nil, controller.ProvisioningInBackground, fmt.Errorf("cinder volume %s is still creating after --stuck-creating-timeout (%s): it is stuck; the next attempt deletes it and creates another", id, p.cfg.stuckCreating)
+	}
+	// Still creating (or Cinder unreachable): a creating volume cannot
+	// be deleted, so keep it and let the retry pick it up by name.
+	return nil, controller.ProvisioningInBackground, fmt.Errorf("waiting for Cinder volume %s to become available: %w", id, err)
+}
 
+// reserve reserves an available volume for this provisioner's connection
+// (one an earlier attempt reserved already is left as it is) and pushes
+// the unreserve onto op.
+func (p *Provisioner) reserve(ctx context.Context, op *operation, vol *volumes.Volume, id string) error {
 	if vol.Status == statusAvailable {
 		if err := volumes.Reserve(ctx, p.volumes, id).ExtractErr(); err != nil {
-			return op.fail(ctx, fmt.Errorf("reserving Cinder volume %s: %w", id, cinderError(err)))
+			return fmt.Errorf("reserving Cinder volume %s: %w", id, cinderError(err))
 		}
 	}
 	op.push("unreserve", func(ctx context.Context) error {
 		return ignoreNotFound(volumes.Unreserve(ctx, p.volumes, id).ExtractErr())
 	})
+	return nil
+}
 
-	res, ann, err := p.connect(ctx, op, o, cp, id)
-	if err != nil {
-		return op.fail(ctx, err)
+// volumeZone is the zone Cinder reports for vol: it may have chosen one,
+// or fallen back to its default (allow_availability_zone_fallback). It is
+// the zone asked for when Cinder reports none.
+func volumeZone(logger klog.Logger, vol *volumes.Volume, asked string) string {
+	if vol.AvailabilityZone == "" {
+		return asked
 	}
-	// The zone Cinder reports: it may have chosen one, or fallen back to
-	// its default (allow_availability_zone_fallback).
-	volZone := vol.AvailabilityZone
-	if volZone == "" {
-		volZone = zone
-	} else if zone != "" && volZone != zone {
-		logger.Info("Cinder put the volume in another availability zone than asked; the PV follows Cinder", "asked", zone, "zone", volZone)
+	if asked != "" && vol.AvailabilityZone != asked {
+		logger.Info("Cinder put the volume in another availability zone than asked; the PV follows Cinder", "asked", asked, "zone", vol.AvailabilityZone)
 	}
-	logger.V(2).Info("Provisioned Cinder volume", "sizeGiB", vol.Size, "zone", volZone)
-	return o.NewVolume(controller.VolumeSpec{
-		Source:       res.Source,
-		Capacity:     *resource.NewQuantity(int64(vol.Size)*capacity.GiB, resource.BinarySI),
-		NodeAffinity: p.nodeAffinity(volZone),
-		Annotations:  ann,
-	}), controller.ProvisioningFinished, nil
+	return vol.AvailabilityZone
 }
 
 // connect exports the volume to this provisioner's connector and maps the
@@ -496,26 +544,10 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "volumeID", id)
 	ctx = klog.NewContext(ctx, logger)
 
-	conn := p.cfg.connector
-	if s, ok := pv.Annotations[AnnConnector]; ok {
-		c, err := decodeConnector(s)
-		if err != nil {
-			logger.Error(err, "Unreadable connector annotation; terminating with the current connector", "annotation", AnnConnector)
-		} else {
-			conn = c
-		}
-	}
-	vol, err := volumes.Get(ctx, p.volumes, id).Extract()
-	gone := isNotFound(err)
-	if err != nil && !gone {
-		return fmt.Errorf("reading Cinder volume %s: %w", id, cinderError(err))
-	}
-	if !gone {
-		// The annotations are only a claim: the volume's own metadata,
-		// which this provisioner wrote, must name it and this PV.
-		if err := p.checkOwner(vol, pv.Name); err != nil {
-			return err
-		}
+	conn := p.connectorOf(logger, pv)
+	vol, gone, err := p.ownVolume(ctx, id, pv.Name)
+	if err != nil {
+		return err
 	}
 	if ref := pv.Annotations[AnnAuthSecret]; ref != "" {
 		if err := p.deleteSecret(ctx, ref, pv.Name); err != nil {
@@ -526,26 +558,72 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 		logger.V(2).Info("Cinder volume already gone")
 		return nil
 	}
-	switch vol.Status {
-	case statusAttaching, statusReserved, statusInUse:
-		if err := volumes.TerminateConnection(ctx, p.volumes, id, conn.terminateOpts()).ExtractErr(); err != nil {
-			if isNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("terminating the connection to Cinder volume %s: %w", id, cinderError(err))
-		}
-		if err := volumes.Unreserve(ctx, p.volumes, id).ExtractErr(); err != nil {
-			if isNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("unreserving Cinder volume %s: %w", id, cinderError(err))
-		}
+	if gone, err := p.disconnect(ctx, conn, vol, id); gone || err != nil {
+		return err
 	}
 	if err := deleteVolume(ctx, p.volumes, id, p.cfg.pollInterval); err != nil {
 		return err
 	}
 	logger.V(2).Info("Deleted Cinder volume")
 	return nil
+}
+
+// connectorOf is the connector pv's connection was made with (AnnConnector),
+// so that Delete terminates that connection even if the flags changed; the
+// current one when the annotation is missing or unreadable.
+func (p *Provisioner) connectorOf(logger klog.Logger, pv *corev1.PersistentVolume) Connector {
+	s, ok := pv.Annotations[AnnConnector]
+	if !ok {
+		return p.cfg.connector
+	}
+	c, err := decodeConnector(s)
+	if err != nil {
+		logger.Error(err, "Unreadable connector annotation; terminating with the current connector", "annotation", AnnConnector)
+		return p.cfg.connector
+	}
+	return c
+}
+
+// ownVolume reads volume id, which must be the one this provisioner created
+// for the PV named pvName; gone says Cinder no longer has it.
+func (p *Provisioner) ownVolume(ctx context.Context, id, pvName string) (vol *volumes.Volume, gone bool, err error) {
+	vol, err = volumes.Get(ctx, p.volumes, id).Extract()
+	if isNotFound(err) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading Cinder volume %s: %w", id, cinderError(err))
+	}
+	// The annotations are only a claim: the volume's own metadata, which
+	// this provisioner wrote, must name it and this PV.
+	if err := p.checkOwner(vol, pvName); err != nil {
+		return nil, false, err
+	}
+	return vol, false, nil
+}
+
+// disconnect terminates the connection of a volume that is reserved or
+// attached, and unreserves it, so that Cinder lets it be deleted. gone
+// says Cinder no longer has the volume: nothing is left to delete.
+func (p *Provisioner) disconnect(ctx context.Context, conn Connector, vol *volumes.Volume, id string) (gone bool, err error) {
+	switch vol.Status {
+	case statusAttaching, statusReserved, statusInUse:
+	default:
+		return false, nil
+	}
+	if err := volumes.TerminateConnection(ctx, p.volumes, id, conn.terminateOpts()).ExtractErr(); err != nil {
+		if isNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("terminating the connection to Cinder volume %s: %w", id, cinderError(err))
+	}
+	if err := volumes.Unreserve(ctx, p.volumes, id).ExtractErr(); err != nil {
+		if isNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("unreserving Cinder volume %s: %w", id, cinderError(err))
+	}
+	return false, nil
 }
 
 // checkOwner makes sure vol is the volume this provisioner created for the

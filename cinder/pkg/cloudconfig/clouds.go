@@ -51,43 +51,9 @@ type cloudsYAML struct {
 // cloud provider's use-clouds does: [Global] wins. insecureSet says whether
 // tls-insecure was given, which then wins over verify.
 func (c *Config) fillFromClouds(file, name string, lookup func(string) (string, bool), insecureSet bool) error {
-	path, content, err := findClouds(file, lookup)
+	path, name, e, err := readCloud(file, name, lookup)
 	if err != nil {
 		return err
-	}
-	if err := refuseSecureYAML(path, lookup); err != nil {
-		return err
-	}
-	var all cloudsYAML
-	if err := yaml.Unmarshal(content, &all); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if name == "" {
-		name, _ = lookup("OS_CLOUD")
-	}
-	names := slices.Sorted(maps.Keys(all.Clouds))
-	switch {
-	case name == "" && len(names) == 1:
-		name = names[0]
-	case name == "":
-		return fmt.Errorf("%s has clouds %s: select one with cloud (or OS_CLOUD)", path, strings.Join(names, ", "))
-	}
-	raw, ok := all.Clouds[name]
-	if !ok {
-		return fmt.Errorf("%s has no cloud %q; it has %s", path, name, strings.Join(names, ", "))
-	}
-	// gophercloud's schema, decoded strictly: a key it does not know is a
-	// typo or another tool's, and is refused rather than ignored.
-	var e clouds.Cloud
-	if err := yaml.UnmarshalStrict(raw, &e); err != nil {
-		// Key names only: the decoder quotes no values.
-		return fmt.Errorf("%s, cloud %q: %w", path, name, err)
-	}
-	if e.AuthInfo == nil {
-		e.AuthInfo = &clouds.AuthInfo{}
-	}
-	if err := check(&e); err != nil {
-		return fmt.Errorf("%s, cloud %q: %w", path, name, err)
 	}
 	a := e.AuthInfo
 	endpointType := e.Interface
@@ -123,6 +89,60 @@ func (c *Config) fillFromClouds(file, name string, lookup func(string) (string, 
 	}
 	c.Source += fmt.Sprintf(" and %s (cloud %q)", path, name)
 	return nil
+}
+
+// readCloud finds clouds.yaml, refuses a secure.yaml beside it, and returns
+// the file's path, the selected cloud's name and its entry, checked.
+func readCloud(file, name string, lookup func(string) (string, bool)) (string, string, *clouds.Cloud, error) {
+	path, content, err := findClouds(file, lookup)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if err := refuseSecureYAML(path, lookup); err != nil {
+		return "", "", nil, err
+	}
+	var all cloudsYAML
+	if err := yaml.Unmarshal(content, &all); err != nil {
+		return "", "", nil, fmt.Errorf("%s: %w", path, err)
+	}
+	name, raw, err := selectCloud(path, name, all.Clouds, lookup)
+	if err != nil {
+		return "", "", nil, err
+	}
+	// gophercloud's schema, decoded strictly: a key it does not know is a
+	// typo or another tool's, and is refused rather than ignored.
+	var e clouds.Cloud
+	if err := yaml.UnmarshalStrict(raw, &e); err != nil {
+		// Key names only: the decoder quotes no values.
+		return "", "", nil, fmt.Errorf("%s, cloud %q: %w", path, name, err)
+	}
+	if e.AuthInfo == nil {
+		e.AuthInfo = &clouds.AuthInfo{}
+	}
+	if err := check(&e); err != nil {
+		return "", "", nil, fmt.Errorf("%s, cloud %q: %w", path, name, err)
+	}
+	return path, name, &e, nil
+}
+
+// selectCloud picks the entry of the cloud named name, else OS_CLOUD, else
+// the only one in the file at path.
+func selectCloud(path, name string, all map[string]json.RawMessage, lookup func(string) (string, bool)) (string, json.RawMessage, error) {
+	if name == "" {
+		name, _ = lookup("OS_CLOUD")
+	}
+	names := slices.Sorted(maps.Keys(all))
+	switch {
+	case name == "" && len(names) == 1:
+		name = names[0]
+	case name == "":
+		return "", nil, fmt.Errorf("%s has clouds %s: select one with cloud (or OS_CLOUD)", path, strings.Join(names, ", "))
+	}
+	raw, ok := all[name]
+	if !ok {
+		return "", nil, fmt.Errorf("%s has no cloud %q; it has %s", path, name, strings.Join(names, ", "))
+	}
+	return name, raw, nil
 }
 
 // check refuses what clouds.yaml may say that has no meaning here, naming

@@ -224,30 +224,9 @@ func Parse(content, name string) (*Config, error) {
 // the section leaves empty; lookup reads OS_CLOUD and
 // OS_CLIENT_CONFIG_FILE for it.
 func ParseCloud(content, name, cloudName string, lookup func(string) (string, bool)) (*Config, error) {
-	var w wire
-	err := gcfg.ReadStringInto(&w, content)
-	var unknown []string
-	var list warnings.List
-	if errors.As(err, &list) {
-		if list.Fatal != nil {
-			return nil, fmt.Errorf("cloud config %s: %w", name, list.Fatal)
-		}
-		for _, warn := range list.Warnings {
-			// gcfg reports data it cannot store as `can't store data at
-			// section "x", variable "y"`; without a variable it is a whole
-			// section we do not read.
-			loc := warn.Error()
-			if _, v, ok := strings.Cut(loc, `variable "`); ok && strings.Contains(strings.ToLower(loc), `section "global"`) {
-				unknown = append(unknown, strings.TrimSuffix(v, `"`))
-			}
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("cloud config %s: %w", name, err)
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return nil, fmt.Errorf("cloud config %s: unknown key(s) %s in [Global]; known keys are %s",
-			name, strings.Join(unknown, ", "), strings.Join(globalKeys, ", "))
+	w, err := readWire(content, name)
+	if err != nil {
+		return nil, err
 	}
 	from := "cloud config " + name
 	g, err := w.section(from, cloudName)
@@ -257,29 +236,74 @@ func ParseCloud(content, name, cloudName string, lookup func(string) (string, bo
 	if cloudName != "" {
 		from += fmt.Sprintf(` [Global %q]`, cloudName)
 	}
-	var errs []error
-	// alias returns the value of a key and of its alias; set to different
-	// values is an error, since either could be the intended one.
-	alias := func(k1, v1, k2, v2 string) string {
-		if v1 != "" && v2 != "" && v1 != v2 {
-			errs = append(errs, fmt.Errorf("%s: %s and %s are both set, to different values; set one", from, k1, k2))
-		}
-		if v1 != "" {
-			return v1
-		}
-		return v2
+	c, useClouds, err := g.config(from)
+	if err != nil {
+		return nil, err
 	}
+	if useClouds {
+		if err := c.fillFromClouds(g.CloudsFile, g.Cloud, lookup, g.TLSInsecure != ""); err != nil {
+			return nil, fmt.Errorf("%s: use-clouds: %w", from, err)
+		}
+	}
+	return validate(c, fileKeys)
+}
+
+// readWire reads a cloud config file into its wire form. gcfg only warns of
+// a key it cannot store; here an unknown key in [Global] is an error naming
+// it, since it is a typo or a key of another version.
+func readWire(content, name string) (*wire, error) {
+	var w wire
+	err := gcfg.ReadStringInto(&w, content)
+	var list warnings.List
+	if !errors.As(err, &list) {
+		if err != nil {
+			return nil, fmt.Errorf("cloud config %s: %w", name, err)
+		}
+		return &w, nil
+	}
+	if list.Fatal != nil {
+		return nil, fmt.Errorf("cloud config %s: %w", name, list.Fatal)
+	}
+	if unknown := unknownGlobalKeys(list.Warnings); len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("cloud config %s: unknown key(s) %s in [Global]; known keys are %s",
+			name, strings.Join(unknown, ", "), strings.Join(globalKeys, ", "))
+	}
+	return &w, nil
+}
+
+// unknownGlobalKeys returns the [Global] keys gcfg warned it could not
+// store.
+func unknownGlobalKeys(warns []error) []string {
+	var unknown []string
+	for _, warn := range warns {
+		// gcfg reports data it cannot store as `can't store data at
+		// section "x", variable "y"`; without a variable it is a whole
+		// section we do not read.
+		loc := warn.Error()
+		if _, v, ok := strings.Cut(loc, `variable "`); ok && strings.Contains(strings.ToLower(loc), `section "global"`) {
+			unknown = append(unknown, strings.TrimSuffix(v, `"`))
+		}
+	}
+	return unknown
+}
+
+// config turns the section into a Config, not validated yet, and says
+// whether clouds.yaml is to fill it (use-clouds). Every problem of the
+// section is reported at once.
+func (g *global) config(from string) (*Config, bool, error) {
+	e := &sourceErrors{from: from}
 	c := &Config{
 		AuthURL:                     g.AuthURL,
 		Username:                    g.Username,
 		UserID:                      g.UserID,
 		Password:                    g.Password,
-		TenantID:                    alias("tenant-id", g.TenantID, "project-id", g.ProjectID),
-		TenantName:                  alias("tenant-name", g.TenantName, "project-name", g.ProjectName),
+		TenantID:                    e.alias("tenant-id", g.TenantID, "project-id", g.ProjectID),
+		TenantName:                  e.alias("tenant-name", g.TenantName, "project-name", g.ProjectName),
 		DomainID:                    g.DomainID,
 		DomainName:                  g.DomainName,
-		ProjectDomainID:             alias("tenant-domain-id", g.TenantDomainID, "project-domain-id", g.ProjectDomainID),
-		ProjectDomainName:           alias("tenant-domain-name", g.TenantDomainName, "project-domain-name", g.ProjectDomainName),
+		ProjectDomainID:             e.alias("tenant-domain-id", g.TenantDomainID, "project-domain-id", g.ProjectDomainID),
+		ProjectDomainName:           e.alias("tenant-domain-name", g.TenantDomainName, "project-domain-name", g.ProjectDomainName),
 		UserDomainID:                g.UserDomainID,
 		UserDomainName:              g.UserDomainName,
 		ApplicationCredentialID:     g.ApplicationCredentialID,
@@ -297,33 +321,47 @@ func ParseCloud(content, name, cloudName string, lookup func(string) (string, bo
 		CinderEndpoint:              g.CinderEndpoint,
 		Source:                      from,
 	}
-	if g.TLSInsecure != "" {
-		b, err := strconv.ParseBool(g.TLSInsecure)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: tls-insecure: %q is not true or false", from, g.TLSInsecure))
-		}
-		c.TLSInsecure = b
-	}
-	useClouds := false
-	if g.UseClouds != "" {
-		b, err := strconv.ParseBool(g.UseClouds)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: use-clouds: %q is not true or false", from, g.UseClouds))
-		}
-		useClouds = b
-	}
+	c.TLSInsecure = e.boolean("tls-insecure", g.TLSInsecure)
+	useClouds := e.boolean("use-clouds", g.UseClouds)
 	if !useClouds && (g.CloudsFile != "" || g.Cloud != "") {
-		errs = append(errs, fmt.Errorf("%s: clouds-file and cloud are read only with use-clouds = true; set it, or remove them", from))
+		e.errs = append(e.errs, fmt.Errorf("%s: clouds-file and cloud are read only with use-clouds = true; set it, or remove them", from))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	if err := errors.Join(e.errs...); err != nil {
+		return nil, false, err
 	}
-	if useClouds {
-		if err := c.fillFromClouds(g.CloudsFile, g.Cloud, lookup, g.TLSInsecure != ""); err != nil {
-			return nil, fmt.Errorf("%s: use-clouds: %w", from, err)
-		}
+	return c, useClouds, nil
+}
+
+// sourceErrors reads the values of one source (a file's section, the
+// environment) that need more than copying, collecting their problems, each
+// prefixed with where the source is, so that one error names them all.
+type sourceErrors struct {
+	from string
+	errs []error
+}
+
+// alias returns the value of a key and of its alias; set to different
+// values is an error, since either could be the intended one.
+func (e *sourceErrors) alias(k1, v1, k2, v2 string) string {
+	if v1 != "" && v2 != "" && v1 != v2 {
+		e.errs = append(e.errs, fmt.Errorf("%s: %s and %s are both set, to different values; set one", e.from, k1, k2))
 	}
-	return validate(c, fileKeys)
+	if v1 != "" {
+		return v1
+	}
+	return v2
+}
+
+// boolean reads a true/false key; unset is false.
+func (e *sourceErrors) boolean(key, v string) bool {
+	if v == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s: %s: %q is not true or false", e.from, key, v))
+	}
+	return b
 }
 
 // section returns the [Global "cloudName"] section, or [Global] for "".
@@ -389,7 +427,7 @@ var EnvVars = []string{"OS_AUTH_URL", "OS_USERNAME", "OS_USER_ID", "OS_PASSWORD"
 
 // FromEnv reads the OS_* variables through lookup (os.LookupEnv).
 func FromEnv(lookup func(string) (string, bool)) (*Config, error) {
-	var errs []error
+	e := &sourceErrors{from: "environment"}
 	// first returns the value of the first variable set; two set to
 	// different values is an error, since either could be the intended one.
 	first := func(names ...string) string {
@@ -400,7 +438,7 @@ func FromEnv(lookup func(string) (string, bool)) (*Config, error) {
 				continue
 			}
 			if from != "" && v != val {
-				errs = append(errs, fmt.Errorf("environment: %s and %s are both set, to different values; set one", from, n))
+				e.errs = append(e.errs, fmt.Errorf("environment: %s and %s are both set, to different values; set one", from, n))
 				continue
 			}
 			if from == "" {
@@ -437,14 +475,8 @@ func FromEnv(lookup func(string) (string, bool)) (*Config, error) {
 		CinderEndpoint:              first("OS_CINDER_ENDPOINT"),
 		Source:                      "environment",
 	}
-	if v := first("OS_INSECURE"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("environment: OS_INSECURE: %q is not true or false", v))
-		}
-		c.TLSInsecure = b
-	}
-	if err := errors.Join(errs...); err != nil {
+	c.TLSInsecure = e.boolean("OS_INSECURE", first("OS_INSECURE"))
+	if err := errors.Join(e.errs...); err != nil {
 		return nil, err
 	}
 	if c.AuthURL == "" && c.CinderEndpoint == "" {

@@ -36,64 +36,29 @@ type ISCSI struct{}
 // Map implements Mapper.
 func (ISCSI) Map(req Request) (*Result, error) {
 	d := &data{kind: "iscsi", m: req.Connection.Data}
-	portal, iqn := d.str("target_portal"), d.str("target_iqn")
-	lun, hasLun := d.integer("target_lun")
-	portals, iqns, luns := d.strs("target_portals"), d.strs("target_iqns"), d.integers("target_luns")
-	if d.err != nil {
-		return nil, d.err
-	}
-	// Multipath answers may carry only the lists.
-	if portal == "" && len(portals) > 0 {
-		portal = portals[0]
-	}
-	if iqn == "" && len(iqns) > 0 {
-		iqn = iqns[0]
-	}
-	if !hasLun && len(luns) > 0 {
-		lun, hasLun = luns[0], true
-	}
-	switch {
-	case portal == "":
-		return nil, missing("iscsi", "target_portal", "")
-	case iqn == "":
-		return nil, missing("iscsi", "target_iqn", "")
-	case !hasLun:
-		return nil, missing("iscsi", "target_lun", "")
-	case lun < 0 || lun > maxISCSILun:
-		return nil, fmt.Errorf("the iscsi connection info from Cinder has target_lun %d; Kubernetes iSCSI volumes accept LUNs 0-%d", lun, maxISCSILun)
-	}
-	if !strings.HasPrefix(iqn, "iqn.") && !strings.HasPrefix(iqn, "eui.") && !strings.HasPrefix(iqn, "naa.") {
-		return nil, fmt.Errorf("the iscsi connection info from Cinder has target_iqn %q, which is not an iqn., eui. or naa. name", iqn)
+	t, err := readISCSITarget(d)
+	if err != nil {
+		return nil, err
 	}
 	if req.InitiatorName == "" {
 		return nil, errors.New("cinder serves this volume over iSCSI but the provisioner has no --initiator-name: set it to the initiator IQN the nodes log in with (the one Cinder grants access to)")
 	}
 
 	src := &corev1.ISCSIPersistentVolumeSource{
-		TargetPortal:  portal,
-		IQN:           iqn,
-		Lun:           int32(lun), //nolint:gosec // checked against maxISCSILun above
+		TargetPortal:  t.portal,
+		IQN:           t.iqn,
+		Lun:           int32(t.lun), //nolint:gosec // checked against maxISCSILun in readISCSITarget
 		FSType:        req.FSType,
-		Portals:       extraPortals(portal, iqn, lun, portals, iqns, luns),
+		Portals:       extraPortals(t.portal, t.iqn, t.lun, t.portals, t.iqns, t.luns),
 		InitiatorName: &req.InitiatorName,
 	}
 
 	secretData := map[string][]byte{}
-	if strings.EqualFold(d.str("auth_method"), "CHAP") {
-		user, pass := d.str("auth_username"), d.str("auth_password")
-		if user == "" || pass == "" {
-			return nil, missing("iscsi", "auth_username or auth_password", " although auth_method is CHAP")
-		}
-		secretData[ChapSessionUsername], secretData[ChapSessionPassword] = []byte(user), []byte(pass)
-		src.SessionCHAPAuth = true
+	if src.SessionCHAPAuth, err = readCHAP(d, sessionCHAP, secretData); err != nil {
+		return nil, err
 	}
-	if strings.EqualFold(d.str("discovery_auth_method"), "CHAP") {
-		user, pass := d.str("discovery_auth_username"), d.str("discovery_auth_password")
-		if user == "" || pass == "" {
-			return nil, missing("iscsi", "discovery_auth_username or discovery_auth_password", " although discovery_auth_method is CHAP")
-		}
-		secretData[ChapDiscoveryUsername], secretData[ChapDiscoveryPassword] = []byte(user), []byte(pass)
-		src.DiscoveryCHAPAuth = true
+	if src.DiscoveryCHAPAuth, err = readCHAP(d, discoveryCHAP, secretData); err != nil {
+		return nil, err
 	}
 	if d.err != nil {
 		return nil, d.err
@@ -110,6 +75,88 @@ func (ISCSI) Map(req Request) (*Result, error) {
 		src.SecretRef = &corev1.SecretReference{Name: res.Secret.Name, Namespace: res.Secret.Namespace}
 	}
 	return res, nil
+}
+
+// iscsiTarget is the primary path of an iSCSI volume and, with multipath,
+// the lists of all its paths.
+type iscsiTarget struct {
+	portal, iqn string
+	lun         int
+	portals     []string
+	iqns        []string
+	luns        []int
+}
+
+// readISCSITarget reads and checks the target of an iscsi connection. The
+// keys are read in a fixed order, so that the first one of the wrong kind
+// is the one reported.
+func readISCSITarget(d *data) (*iscsiTarget, error) {
+	t := &iscsiTarget{}
+	t.portal, t.iqn = d.str("target_portal"), d.str("target_iqn")
+	lun, hasLun := d.integer("target_lun")
+	t.portals, t.iqns, t.luns = d.strs("target_portals"), d.strs("target_iqns"), d.integers("target_luns")
+	if d.err != nil {
+		return nil, d.err
+	}
+	// Multipath answers may carry only the lists.
+	if t.portal == "" && len(t.portals) > 0 {
+		t.portal = t.portals[0]
+	}
+	if t.iqn == "" && len(t.iqns) > 0 {
+		t.iqn = t.iqns[0]
+	}
+	if !hasLun && len(t.luns) > 0 {
+		lun, hasLun = t.luns[0], true
+	}
+	t.lun = lun
+	return t, t.check(hasLun)
+}
+
+// check refuses a target a Kubernetes iSCSI volume cannot express: one
+// without portal, IQN or LUN, a LUN out of range, or an IQN of no known
+// naming scheme.
+func (t *iscsiTarget) check(hasLun bool) error {
+	switch {
+	case t.portal == "":
+		return missing("iscsi", "target_portal", "")
+	case t.iqn == "":
+		return missing("iscsi", "target_iqn", "")
+	case !hasLun:
+		return missing("iscsi", "target_lun", "")
+	case t.lun < 0 || t.lun > maxISCSILun:
+		return fmt.Errorf("the iscsi connection info from Cinder has target_lun %d; Kubernetes iSCSI volumes accept LUNs 0-%d", t.lun, maxISCSILun)
+	}
+	if !strings.HasPrefix(t.iqn, "iqn.") && !strings.HasPrefix(t.iqn, "eui.") && !strings.HasPrefix(t.iqn, "naa.") {
+		return fmt.Errorf("the iscsi connection info from Cinder has target_iqn %q, which is not an iqn., eui. or naa. name", t.iqn)
+	}
+	return nil
+}
+
+// chapKeys are the connection keys of one CHAP exchange (session or
+// discovery) and the keys of the kubernetes.io/iscsi-chap Secret they go to.
+type chapKeys struct {
+	method, username, password string
+	secretUser, secretPassword string
+}
+
+var (
+	sessionCHAP   = chapKeys{"auth_method", "auth_username", "auth_password", ChapSessionUsername, ChapSessionPassword}
+	discoveryCHAP = chapKeys{"discovery_auth_method", "discovery_auth_username", "discovery_auth_password", ChapDiscoveryUsername, ChapDiscoveryPassword}
+)
+
+// readCHAP copies the credentials of one CHAP exchange into secretData when
+// the connection asks for CHAP, and reports whether it does. The error
+// names the keys only: the credentials never appear in it.
+func readCHAP(d *data, k chapKeys, secretData map[string][]byte) (bool, error) {
+	if !strings.EqualFold(d.str(k.method), "CHAP") {
+		return false, nil
+	}
+	user, pass := d.str(k.username), d.str(k.password)
+	if user == "" || pass == "" {
+		return false, missing("iscsi", k.username+" or "+k.password, " although "+k.method+" is CHAP")
+	}
+	secretData[k.secretUser], secretData[k.secretPassword] = []byte(user), []byte(pass)
+	return true, nil
 }
 
 // extraPortals returns the multipath portals other than the primary one. A

@@ -108,103 +108,141 @@ type PodConfig struct {
 // other keys. Every problem is reported, naming the ConfigMap and the key.
 func ParseConfigMap(cm *corev1.ConfigMap, defaultNamespace string, defaultDeadline int64) (*PodConfig, Input, error) {
 	ref := cm.Namespace + "/" + cm.Name
-	cfg := &PodConfig{ConfigMap: ref, Namespace: defaultNamespace, ActiveDeadlineSeconds: defaultDeadline, SecurityContext: DefaultSecurityContext()}
-	props := Input{}
-	var errs []error
-	scSet := false
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("key %q: %s", key, fmt.Sprintf(format, args...)))
+	r := &configMapReader{
+		cfg:   &PodConfig{ConfigMap: ref, Namespace: defaultNamespace, ActiveDeadlineSeconds: defaultDeadline, SecurityContext: DefaultSecurityContext()},
+		props: Input{},
 	}
 	for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
-		v := strings.TrimSpace(cm.Data[k])
-		switch k {
-		case ConfigImage:
-			cfg.Image = v
-		case ConfigServiceAccountName:
-			cfg.ServiceAccountName = v
-		case ConfigNamespace:
-			cfg.Namespace = v
-		case ConfigNodeSelector:
-			sel, err := parseNodeSelector(v)
-			if err != nil {
-				bad(k, "%v", err)
-			}
-			cfg.NodeSelector = sel
-		case ConfigHostPath:
-			cfg.HostPath = v
-		case ConfigActiveDeadline:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1 {
-				bad(k, "%q is not a whole number of seconds of at least 1", v)
-				continue
-			}
-			cfg.ActiveDeadlineSeconds = n
-		case ConfigSecurityContext:
-			sc := &corev1.SecurityContext{}
-			dec := json.NewDecoder(strings.NewReader(v))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(sc); err != nil {
-				bad(k, "not a container securityContext in JSON (%v)", err)
-				continue
-			}
-			cfg.SecurityContext = sc
-			scSet = true
-		case ConfigPodTemplate:
-			// Merged below, once node-selector and security-context are read.
-		default:
-			if isReserved(k) {
-				bad(k, "the name is reserved for what the provisioner passes to the driver: rename it")
-			}
-			props[k] = cm.Data[k]
-		}
+		r.read(k, cm.Data[k])
 	}
 	if v, ok := cm.Data[ConfigPodTemplate]; ok {
-		errs = append(errs, cfg.mergeTemplate(v, scSet)...)
+		r.errs = append(r.errs, r.cfg.mergeTemplate(v, r.scSet)...)
 	}
 	if len(cm.BinaryData) > 0 {
-		errs = append(errs, fmt.Errorf("binaryData keys %s are not supported: use data", strings.Join(slices.Sorted(maps.Keys(cm.BinaryData)), ", ")))
+		r.errs = append(r.errs, fmt.Errorf("binaryData keys %s are not supported: use data", strings.Join(slices.Sorted(maps.Keys(cm.BinaryData)), ", ")))
 	}
-	errs = append(errs, cfg.check()...)
-	if err := errors.Join(errs...); err != nil {
+	r.errs = append(r.errs, r.cfg.check()...)
+	if err := errors.Join(r.errs...); err != nil {
 		return nil, nil, fmt.Errorf("provisioner ConfigMap %s is invalid: %w", ref, err)
 	}
-	return cfg, props, nil
+	return r.cfg, r.props, nil
+}
+
+// configMapReader is a provisioner ConfigMap being read, key by key.
+type configMapReader struct {
+	cfg   *PodConfig
+	props Input
+	errs  keyErrors
+	// scSet says security-context was read: the pod template must not set
+	// the container securityContext too.
+	scSet bool
+}
+
+// read reads one key: a setting of the pods, or else a property passed to
+// them.
+func (r *configMapReader) read(k, raw string) {
+	if k == ConfigPodTemplate {
+		return // Merged by ParseConfigMap, once node-selector and security-context are read.
+	}
+	parse, ok := configKeyParsers[k]
+	if !ok {
+		if isReserved(k) {
+			r.errs.add(k, "the name is reserved for what the provisioner passes to the driver: rename it")
+		}
+		r.props[k] = raw
+		return
+	}
+	if err := parse(r, strings.TrimSpace(raw)); err != nil {
+		r.errs.add(k, "%v", err)
+	}
+}
+
+// configKeyParsers read the keys that configure the pods, each from its
+// value with surrounding space trimmed. An error is reported under the key.
+var configKeyParsers = map[string]func(r *configMapReader, v string) error{
+	ConfigImage:              func(r *configMapReader, v string) error { r.cfg.Image = v; return nil },
+	ConfigServiceAccountName: func(r *configMapReader, v string) error { r.cfg.ServiceAccountName = v; return nil },
+	ConfigNamespace:          func(r *configMapReader, v string) error { r.cfg.Namespace = v; return nil },
+	ConfigHostPath:           func(r *configMapReader, v string) error { r.cfg.HostPath = v; return nil },
+	ConfigNodeSelector: func(r *configMapReader, v string) error {
+		sel, err := parseNodeSelector(v)
+		r.cfg.NodeSelector = sel
+		return err
+	},
+	ConfigActiveDeadline: func(r *configMapReader, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q is not a whole number of seconds of at least 1", v)
+		}
+		r.cfg.ActiveDeadlineSeconds = n
+		return nil
+	},
+	ConfigSecurityContext: func(r *configMapReader, v string) error {
+		sc := &corev1.SecurityContext{}
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(sc); err != nil {
+			return fmt.Errorf("not a container securityContext in JSON (%w)", err)
+		}
+		r.cfg.SecurityContext = sc
+		r.scSet = true
+		return nil
+	},
+}
+
+// keyErrors collects the problems of a provisioner ConfigMap, each naming
+// its key.
+type keyErrors []error
+
+func (e *keyErrors) add(key, format string, args ...any) {
+	*e = append(*e, fmt.Errorf("key %q: %s", key, fmt.Sprintf(format, args...)))
 }
 
 // check validates a PodConfig, whether it comes from a ConfigMap or from a
 // PV's record, naming the ConfigMap key of each problem.
 func (c *PodConfig) check() []error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("key %q: %s", key, fmt.Sprintf(format, args...)))
-	}
+	var errs keyErrors
 	if c.Image == "" {
-		bad(ConfigImage, "is required: the container image that provisions and deletes volumes")
+		errs.add(ConfigImage, "is required: the container image that provisions and deletes volumes")
 	}
 	if c.ServiceAccountName != "" {
 		if msgs := validation.IsDNS1123Subdomain(c.ServiceAccountName); len(msgs) > 0 {
-			bad(ConfigServiceAccountName, "%q is not a valid service account name: %s", c.ServiceAccountName, strings.Join(msgs, "; "))
+			errs.add(ConfigServiceAccountName, "%q is not a valid service account name: %s", c.ServiceAccountName, strings.Join(msgs, "; "))
 		}
 	}
 	if msgs := validation.IsDNS1123Label(c.Namespace); len(msgs) > 0 {
-		bad(ConfigNamespace, "%q is not a valid namespace: %s", c.Namespace, strings.Join(msgs, "; "))
+		errs.add(ConfigNamespace, "%q is not a valid namespace: %s", c.Namespace, strings.Join(msgs, "; "))
 	}
 	for k, v := range c.NodeSelector {
-		if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
-			bad(ConfigNodeSelector, "%q=%q is not a valid label", k, v)
+		if !validLabel(k, v) {
+			errs.add(ConfigNodeSelector, "%q=%q is not a valid label", k, v)
 		}
 	}
-	if c.HostPath != "" && (!path.IsAbs(c.HostPath) || path.Clean(c.HostPath) != c.HostPath || c.HostPath == "/") {
-		bad(ConfigHostPath, "%q is not a clean absolute directory path other than /", c.HostPath)
+	if c.HostPath != "" && !cleanDirectory(c.HostPath) {
+		errs.add(ConfigHostPath, "%q is not a clean absolute directory path other than /", c.HostPath)
 	}
 	if c.ActiveDeadlineSeconds < 1 {
-		bad(ConfigActiveDeadline, "%d is not a whole number of seconds of at least 1", c.ActiveDeadlineSeconds)
+		errs.add(ConfigActiveDeadline, "%d is not a whole number of seconds of at least 1", c.ActiveDeadlineSeconds)
 	}
-	if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
-		bad(ConfigSecurityContext, "privileged containers are not allowed: add only the capabilities the driver needs")
+	if privileged(c.SecurityContext) {
+		errs.add(ConfigSecurityContext, "privileged containers are not allowed: add only the capabilities the driver needs")
 	}
-	errs = append(errs, c.Template.check()...)
-	return errs
+	return append(errs, c.Template.check()...)
+}
+
+// validLabel reports whether k=v is a valid label.
+func validLabel(k, v string) bool {
+	return len(validation.IsQualifiedName(k)) == 0 && len(validation.IsValidLabelValue(v)) == 0
+}
+
+// cleanDirectory reports whether p is a clean absolute path other than /.
+func cleanDirectory(p string) bool {
+	return path.IsAbs(p) && path.Clean(p) == p && p != "/"
+}
+
+// privileged reports whether sc makes a privileged container.
+func privileged(sc *corev1.SecurityContext) bool {
+	return sc != nil && sc.Privileged != nil && *sc.Privileged
 }
 
 // mergeTemplate merges a pod template (ConfigPodTemplate) under the
@@ -226,7 +264,7 @@ func (c *PodConfig) mergeTemplate(s string, scSet bool) []error {
 	var errs []error
 	for _, k := range slices.Sorted(maps.Keys(sel)) {
 		v := sel[k]
-		if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+		if !validLabel(k, v) {
 			errs = append(errs, bad("field spec.nodeSelector: %q=%q is not a valid label", k, v))
 			continue
 		}

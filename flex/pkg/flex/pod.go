@@ -94,32 +94,10 @@ func (l *PodLauncher) Provision(ctx context.Context, call *Call) (*Result, contr
 	if class == nil {
 		return nil, controller.ProvisioningFinished, errors.New("the container launcher needs a StorageClass naming its provisioner ConfigMap")
 	}
-	cm, err := l.findConfigMap(ctx, class)
+	cfg, err := l.provisionConfig(ctx, call, class)
 	if err != nil {
 		return nil, controller.ProvisioningFinished, err
 	}
-	cfg, props, err := ParseConfigMap(cm, l.Namespace, int64(l.deadline().Seconds()))
-	if err != nil {
-		return nil, controller.ProvisioningFinished, err
-	}
-	if s := class.Parameters[ParamSecretName]; s != "" {
-		if msgs := validation.IsDNS1123Subdomain(s); len(msgs) > 0 {
-			return nil, controller.ProvisioningFinished, fmt.Errorf("StorageClass %q: parameter %s %q is not a valid Secret name: %s", class.Name, ParamSecretName, s, strings.Join(msgs, "; "))
-		}
-		cfg.SecretName = s
-	}
-	// ConfigMap properties first: the class's parameters override them.
-	for k, v := range props {
-		if _, ok := call.Input[k]; !ok {
-			call.Input[k] = v
-		}
-	}
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, controller.ProvisioningFinished, err
-	}
-	call.Record[AnnPod] = string(b)
-	call.Record[AnnPodSignature] = signRecord(l.RecordKey, call.PVName, string(b))
 
 	var owner *metav1.OwnerReference
 	// An owner must live in the dependent's namespace, or the garbage
@@ -148,24 +126,70 @@ func (l *PodLauncher) Provision(ctx context.Context, call *Call) (*Result, contr
 		// The pod is gone and has done its work; provisioning again is safe.
 		return nil, controller.ProvisioningInBackground, fmt.Errorf("looking for PersistentVolume %s after %s succeeded: %w", call.PVName, desc, err)
 	}
+	out, err := provisionOutput(pod, desc, call.PVName, cfg.HostPath)
+	if err != nil {
+		return nil, controller.ProvisioningFinished, err
+	}
+	return &Result{Output: out}, controller.ProvisioningFinished, nil
+}
+
+// provisionConfig reads the class's provisioner ConfigMap into how the pods
+// run, with the class's secret; passes the ConfigMap's properties in the
+// input under the class's parameters; and records the configuration on the
+// PV, signed, for its delete pod.
+func (l *PodLauncher) provisionConfig(ctx context.Context, call *Call, class *storagev1.StorageClass) (*PodConfig, error) {
+	cm, err := l.findConfigMap(ctx, class)
+	if err != nil {
+		return nil, err
+	}
+	cfg, props, err := ParseConfigMap(cm, l.Namespace, int64(l.deadline().Seconds()))
+	if err != nil {
+		return nil, err
+	}
+	if s := class.Parameters[ParamSecretName]; s != "" {
+		if msgs := validation.IsDNS1123Subdomain(s); len(msgs) > 0 {
+			return nil, fmt.Errorf("StorageClass %q: parameter %s %q is not a valid Secret name: %s", class.Name, ParamSecretName, s, strings.Join(msgs, "; "))
+		}
+		cfg.SecretName = s
+	}
+	// ConfigMap properties first: the class's parameters override them.
+	for k, v := range props {
+		if _, ok := call.Input[k]; !ok {
+			call.Input[k] = v
+		}
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	call.Record[AnnPod] = string(b)
+	call.Record[AnnPodSignature] = signRecord(l.RecordKey, call.PVName, string(b))
+	return cfg, nil
+}
+
+// provisionOutput reads the Output a provisioning pod that succeeded
+// without creating the PV wrote to its termination message. Since the pod
+// ran to the end, a missing or unusable answer is an unknownOutcome:
+// something may exist.
+func provisionOutput(pod *corev1.Pod, desc, pvName, hostPath string) (*Output, error) {
 	msg := terminationMessage(pod)
 	if strings.TrimSpace(msg) == "" {
 		// It ran to the end, so it may have made something.
-		return nil, controller.ProvisioningFinished, unknownOutcome{fmt.Errorf("%s succeeded but neither created PersistentVolume %s nor wrote a volume to %s",
-			desc, call.PVName, TerminationMessagePath)}
+		return nil, unknownOutcome{fmt.Errorf("%s succeeded but neither created PersistentVolume %s nor wrote a volume to %s",
+			desc, pvName, TerminationMessagePath)}
 	}
 	out, err := ParseOutput([]byte(msg))
 	if err != nil {
-		return nil, controller.ProvisioningFinished, unknownOutcome{fmt.Errorf("%s: %w", desc, err)}
+		return nil, unknownOutcome{fmt.Errorf("%s: %w", desc, err)}
 	}
 	if err := out.Err(); err != nil {
-		return nil, controller.ProvisioningFinished, fmt.Errorf("%s: %w", desc, err)
+		return nil, fmt.Errorf("%s: %w", desc, err)
 	}
-	if err := nodePathWithin(out, cfg.HostPath); err != nil {
+	if err := nodePathWithin(out, hostPath); err != nil {
 		// It succeeded, so something may exist: undo it.
-		return nil, controller.ProvisioningFinished, unknownOutcome{fmt.Errorf("%s: %w", desc, err)}
+		return nil, unknownOutcome{fmt.Errorf("%s: %w", desc, err)}
 	}
-	return &Result{Output: out}, controller.ProvisioningFinished, nil
+	return out, nil
 }
 
 // nodePathWithin refuses a hostPath or local volume outside root, the node
@@ -420,27 +444,7 @@ func (l *PodLauncher) pod(action string, call *Call, cfg *PodConfig, owner *meta
 			AutomountServiceAccountToken: ptr.To(cfg.ServiceAccountName != ""),
 		},
 	}
-	if cfg.HostPath != "" {
-		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
-			Name: "host",
-			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-				Path: cfg.HostPath, Type: ptr.To(corev1.HostPathDirectoryOrCreate),
-			}},
-		})
-		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "host", MountPath: cfg.HostPath})
-	}
-	if cfg.SecretName != "" {
-		// Secrets are files, never environment variables: env leaks into
-		// process listings, crash dumps and child processes.
-		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
-			Name: "secret",
-			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName: cfg.SecretName, DefaultMode: ptr.To[int32](0o400),
-			}},
-		})
-		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "secret", MountPath: SecretMountPath, ReadOnly: true})
-		container.Env = append(container.Env, corev1.EnvVar{Name: EnvSecretDir, Value: SecretMountPath})
-	}
+	mountVolumes(cfg, &pod.Spec, &container)
 	pod.Spec.Containers = []corev1.Container{container}
 	cfg.Template.apply(pod)
 	if owner != nil {
@@ -452,6 +456,32 @@ func (l *PodLauncher) pod(action string, call *Call, cfg *PodConfig, owner *meta
 	}
 	pod.Annotations = map[string]string{AnnPodIntent: signPod(l.RecordKey, pod.Namespace, pod.Name, intent)}
 	return pod, nil
+}
+
+// mountVolumes adds the node directory (ConfigHostPath) and the class's
+// secret, when cfg has them, to the pod spec and mounts them in container.
+func mountVolumes(cfg *PodConfig, spec *corev1.PodSpec, container *corev1.Container) {
+	if cfg.HostPath != "" {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{
+			Name: "host",
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+				Path: cfg.HostPath, Type: ptr.To(corev1.HostPathDirectoryOrCreate),
+			}},
+		})
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "host", MountPath: cfg.HostPath})
+	}
+	if cfg.SecretName != "" {
+		// Secrets are files, never environment variables: env leaks into
+		// process listings, crash dumps and child processes.
+		spec.Volumes = append(spec.Volumes, corev1.Volume{
+			Name: "secret",
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: cfg.SecretName, DefaultMode: ptr.To[int32](0o400),
+			}},
+		})
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "secret", MountPath: SecretMountPath, ReadOnly: true})
+		container.Env = append(container.Env, corev1.EnvVar{Name: EnvSecretDir, Value: SecretMountPath})
+	}
 }
 
 // PodName is the deterministic name of an operation's pod, at most 63

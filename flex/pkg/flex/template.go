@@ -68,69 +68,17 @@ var (
 // allowed ones is reported by its path. It returns what the pods get from it,
 // and the container securityContext and nodeSelector to merge into cfg.
 func parsePodTemplate(s string) (*PodTemplate, *corev1.SecurityContext, map[string]string, error) {
-	raw, err := yaml.YAMLToJSON([]byte(s))
+	spec, errs, err := templateSpec(s)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("not YAML: %w", err)
+		return nil, nil, nil, err
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
-		return nil, nil, nil, errors.New("not a pod template: expected a mapping with spec:, for example spec: {tolerations: [...]}")
-	}
-	var errs []error
-	errs = append(errs, unknownFields("", top, templateTopFields)...)
-	var spec map[string]json.RawMessage
-	if top["spec"] != nil {
-		if err := json.Unmarshal(top["spec"], &spec); err != nil {
-			errs = append(errs, fmt.Errorf("field spec: not a mapping"))
-		}
-	}
-	errs = append(errs, unknownFields("spec.", spec, templateSpecFields)...)
-	var ctrSC *corev1.SecurityContext
 	tpl := &PodTemplate{}
-	if c := spec["containers"]; c != nil {
-		var ctrs []map[string]json.RawMessage
-		switch err := json.Unmarshal(c, &ctrs); {
-		case err != nil:
-			errs = append(errs, errors.New("field spec.containers: not a list of containers"))
-		case len(ctrs) != 1:
-			errs = append(errs, fmt.Errorf("field spec.containers: has %d entries: give one, the driver container (name %q, or no name)", len(ctrs), ContainerName))
-		default:
-			errs = append(errs, unknownFields("spec.containers[0].", ctrs[0], templateContainerFields)...)
-			if n := ctrs[0]["name"]; n != nil {
-				var name string
-				if json.Unmarshal(n, &name) != nil || name != ContainerName {
-					errs = append(errs, fmt.Errorf("field spec.containers[0].name: must be %q (the driver container) or left out", ContainerName))
-				}
-			}
-			if r := ctrs[0]["resources"]; r != nil {
-				tpl.Resources = &corev1.ResourceRequirements{}
-				errs = append(errs, strictField("spec.containers[0].resources", r, tpl.Resources))
-			}
-			if sc := ctrs[0]["securityContext"]; sc != nil {
-				ctrSC = &corev1.SecurityContext{}
-				errs = append(errs, strictField("spec.containers[0].securityContext", sc, ctrSC))
-				if ctrSC.Privileged != nil && *ctrSC.Privileged {
-					errs = append(errs, errors.New("field spec.containers[0].securityContext.privileged: privileged containers are not allowed: add only the capabilities the driver needs"))
-				}
-			}
+	ctrSC, ctrErrs := tpl.readContainer(spec["containers"])
+	errs = append(errs, ctrErrs...)
+	for _, f := range templatePodFields {
+		if v := spec[f.name]; v != nil {
+			errs = append(errs, strictField("spec."+f.name, v, f.into(tpl)))
 		}
-	}
-	if v := spec["tolerations"]; v != nil {
-		errs = append(errs, strictField("spec.tolerations", v, &tpl.Tolerations))
-	}
-	if v := spec["affinity"]; v != nil {
-		tpl.Affinity = &corev1.Affinity{}
-		errs = append(errs, strictField("spec.affinity", v, tpl.Affinity))
-	}
-	if v := spec["priorityClassName"]; v != nil {
-		errs = append(errs, strictField("spec.priorityClassName", v, &tpl.PriorityClassName))
-	}
-	if v := spec["securityContext"]; v != nil {
-		tpl.SecurityContext = &corev1.PodSecurityContext{}
-		errs = append(errs, strictField("spec.securityContext", v, tpl.SecurityContext))
-	}
-	if v := spec["imagePullSecrets"]; v != nil {
-		errs = append(errs, strictField("spec.imagePullSecrets", v, &tpl.ImagePullSecrets))
 	}
 	var sel map[string]string
 	if v := spec["nodeSelector"]; v != nil {
@@ -143,6 +91,80 @@ func parsePodTemplate(s string) (*PodTemplate, *corev1.SecurityContext, map[stri
 		tpl = nil
 	}
 	return tpl, ctrSC, sel, nil
+}
+
+// templateSpec decodes a template's top level and its spec, naming every
+// field outside the allowed ones in errs; err is for a template that is no
+// mapping at all.
+func templateSpec(s string) (spec map[string]json.RawMessage, errs []error, err error) {
+	raw, err := yaml.YAMLToJSON([]byte(s))
+	if err != nil {
+		return nil, nil, fmt.Errorf("not YAML: %w", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+		return nil, nil, errors.New("not a pod template: expected a mapping with spec:, for example spec: {tolerations: [...]}")
+	}
+	errs = append(errs, unknownFields("", top, templateTopFields)...)
+	if top["spec"] != nil {
+		if err := json.Unmarshal(top["spec"], &spec); err != nil {
+			errs = append(errs, fmt.Errorf("field spec: not a mapping"))
+		}
+	}
+	errs = append(errs, unknownFields("spec.", spec, templateSpecFields)...)
+	return spec, errs, nil
+}
+
+// templatePodFields are the pod-level fields of a template that go to a
+// PodTemplate as they are, in the order their problems are reported; into
+// returns where a field is decoded to (allocating it: an absent field
+// stays nil).
+var templatePodFields = []struct {
+	name string
+	into func(t *PodTemplate) any
+}{
+	{"tolerations", func(t *PodTemplate) any { return &t.Tolerations }},
+	{"affinity", func(t *PodTemplate) any { t.Affinity = &corev1.Affinity{}; return t.Affinity }},
+	{"priorityClassName", func(t *PodTemplate) any { return &t.PriorityClassName }},
+	{"securityContext", func(t *PodTemplate) any { t.SecurityContext = &corev1.PodSecurityContext{}; return t.SecurityContext }},
+	{"imagePullSecrets", func(t *PodTemplate) any { return &t.ImagePullSecrets }},
+}
+
+// readContainer reads spec.containers, which may hold only the driver
+// container: its resources go to t, and its securityContext, which is
+// merged into PodConfig's, is returned.
+func (t *PodTemplate) readContainer(raw json.RawMessage) (*corev1.SecurityContext, []error) {
+	if raw == nil {
+		return nil, nil
+	}
+	var ctrs []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &ctrs); err != nil {
+		return nil, []error{errors.New("field spec.containers: not a list of containers")}
+	}
+	if len(ctrs) != 1 {
+		return nil, []error{fmt.Errorf("field spec.containers: has %d entries: give one, the driver container (name %q, or no name)", len(ctrs), ContainerName)}
+	}
+	ctr := ctrs[0]
+	errs := unknownFields("spec.containers[0].", ctr, templateContainerFields)
+	if n := ctr["name"]; n != nil {
+		var name string
+		if json.Unmarshal(n, &name) != nil || name != ContainerName {
+			errs = append(errs, fmt.Errorf("field spec.containers[0].name: must be %q (the driver container) or left out", ContainerName))
+		}
+	}
+	if r := ctr["resources"]; r != nil {
+		t.Resources = &corev1.ResourceRequirements{}
+		errs = append(errs, strictField("spec.containers[0].resources", r, t.Resources))
+	}
+	var sc *corev1.SecurityContext
+	if v := ctr["securityContext"]; v != nil {
+		sc = &corev1.SecurityContext{}
+		errs = append(errs, strictField("spec.containers[0].securityContext", v, sc))
+		if privileged(sc) {
+			errs = append(errs, errors.New("field spec.containers[0].securityContext.privileged: privileged containers are not allowed: add only the capabilities the driver needs"))
+		}
+	}
+	return sc, errs
 }
 
 // unknownFields names each key of m outside allowed, with the reason when it
@@ -192,41 +214,60 @@ func (t *PodTemplate) check() []error {
 	if t == nil {
 		return nil
 	}
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("key %q: field %s: %s", ConfigPodTemplate, field, fmt.Sprintf(format, args...)))
-	}
+	var errs templateErrors
 	if t.PriorityClassName != "" {
 		if msgs := validation.IsDNS1123Subdomain(t.PriorityClassName); len(msgs) > 0 {
-			bad("spec.priorityClassName", "%q is not a valid PriorityClass name: %s", t.PriorityClassName, strings.Join(msgs, "; "))
+			errs.add("spec.priorityClassName", "%q is not a valid PriorityClass name: %s", t.PriorityClassName, strings.Join(msgs, "; "))
 		}
 	}
 	for i, s := range t.ImagePullSecrets {
 		if msgs := validation.IsDNS1123Subdomain(s.Name); len(msgs) > 0 {
-			bad(fmt.Sprintf("spec.imagePullSecrets[%d].name", i), "%q is not a valid Secret name: %s", s.Name, strings.Join(msgs, "; "))
+			errs.add(fmt.Sprintf("spec.imagePullSecrets[%d].name", i), "%q is not a valid Secret name: %s", s.Name, strings.Join(msgs, "; "))
 		}
 	}
+	t.checkTolerations(&errs)
+	t.checkResources(&errs)
+	return errs
+}
+
+// checkTolerations: a value only with operator Equal, and taint keys that
+// are qualified names.
+func (t *PodTemplate) checkTolerations(errs *templateErrors) {
 	for i, tol := range t.Tolerations {
 		if tol.Operator == corev1.TolerationOpExists && tol.Value != "" {
-			bad(fmt.Sprintf("spec.tolerations[%d].value", i), "must be empty with operator Exists")
+			errs.add(fmt.Sprintf("spec.tolerations[%d].value", i), "must be empty with operator Exists")
 		}
-		if tol.Key != "" {
-			if msgs := validation.IsQualifiedName(tol.Key); len(msgs) > 0 {
-				bad(fmt.Sprintf("spec.tolerations[%d].key", i), "%q is not a valid taint key: %s", tol.Key, strings.Join(msgs, "; "))
-			}
+		if tol.Key == "" {
+			continue
 		}
-	}
-	if r := t.Resources; r != nil {
-		if len(r.Claims) > 0 {
-			bad("spec.containers[0].resources.claims", "not allowed: the pods have no resource claims")
-		}
-		for name, req := range r.Requests {
-			if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
-				bad("spec.containers[0].resources.requests."+string(name), "%s is more than its limit %s", req.String(), lim.String())
-			}
+		if msgs := validation.IsQualifiedName(tol.Key); len(msgs) > 0 {
+			errs.add(fmt.Sprintf("spec.tolerations[%d].key", i), "%q is not a valid taint key: %s", tol.Key, strings.Join(msgs, "; "))
 		}
 	}
-	return errs
+}
+
+// checkResources: no resource claims, and no request above its limit.
+func (t *PodTemplate) checkResources(errs *templateErrors) {
+	r := t.Resources
+	if r == nil {
+		return
+	}
+	if len(r.Claims) > 0 {
+		errs.add("spec.containers[0].resources.claims", "not allowed: the pods have no resource claims")
+	}
+	for name, req := range r.Requests {
+		if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
+			errs.add("spec.containers[0].resources.requests."+string(name), "%s is more than its limit %s", req.String(), lim.String())
+		}
+	}
+}
+
+// templateErrors collects the problems of a pod template, each naming the
+// ConfigMap key and the template's field.
+type templateErrors []error
+
+func (e *templateErrors) add(field, format string, args ...any) {
+	*e = append(*e, fmt.Errorf("key %q: field %s: %s", ConfigPodTemplate, field, fmt.Sprintf(format, args...)))
 }
 
 // apply sets the template's fields on a pod the provisioner built; nothing
