@@ -68,51 +68,14 @@ func (o *Options) Run(ctx context.Context) error {
 	// CSINode caches only for drivers with topology: on a large cluster the
 	// Node cache is the provisioner's biggest.
 	factory := controller.NewInformerFactory(clients.Kube, controller.DefaultResyncPeriod, nil)
-	prov, err := provisioner.New(provisioner.Config{
-		DriverName:                  info.Name,
-		IgnoreVolumeAttributesClass: !o.FeatureGates[string(VolumeAttributesClass)],
-		CrossNamespaceDataSources:   o.FeatureGates[string(CrossNamespaceVolumeDataSource)],
-		Identity:                    provisioner.NewIdentity(info.Name, time.Now()),
-		Capabilities:                info.Capabilities,
-		Controller:                  csi.NewControllerClient(conn),
-		Client:                      clients.Kube,
-		Dynamic:                     dyn,
-		Informers:                   factory,
-		ExtraCreateMetadata:         o.ExtraCreateMetadata,
-		DefaultFSType:               o.DefaultFSType,
-		StrictTopology:              o.StrictTopology,
-		ImmediateTopology:           o.ImmediateTopology,
-		ForwardPVCLabels:            o.ForwardPVCLabels,
-		ForwardPVCAnnotations:       o.ForwardPVCAnnotations,
-
-		ControllerPublishReadOnly:   o.ControllerPublishReadOnly,
-		PreventVolumeModeConversion: o.PreventVolumeModeConversion,
-	})
+	deps := activeTaskDeps{clients: clients, dyn: dyn, info: info, conn: conn, factory: factory, registry: registry}
+	prov, err := o.newProvisioner(deps)
 	if err != nil {
 		return err
 	}
-	ctrlOpts := []controller.Option{
-		controller.WithVolumeNameFunc(o.VolumeName),
-		// As the upstream sidecar: its finalizer on every PV, so that a PV
-		// deleted before its claim still has its volume deleted, and
-		// either sidecar can take the other's PVs.
-		controller.WithFinalizer(true),
-		controller.WithFinalizerName(controller.SigStorageLibFinalizer),
-		// Old and new replicas of a rolling update elect one leader.
-		controller.WithLeaseName(UpstreamLeaseName(info.Name)),
-		// Final errors are retried forever, with backoff up to
-		// --retry-interval-max, as the upstream sidecar does.
-		controller.WithFailedProvisionThreshold(0),
-		controller.WithFailedDeleteThreshold(0),
-		// As sig-storage-lib v13 under the upstream sidecar: static PVs of
-		// the driver and PVs migrated to it are deleted too.
-		controller.WithUnprovisionedVolumeDeletion(true),
-	}
-	if inTree := prov.InTreePluginName(); inTree != "" {
-		logger.Info("Also serving the StorageClasses of the in-tree plugin this driver replaces (CSI migration)", "driver", info.Name, "inTreePlugin", inTree)
-		ctrlOpts = append(ctrlOpts, controller.WithExtraProvisionerNames(inTree))
-	}
-	tasks, err := o.activeTasks(ctx, activeTaskDeps{clients: clients, dyn: dyn, info: info, conn: conn, factory: factory, registry: registry, prov: prov})
+	deps.prov = prov
+	ctrlOpts := o.controllerOptions(ctx, prov, info.Name)
+	tasks, err := o.activeTasks(ctx, deps)
 	if err != nil {
 		return err
 	}
@@ -131,6 +94,58 @@ func (o *Options) Run(ctx context.Context) error {
 		Controller: ctrlOpts,
 		Registry:   registry,
 	})
+}
+
+// newProvisioner makes the provisioner of the driver d.info from the flags.
+func (o *Options) newProvisioner(d activeTaskDeps) (*provisioner.Provisioner, error) {
+	return provisioner.New(provisioner.Config{
+		DriverName:                  d.info.Name,
+		IgnoreVolumeAttributesClass: !o.FeatureGates[string(VolumeAttributesClass)],
+		CrossNamespaceDataSources:   o.FeatureGates[string(CrossNamespaceVolumeDataSource)],
+		Identity:                    provisioner.NewIdentity(d.info.Name, time.Now()),
+		Capabilities:                d.info.Capabilities,
+		Controller:                  csi.NewControllerClient(d.conn),
+		Client:                      d.clients.Kube,
+		Dynamic:                     d.dyn,
+		Informers:                   d.factory,
+		ExtraCreateMetadata:         o.ExtraCreateMetadata,
+		DefaultFSType:               o.DefaultFSType,
+		StrictTopology:              o.StrictTopology,
+		ImmediateTopology:           o.ImmediateTopology,
+		ForwardPVCLabels:            o.ForwardPVCLabels,
+		ForwardPVCAnnotations:       o.ForwardPVCAnnotations,
+
+		ControllerPublishReadOnly:   o.ControllerPublishReadOnly,
+		PreventVolumeModeConversion: o.PreventVolumeModeConversion,
+	})
+}
+
+// controllerOptions are the provision controller's options that make it
+// behave as the upstream sidecar, for the driver driverName; with CSI
+// migration, it also serves the in-tree plugin's classes.
+func (o *Options) controllerOptions(ctx context.Context, prov *provisioner.Provisioner, driverName string) []controller.Option {
+	ctrlOpts := []controller.Option{
+		controller.WithVolumeNameFunc(o.VolumeName),
+		// As the upstream sidecar: its finalizer on every PV, so that a PV
+		// deleted before its claim still has its volume deleted, and
+		// either sidecar can take the other's PVs.
+		controller.WithFinalizer(true),
+		controller.WithFinalizerName(controller.SigStorageLibFinalizer),
+		// Old and new replicas of a rolling update elect one leader.
+		controller.WithLeaseName(UpstreamLeaseName(driverName)),
+		// Final errors are retried forever, with backoff up to
+		// --retry-interval-max, as the upstream sidecar does.
+		controller.WithFailedProvisionThreshold(0),
+		controller.WithFailedDeleteThreshold(0),
+		// As sig-storage-lib v13 under the upstream sidecar: static PVs of
+		// the driver and PVs migrated to it are deleted too.
+		controller.WithUnprovisionedVolumeDeletion(true),
+	}
+	if inTree := prov.InTreePluginName(); inTree != "" {
+		klog.FromContext(ctx).Info("Also serving the StorageClasses of the in-tree plugin this driver replaces (CSI migration)", "driver", driverName, "inTreePlugin", inTree)
+		ctrlOpts = append(ctrlOpts, controller.WithExtraProvisionerNames(inTree))
+	}
+	return ctrlOpts
 }
 
 // connectDriver dials the driver, waits for it, and returns its connection
@@ -183,7 +198,8 @@ func (o *Options) driverInfo(ctx context.Context, conn *grpc.ClientConn) (connec
 	return connection.GetDriverInfo(infoCtx, conn)
 }
 
-// activeTaskDeps is what the active replica's tasks are built from.
+// activeTaskDeps is what the provisioner and the active replica's tasks are
+// built from.
 type activeTaskDeps struct {
 	clients  *cli.Clients
 	dyn      dynamic.Interface

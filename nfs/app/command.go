@@ -103,20 +103,48 @@ func (o *Options) Run(ctx context.Context) error {
 // --run-server) and returns the provisioner and a function that stops what
 // was started.
 func (o *Options) serverMode(ctx context.Context, kube kubernetes.Interface) (*server.Provisioner, func(), error) {
-	logger := klog.FromContext(ctx)
+	identity, err := o.prepareExportRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := o.prepareGaneshaConfig(ctx); err != nil {
+		return nil, nil, err
+	}
+	bus, stop, err := o.startGanesha(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := o.newServer(ctx, kube, identity, bus)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return p, stop, nil
+}
+
+// prepareExportRoot makes the export root, checks that Ganesha can export
+// it, and returns the server's identity kept there.
+func (o *Options) prepareExportRoot() (string, error) {
 	// Ganesha serves the export root to clients of any uid: world-traversable.
 	if err := os.MkdirAll(o.ExportRoot, 0o755); err != nil { //nolint:gosec // G301: see above
-		return nil, nil, fmt.Errorf("--export-root: %w", err)
+		return "", fmt.Errorf("--export-root: %w", err)
 	}
 	// Refuse a file system Ganesha cannot export at start, rather than every
 	// claim later with Ganesha's "invalid param value".
 	if err := ganesha.CheckFileHandles(o.ExportRoot); err != nil {
-		return nil, nil, fmt.Errorf("--export-root: %w", err)
+		return "", fmt.Errorf("--export-root: %w", err)
 	}
 	identity, err := server.LoadIdentity(o.ExportRoot)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--export-root: %w", err)
+		return "", fmt.Errorf("--export-root: %w", err)
 	}
+	return identity, nil
+}
+
+// prepareGaneshaConfig writes Ganesha's configuration if there is none,
+// checks that an existing one agrees with --device-based-fsids when given,
+// and that it parses.
+func (o *Options) prepareGaneshaConfig(ctx context.Context) error {
 	var fsidDevice *bool
 	if o.given("device-based-fsids") {
 		fsidDevice = &o.DeviceBasedFsids
@@ -128,47 +156,53 @@ func (o *Options) serverMode(ctx context.Context, kube kubernetes.Interface) (*s
 		FsidDevice:   fsidDevice,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("--ganesha-config: %w", err)
+		return fmt.Errorf("--ganesha-config: %w", err)
 	}
 	if !wrote && fsidDevice != nil {
 		if err := ganesha.CheckFsidDevice(o.GaneshaConfig, *fsidDevice); err != nil {
-			return nil, nil, fmt.Errorf("--device-based-fsids: %w", err)
+			return fmt.Errorf("--device-based-fsids: %w", err)
 		}
 	}
 	if wrote {
-		logger.Info("Wrote a new Ganesha configuration", "path", o.GaneshaConfig)
+		klog.FromContext(ctx).Info("Wrote a new Ganesha configuration", "path", o.GaneshaConfig)
 	}
 	if _, err := ganesha.ParseFile(o.GaneshaConfig); err != nil {
-		return nil, nil, fmt.Errorf("--ganesha-config: %w", err)
+		return fmt.Errorf("--ganesha-config: %w", err)
 	}
+	return nil
+}
+
+// startGanesha connects to the system bus and, with --run-server, starts
+// the daemons; stop undoes both.
+func (o *Options) startGanesha(ctx context.Context) (_ *ganesha.Bus, stop func(), _ error) {
 	bus := ganesha.NewSystemBus()
-	stop := func() { _ = bus.Close() }
-	if o.RunServer {
-		sup, err := ganesha.Start(ctx, ganesha.DaemonOptions{ConfigPath: o.GaneshaConfig, LogFile: o.GaneshaLog, Bus: bus}, supervisor.Options{})
-		if err != nil {
-			stop()
-			return nil, nil, fmt.Errorf("--run-server: %w", err)
-		}
-		stop = func() {
-			sup.Stop()
-			_ = bus.Close()
-		}
+	if !o.RunServer {
+		return bus, func() { _ = bus.Close() }, nil
 	}
-	fail := func(err error) (*server.Provisioner, func(), error) {
-		stop()
-		return nil, nil, err
+	sup, err := ganesha.Start(ctx, ganesha.DaemonOptions{ConfigPath: o.GaneshaConfig, LogFile: o.GaneshaLog, Bus: bus}, supervisor.Options{})
+	if err != nil {
+		_ = bus.Close()
+		return nil, nil, fmt.Errorf("--run-server: %w", err)
 	}
+	return bus, func() {
+		sup.Stop()
+		_ = bus.Close()
+	}, nil
+}
+
+// newServer makes the server mode's provisioner, exporting over bus.
+func (o *Options) newServer(ctx context.Context, kube kubernetes.Interface, identity string, bus *ganesha.Bus) (*server.Provisioner, error) {
 	var q quota.Quota
 	if o.EnableXFSQuota {
 		xq, err := quota.NewXFS(ctx, o.ExportRoot)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		q = xq
 	}
 	addr, err := o.serverAddress(ctx, kube)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	p, err := server.New(server.Config{
 		ExportRoot:    o.ExportRoot,
@@ -182,10 +216,10 @@ func (o *Options) serverMode(ctx context.Context, kube kubernetes.Interface) (*s
 		GIDs:          gidallocator.NewFromStorage(kube, exportGroups(o.ExportRoot)),
 	})
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	logger.Info("Server mode ready", "server", addr, "exportRoot", o.ExportRoot, "identity", identity)
-	return p, stop, nil
+	klog.FromContext(ctx).Info("Server mode ready", "server", addr, "exportRoot", o.ExportRoot, "identity", identity)
+	return p, nil
 }
 
 // exportGroups reads the volume directories' groups: what the GID table

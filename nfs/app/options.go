@@ -313,54 +313,76 @@ func (o *Options) Validate() error {
 	errs := []error{o.Common.Validate()}
 	switch o.Mode {
 	case ModeServer:
-		if !safePath.MatchString(o.ExportRoot) {
-			errs = append(errs, fmt.Errorf("--export-root %q must be an absolute path of letters, digits and . _ / + - only", o.ExportRoot))
-		}
-		if !filepath.IsAbs(o.GaneshaConfig) {
-			errs = append(errs, fmt.Errorf("--ganesha-config %q must be an absolute path", o.GaneshaConfig))
-		}
-		if o.GracePeriod < 0 {
-			errs = append(errs, errors.New("--grace-period must not be negative"))
-		}
-		if !safeClients.MatchString(o.ExportSubnet) {
-			errs = append(errs, fmt.Errorf("--export-subnet %q must be * or subnets, addresses and host names separated by commas", o.ExportSubnet))
-		}
-		if o.NFSDefaultMode != "" || o.NFSDefaultUID != "" || o.NFSDefaultGID != "" {
-			errs = append(errs, errors.New("--nfs-default-mode, -uid and -gid (NFS_DEFAULT_MODE/UID/GID) apply to --mode=subdir only; in server mode set the class parameter gid"))
-		}
+		errs = append(errs, o.validateServer()...)
 	case ModeSubdir:
-		if o.RunServer && o.given("run-server") {
-			errs = append(errs, errors.New("--run-server applies to --mode=server only; subdir mode uses an existing NFS server"))
-		}
-		if o.given("device-based-fsids") {
-			errs = append(errs, errors.New("--device-based-fsids applies to --mode=server only; in subdir mode file handles are the existing NFS server's business"))
-		}
-		shares, err := ParseShares(o.Shares)
-		errs = append(errs, err)
-		if _, err := o.ownership(); err != nil {
-			errs = append(errs, err)
-		}
-		if o.NFSServer != "" || o.NFSPath != "" || len(shares) == 0 && err == nil {
-			// The default share.
-			if !filepath.IsAbs(o.NFSRoot) {
-				errs = append(errs, fmt.Errorf("--nfs-root %q must be an absolute path", o.NFSRoot))
-			}
-			if o.NFSServer == "" {
-				errs = append(errs, errors.New("--nfs-server (NFS_SERVER) is required in subdir mode, unless every class names a --share"))
-			}
-			if !filepath.IsAbs(o.NFSPath) {
-				errs = append(errs, fmt.Errorf("--nfs-path (NFS_PATH) %q must be an absolute path in subdir mode", o.NFSPath))
-			}
-		}
-		if errors.Join(errs...) == nil {
-			// Names, duplicates and nesting of the shares together.
-			cfg, _ := o.SubdirConfig()
-			if _, err := subdir.New(cfg); err != nil {
-				errs = append(errs, fmt.Errorf("--share: %w", err))
-			}
-		}
+		errs = o.validateSubdir(errs)
 	default:
 		errs = append(errs, fmt.Errorf("--mode must be %q or %q, not %q", ModeServer, ModeSubdir, o.Mode))
 	}
 	return errors.Join(errs...)
+}
+
+// validateServer returns the problems of the server mode's options.
+func (o *Options) validateServer() []error {
+	var errs []error
+	if !safePath.MatchString(o.ExportRoot) {
+		errs = append(errs, fmt.Errorf("--export-root %q must be an absolute path of letters, digits and . _ / + - only", o.ExportRoot))
+	}
+	if !filepath.IsAbs(o.GaneshaConfig) {
+		errs = append(errs, fmt.Errorf("--ganesha-config %q must be an absolute path", o.GaneshaConfig))
+	}
+	if o.GracePeriod < 0 {
+		errs = append(errs, errors.New("--grace-period must not be negative"))
+	}
+	if !safeClients.MatchString(o.ExportSubnet) {
+		errs = append(errs, fmt.Errorf("--export-subnet %q must be * or subnets, addresses and host names separated by commas", o.ExportSubnet))
+	}
+	if o.NFSDefaultMode != "" || o.NFSDefaultUID != "" || o.NFSDefaultGID != "" {
+		errs = append(errs, errors.New("--nfs-default-mode, -uid and -gid (NFS_DEFAULT_MODE/UID/GID) apply to --mode=subdir only; in server mode set the class parameter gid"))
+	}
+	return errs
+}
+
+// validateSubdir appends the subdir mode's problems to errs, those found so
+// far. The shares are checked together (subdir.New) only when there is no
+// problem at all, since a wrong flag may be what they trip on.
+func (o *Options) validateSubdir(errs []error) []error {
+	if o.RunServer && o.given("run-server") {
+		errs = append(errs, errors.New("--run-server applies to --mode=server only; subdir mode uses an existing NFS server"))
+	}
+	if o.given("device-based-fsids") {
+		errs = append(errs, errors.New("--device-based-fsids applies to --mode=server only; in subdir mode file handles are the existing NFS server's business"))
+	}
+	shares, err := ParseShares(o.Shares)
+	errs = append(errs, err)
+	if _, err := o.ownership(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.NFSServer != "" || o.NFSPath != "" || len(shares) == 0 && err == nil {
+		errs = append(errs, o.validateDefaultShare()...)
+	}
+	if errors.Join(errs...) != nil {
+		return errs
+	}
+	// Names, duplicates and nesting of the shares together.
+	cfg, _ := o.SubdirConfig()
+	if _, err := subdir.New(cfg); err != nil {
+		errs = append(errs, fmt.Errorf("--share: %w", err))
+	}
+	return errs
+}
+
+// validateDefaultShare returns the problems of the default share's flags.
+func (o *Options) validateDefaultShare() []error {
+	var errs []error
+	if !filepath.IsAbs(o.NFSRoot) {
+		errs = append(errs, fmt.Errorf("--nfs-root %q must be an absolute path", o.NFSRoot))
+	}
+	if o.NFSServer == "" {
+		errs = append(errs, errors.New("--nfs-server (NFS_SERVER) is required in subdir mode, unless every class names a --share"))
+	}
+	if !filepath.IsAbs(o.NFSPath) {
+		errs = append(errs, fmt.Errorf("--nfs-path (NFS_PATH) %q must be an absolute path in subdir mode", o.NFSPath))
+	}
+	return errs
 }

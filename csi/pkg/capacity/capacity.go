@@ -176,6 +176,22 @@ type Controller struct {
 
 // New checks cfg and registers the informers the controller needs.
 func New(cfg Config) (*Controller, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	c := &Controller{cfg: cfg}
+	m, err := newMetrics(cfg.Registerer, c)
+	if err != nil {
+		return nil, err
+	}
+	c.metrics = m
+	c.registerInformers()
+	return c, nil
+}
+
+// check reports every required field missing and every negative one.
+func (cfg *Config) check() error {
 	var errs []error
 	if cfg.DriverName == "" {
 		errs = append(errs, errors.New("capacity: DriverName is required"))
@@ -189,9 +205,11 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.PollInterval < 0 || cfg.Workers < 0 || cfg.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("capacity: PollInterval, Workers and Timeout must not be negative, got %v, %d, %v", cfg.PollInterval, cfg.Workers, cfg.Timeout))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
+	return errors.Join(errs...)
+}
+
+// setDefaults fills in the fields left zero.
+func (cfg *Config) setDefaults() {
 	if cfg.ManagedBy == "" {
 		cfg.ManagedBy = DefaultManagedBy
 		if cfg.NodeName != "" {
@@ -207,24 +225,22 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	c := &Controller{cfg: cfg}
-	m, err := newMetrics(cfg.Registerer, c)
-	if err != nil {
-		return nil, err
-	}
-	c.metrics = m
-	classes := cfg.Informers.Storage().V1().StorageClasses()
+}
+
+// registerInformers takes the listers the controller reads from the
+// factory: StorageClasses, and Nodes and CSINodes with topology.
+func (c *Controller) registerInformers() {
+	classes := c.cfg.Informers.Storage().V1().StorageClasses()
 	c.classes = classes.Lister()
 	c.informer = append(c.informer, classes.Informer())
-	if cfg.Topology {
-		nodes, csiNodes := cfg.Informers.Core().V1().Nodes(), cfg.Informers.Storage().V1().CSINodes()
+	if c.cfg.Topology {
+		nodes, csiNodes := c.cfg.Informers.Core().V1().Nodes(), c.cfg.Informers.Storage().V1().CSINodes()
 		c.nodes, c.csiNodes = nodes.Lister(), csiNodes.Lister()
 		c.informer = append(c.informer, nodes.Informer(), csiNodes.Informer())
 	}
 	for _, inf := range c.informer {
 		c.synced = append(c.synced, inf.HasSynced)
 	}
-	return c, nil
 }
 
 // Selector selects the objects the controller manages.
@@ -251,6 +267,32 @@ func (c *Controller) Run(ctx context.Context) error {
 	selector := c.Selector().String()
 	factory := informers.NewSharedInformerFactoryWithOptions(c.cfg.Client, 0, informers.WithNamespace(c.cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	capInformer, err := c.watchCapacities(factory)
+	if err != nil {
+		return err
+	}
+	removeHandlers, err := c.addHandlers(ctx, capInformer)
+	defer removeHandlers()
+	if err != nil {
+		return err
+	}
+
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), append(slices.Clone(c.synced), capInformer.HasSynced)...) {
+		return nil // stopped while starting
+	}
+	c.refreshSegments()
+	c.enqueueAll()
+	logger.Info("Publishing storage capacity", "namespace", c.cfg.Namespace, "selector", selector,
+		"pollInterval", c.cfg.PollInterval, "workers", c.cfg.Workers, "topology", c.cfg.Topology)
+	c.work(ctx)
+	return nil
+}
+
+// watchCapacities makes the informer of the controller's objects, indexed
+// by item, and keeps its cache in c.capacities.
+func (c *Controller) watchCapacities(factory informers.SharedInformerFactory) (cache.SharedIndexInformer, error) {
 	capInformer := factory.Storage().V1().CSIStorageCapacities().Informer()
 	ours := c.Selector()
 	if err := capInformer.AddIndexers(cache.Indexers{itemIndex: func(obj any) ([]string, error) {
@@ -261,12 +303,17 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		return nil, nil
 	}}); err != nil {
-		return err
+		return nil, err
 	}
 	c.mu.Lock()
 	c.capacities = capInformer.GetIndexer()
 	c.mu.Unlock()
+	return capInformer, nil
+}
 
+// addHandlers registers the event handlers on the informers. The returned
+// function removes those registered, even after an error.
+func (c *Controller) addHandlers(ctx context.Context, capInformer cache.SharedIndexInformer) (func(), error) {
 	handlers := map[cache.SharedIndexInformer]cache.ResourceEventHandler{
 		c.informer[0]: cache.ResourceEventHandlerFuncs{AddFunc: c.classChanged, DeleteFunc: c.classChanged},
 		capInformer:   cache.ResourceEventHandlerFuncs{AddFunc: c.capacityAdded, DeleteFunc: c.capacityDeleted},
@@ -279,24 +326,25 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		handlers[c.informer[1]], handlers[c.informer[2]] = topology, topology
 	}
+	var removers []func()
+	remove := func() {
+		// Last registered, first removed.
+		for _, r := range slices.Backward(removers) {
+			r()
+		}
+	}
 	for inf, h := range handlers {
 		reg, err := inf.AddEventHandler(h)
 		if err != nil {
-			return err
+			return remove, err
 		}
-		defer func() { _ = inf.RemoveEventHandler(reg) }()
+		removers = append(removers, func() { _ = inf.RemoveEventHandler(reg) })
 	}
+	return remove, nil
+}
 
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), append(slices.Clone(c.synced), capInformer.HasSynced)...) {
-		return nil // stopped while starting
-	}
-	c.refreshSegments()
-	c.enqueueAll()
-	logger.Info("Publishing storage capacity", "namespace", c.cfg.Namespace, "selector", selector,
-		"pollInterval", c.cfg.PollInterval, "workers", c.cfg.Workers, "topology", c.cfg.Topology)
-
+// work runs the workers and the poll until ctx ends.
+func (c *Controller) work(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range c.cfg.Workers {
 		wg.Go(func() {
@@ -319,7 +367,6 @@ func (c *Controller) Run(ctx context.Context) error {
 	<-ctx.Done()
 	c.queue.ShutDown()
 	wg.Wait()
-	return nil
 }
 
 func (c *Controller) processNextItem(ctx context.Context) bool {
@@ -543,35 +590,43 @@ func (c *Controller) clusterSegments() map[string]map[string]string {
 		if c.cfg.NodeName != "" && csiNode.Name != c.cfg.NodeName {
 			continue
 		}
-		var keys []string
-		registered := false
-		for _, d := range csiNode.Spec.Drivers {
-			if d.Name == c.cfg.DriverName {
-				keys, registered = d.TopologyKeys, true
-				break
-			}
-		}
-		if !registered || len(keys) == 0 {
-			continue
-		}
-		node, err := c.nodes.Get(csiNode.Name)
-		if err != nil {
-			continue
-		}
-		segment := make(map[string]string, len(keys))
-		for _, k := range keys {
-			v, ok := node.Labels[k]
-			if !ok {
-				segment = nil
-				break
-			}
-			segment[k] = v
-		}
-		if segment != nil {
+		if segment := c.nodeSegment(csiNode); segment != nil {
 			out[segmentKey(segment)] = segment
 		}
 	}
 	return out
+}
+
+// nodeSegment is the segment of csiNode's node, nil if it has none.
+func (c *Controller) nodeSegment(csiNode *storagev1.CSINode) map[string]string {
+	keys := c.topologyKeys(csiNode)
+	if len(keys) == 0 {
+		return nil
+	}
+	node, err := c.nodes.Get(csiNode.Name)
+	if err != nil {
+		return nil
+	}
+	segment := make(map[string]string, len(keys))
+	for _, k := range keys {
+		v, ok := node.Labels[k]
+		if !ok {
+			return nil
+		}
+		segment[k] = v
+	}
+	return segment
+}
+
+// topologyKeys are the topology keys the driver registered in csiNode,
+// none if it is not registered there.
+func (c *Controller) topologyKeys(csiNode *storagev1.CSINode) []string {
+	for _, d := range csiNode.Spec.Drivers {
+		if d.Name == c.cfg.DriverName {
+			return d.TopologyKeys
+		}
+	}
+	return nil
 }
 
 // segmentKey is a segment as sorted key=value pairs joined by commas
@@ -601,19 +656,10 @@ func itemOf(csc *storagev1.CSIStorageCapacity) item {
 // wanted; else created or updated with what the driver reports, keeping one
 // object per item.
 func (c *Controller) sync(ctx context.Context, it item) error {
-	logger := klog.FromContext(ctx)
-	var existing []*storagev1.CSIStorageCapacity
-	objs, err := c.capacities.ByIndex(itemIndex, it.String())
+	existing, err := c.existing(it)
 	if err != nil {
 		return err
 	}
-	for _, obj := range objs {
-		if csc, ok := obj.(*storagev1.CSIStorageCapacity); ok {
-			existing = append(existing, csc)
-		}
-	}
-	slices.SortFunc(existing, func(a, b *storagev1.CSIStorageCapacity) int { return strings.Compare(a.Name, b.Name) })
-
 	class, segment, wanted := c.desired(it)
 	if !wanted {
 		return c.deleteAll(ctx, existing, "its StorageClass or topology segment is gone")
@@ -631,39 +677,63 @@ func (c *Controller) sync(ctx context.Context, it item) error {
 		// Keep what was published; the next poll asks again. A retry
 		// sooner would only load a driver that is failing.
 		c.metrics.failures.WithLabelValues(class.Name).Inc()
-		logger.Error(err, "GetCapacity failed, keeping the published capacity until the next poll",
+		klog.FromContext(ctx).Error(err, "GetCapacity failed, keeping the published capacity until the next poll",
 			"storageClass", class.Name, "segment", it.segment, "pollInterval", c.cfg.PollInterval)
 		return nil
 	}
 
 	if len(existing) == 0 {
-		csc := &storagev1.CSIStorageCapacity{
-			ObjectMeta: metav1.ObjectMeta{
-				GenerateName: generateName,
-				Namespace:    c.cfg.Namespace,
-				Labels:       c.labels(),
-			},
-			StorageClassName:  class.Name,
-			NodeTopology:      &metav1.LabelSelector{MatchLabels: maps.Clone(segment)},
-			Capacity:          available,
-			MaximumVolumeSize: maxSize,
-		}
-		if c.cfg.Owner != nil {
-			csc.OwnerReferences = []metav1.OwnerReference{*c.cfg.Owner}
-		}
-		created, err := c.cfg.Client.StorageV1().CSIStorageCapacities(c.cfg.Namespace).Create(ctx, csc, metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("creating CSIStorageCapacity for StorageClass %s, segment {%s}: %w", class.Name, it.segment, err)
-		}
-		// Known at once, so that the next sync updates it instead of
-		// creating another before the watch delivers it.
-		_ = c.capacities.Add(created)
-		logger.V(2).Info("Created CSIStorageCapacity", "object", klog.KObj(created), "storageClass", class.Name,
-			"segment", it.segment, "capacity", available, "maximumVolumeSize", maxSize)
-		return nil
+		return c.create(ctx, it, class, segment, available, maxSize)
 	}
+	return c.update(ctx, existing[0], available, maxSize)
+}
 
-	old := existing[0]
+// existing are the cached objects of an item, by name.
+func (c *Controller) existing(it item) ([]*storagev1.CSIStorageCapacity, error) {
+	var existing []*storagev1.CSIStorageCapacity
+	objs, err := c.capacities.ByIndex(itemIndex, it.String())
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range objs {
+		if csc, ok := obj.(*storagev1.CSIStorageCapacity); ok {
+			existing = append(existing, csc)
+		}
+	}
+	slices.SortFunc(existing, func(a, b *storagev1.CSIStorageCapacity) int { return strings.Compare(a.Name, b.Name) })
+	return existing, nil
+}
+
+// create publishes the first object of an item.
+func (c *Controller) create(ctx context.Context, it item, class *storagev1.StorageClass, segment map[string]string, available, maxSize *resource.Quantity) error {
+	csc := &storagev1.CSIStorageCapacity{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: generateName,
+			Namespace:    c.cfg.Namespace,
+			Labels:       c.labels(),
+		},
+		StorageClassName:  class.Name,
+		NodeTopology:      &metav1.LabelSelector{MatchLabels: maps.Clone(segment)},
+		Capacity:          available,
+		MaximumVolumeSize: maxSize,
+	}
+	if c.cfg.Owner != nil {
+		csc.OwnerReferences = []metav1.OwnerReference{*c.cfg.Owner}
+	}
+	created, err := c.cfg.Client.StorageV1().CSIStorageCapacities(c.cfg.Namespace).Create(ctx, csc, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("creating CSIStorageCapacity for StorageClass %s, segment {%s}: %w", class.Name, it.segment, err)
+	}
+	// Known at once, so that the next sync updates it instead of
+	// creating another before the watch delivers it.
+	_ = c.capacities.Add(created)
+	klog.FromContext(ctx).V(2).Info("Created CSIStorageCapacity", "object", klog.KObj(created), "storageClass", class.Name,
+		"segment", it.segment, "capacity", available, "maximumVolumeSize", maxSize)
+	return nil
+}
+
+// update writes the driver's answer into an item's object, if it changed.
+func (c *Controller) update(ctx context.Context, old *storagev1.CSIStorageCapacity, available, maxSize *resource.Quantity) error {
 	if sameQuantity(old.Capacity, available) && sameQuantity(old.MaximumVolumeSize, maxSize) {
 		return nil
 	}
@@ -674,7 +744,7 @@ func (c *Controller) sync(ctx context.Context, it item) error {
 		return fmt.Errorf("updating CSIStorageCapacity %s: %w", klog.KObj(csc), err)
 	}
 	_ = c.capacities.Update(updated)
-	logger.V(4).Info("Updated CSIStorageCapacity", "object", klog.KObj(updated), "capacity", available, "maximumVolumeSize", maxSize)
+	klog.FromContext(ctx).V(4).Info("Updated CSIStorageCapacity", "object", klog.KObj(updated), "capacity", available, "maximumVolumeSize", maxSize)
 	return nil
 }
 

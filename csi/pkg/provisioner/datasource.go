@@ -174,16 +174,36 @@ func (p *Provisioner) protectCloneSource(ctx context.Context, src *corev1.Persis
 // and returns the snapshot, as the driver knows it and as an object.
 func (p *Provisioner) snapshotSource(ctx context.Context, claim *corev1.PersistentVolumeClaim, namespace, name string) (*csi.VolumeContentSource, *sourceSnapshot, error) {
 	what := fmt.Sprintf("VolumeSnapshot %s/%s", namespace, name)
+	snap, err := p.restorableSnapshot(ctx, namespace, name, what)
+	if err != nil {
+		return nil, nil, err
+	}
+	contentName, err := checkSnapshotStatus(snap, claim, what)
+	if err != nil {
+		return nil, nil, err
+	}
+	handle, err := p.snapshotHandle(ctx, snap, claim, contentName, what)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+		Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: handle},
+	}}, &sourceSnapshot{namespace: snap.GetNamespace(), name: snap.GetName(), uid: snap.GetUID()}, nil
+}
+
+// restorableSnapshot reads the VolumeSnapshot what, which must exist and
+// not be being deleted unless a restore from it already began.
+func (p *Provisioner) restorableSnapshot(ctx context.Context, namespace, name, what string) (*unstructured.Unstructured, error) {
 	if !p.snapshotAPIInstalled(ctx) {
-		return nil, nil, fmt.Errorf("the claim's data source is %s, but the VolumeSnapshot API (%s) is not installed in this cluster: "+
+		return nil, fmt.Errorf("the claim's data source is %s, but the VolumeSnapshot API (%s) is not installed in this cluster: "+
 			"install the snapshot CRDs and snapshot controller, or remove the data source", what, snapshotGroupVersion.String())
 	}
 	snap, err := p.cfg.Dynamic.Resource(snapshotResource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("%s does not exist: create it or fix the claim's data source", what)
+		return nil, fmt.Errorf("%s does not exist: create it or fix the claim's data source", what)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s: %w", what, err)
+		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
 	if snap.GetDeletionTimestamp() != nil {
 		// A restore that began before the deletion holds it with the
@@ -191,23 +211,36 @@ func (p *Provisioner) snapshotSource(ctx context.Context, claim *corev1.Persiste
 		// may be making from it is finished (and deleted if its claim is
 		// gone), as upstream. A new restore may not begin.
 		if !slices.Contains(snap.GetFinalizers(), SnapshotProtectionFinalizer) {
-			return nil, nil, fmt.Errorf("%s is being deleted", what)
+			return nil, fmt.Errorf("%s is being deleted", what)
 		}
 		klog.FromContext(ctx).V(2).Info("VolumeSnapshot is being deleted, but a restore from it is in progress: going on", "snapshot", what)
 	}
+	return snap, nil
+}
+
+// checkSnapshotStatus checks that the snapshot is ready and fits in the
+// claim, and returns the name of its VolumeSnapshotContent.
+func checkSnapshotStatus(snap *unstructured.Unstructured, claim *corev1.PersistentVolumeClaim, what string) (string, error) {
 	ready, _, _ := unstructured.NestedBool(snap.Object, "status", "readyToUse")
 	contentName, _, _ := unstructured.NestedString(snap.Object, "status", "boundVolumeSnapshotContentName")
 	if !ready || contentName == "" {
-		return nil, nil, fmt.Errorf("%s is not ready to use yet: the volume is made once it is", what)
+		return "", fmt.Errorf("%s is not ready to use yet: the volume is made once it is", what)
 	}
 	if restore, ok, err := nestedQuantity(snap, "status", "restoreSize"); err != nil {
-		return nil, nil, fmt.Errorf("%s: status.restoreSize: %w", what, err)
+		return "", fmt.Errorf("%s: status.restoreSize: %w", what, err)
 	} else if size := claim.Spec.Resources.Requests[corev1.ResourceStorage]; ok && size.Cmp(restore) < 0 {
-		return nil, nil, fmt.Errorf("the claim requests %s, less than the restore size of %s (%s): request at least %s", size.String(), what, restore.String(), restore.String())
+		return "", fmt.Errorf("the claim requests %s, less than the restore size of %s (%s): request at least %s", size.String(), what, restore.String(), restore.String())
 	}
+	return contentName, nil
+}
+
+// snapshotHandle reads the snapshot's VolumeSnapshotContent contentName and
+// returns the driver's handle of the snapshot, once the content is checked
+// to be the snapshot's, the driver's, and of the claim's volumeMode.
+func (p *Provisioner) snapshotHandle(ctx context.Context, snap *unstructured.Unstructured, claim *corev1.PersistentVolumeClaim, contentName, what string) (string, error) {
 	content, err := p.cfg.Dynamic.Resource(contentResource).Get(ctx, contentName, metav1.GetOptions{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading VolumeSnapshotContent %s of %s: %w", contentName, what, err)
+		return "", fmt.Errorf("reading VolumeSnapshotContent %s of %s: %w", contentName, what, err)
 	}
 	driver, ref := contentOf(content)
 	handle, _, _ := unstructured.NestedString(content.Object, "status", "snapshotHandle")
@@ -215,25 +248,23 @@ func (p *Provisioner) snapshotSource(ctx context.Context, claim *corev1.Persiste
 	case ref != objectName(snap):
 		// Only a content bound back to this snapshot may be used: otherwise
 		// a user could restore someone else's snapshot by naming its content.
-		return nil, nil, fmt.Errorf("VolumeSnapshotContent %s does not belong to %s (it refers to %s)", contentName, what, ref)
+		return "", fmt.Errorf("VolumeSnapshotContent %s does not belong to %s (it refers to %s)", contentName, what, ref)
 	case driver != p.cfg.DriverName:
-		return nil, nil, fmt.Errorf("%s was taken by CSI driver %q, not %s: restore it with a StorageClass of that driver", what, driver, p.cfg.DriverName)
+		return "", fmt.Errorf("%s was taken by CSI driver %q, not %s: restore it with a StorageClass of that driver", what, driver, p.cfg.DriverName)
 	case handle == "":
-		return nil, nil, fmt.Errorf("%s is not ready to use yet: its VolumeSnapshotContent %s has no snapshot handle", what, contentName)
+		return "", fmt.Errorf("%s is not ready to use yet: its VolumeSnapshotContent %s has no snapshot handle", what, contentName)
 	}
 	if p.cfg.PreventVolumeModeConversion {
 		// A content made before the snapshotter recorded the mode has none:
 		// nothing to compare, as upstream.
 		sourceMode, _, _ := unstructured.NestedString(content.Object, "spec", "sourceVolumeMode")
 		if sourceMode != "" && corev1.PersistentVolumeMode(sourceMode) != volumeMode(claim) && content.GetAnnotations()[AnnAllowVolumeModeChange] != "true" {
-			return nil, nil, fmt.Errorf("%s was taken of a volume with volumeMode %s, but the claim asks for %s: "+
+			return "", fmt.Errorf("%s was taken of a volume with volumeMode %s, but the claim asks for %s: "+
 				"use volumeMode %s, or have an administrator annotate VolumeSnapshotContent %s with %s: \"true\"",
 				what, sourceMode, volumeMode(claim), sourceMode, contentName, AnnAllowVolumeModeChange)
 		}
 	}
-	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
-		Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: handle},
-	}}, &sourceSnapshot{namespace: snap.GetNamespace(), name: snap.GetName(), uid: snap.GetUID()}, nil
+	return handle, nil
 }
 
 // snapshotAPIInstalled asks discovery whether the VolumeSnapshot API is served.

@@ -64,7 +64,11 @@ func (m *migration) migrates(class *storagev1.StorageClass) bool {
 // checkClaim refuses a claim that asks the in-tree plugin itself: its
 // storage-provisioner annotation names the plugin and kube-controller-manager
 // did not mark it migrated to this driver, so the plugin may provision it.
+// Without migration there is no such plugin: every claim passes.
 func (m *migration) checkClaim(claim *corev1.PersistentVolumeClaim, driver string) error {
+	if m == nil {
+		return nil
+	}
 	requested, ok := claim.Annotations[controller.AnnStorageProvisioner]
 	if !ok {
 		requested = claim.Annotations[controller.AnnBetaStorageProvisioner]

@@ -126,6 +126,19 @@ func reservedKeys() map[string]bool {
 // of the class fixes them all.
 func parseParameters(params map[string]string) (*classParameters, error) {
 	out := &classParameters{driver: map[string]string{}}
+	problems := out.parseKeys(params)
+	problems = append(problems, out.parseSecrets(params)...)
+	sort.Strings(out.legacyKeys)
+	if len(problems) > 0 {
+		return nil, &ParameterError{Problems: problems}
+	}
+	return out, nil
+}
+
+// parseKeys sorts the keys, in order, into the driver's parameters and the
+// fsType, and returns the problems: reserved keys nobody knows (a typo would
+// otherwise be silently ignored) and the fsType set twice.
+func (out *classParameters) parseKeys(params map[string]string) []string {
 	known := reservedKeys()
 	var problems []string
 	var fsTypeKeys []string
@@ -152,47 +165,57 @@ func parseParameters(params map[string]string) (*classParameters, error) {
 		problems = append(problems, fmt.Sprintf("parameters %s both set the fsType: keep only %q (%q is its deprecated spelling)",
 			strings.Join(fsTypeKeys, " and "), ParamFSType, LegacyParamFSType))
 	}
+	return problems
+}
 
+// parseSecrets sets each kind's secret and returns the problems: the default
+// secret's first, then each kind's in SecretKind order.
+func (out *classParameters) parseSecrets(params map[string]string) []string {
+	var problems []string
 	def, err := secretPair("default secret", params, ParamSecretName, ParamSecretNamespace)
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
 	for kind, keys := range secretParameters {
-		current, err := secretPair(keys.what, params, keys.name, keys.namespace)
+		var kindProblems []string
+		out.secrets[kind], kindProblems = out.kindSecret(params, keys, def)
+		problems = append(problems, kindProblems...)
+	}
+	return problems
+}
+
+// kindSecret is one kind's secret: its current keys, else its deprecated
+// ones, else the default def (shared, so that a problem with the default
+// secret is reported once); nil when the class mixes the spellings or sets
+// none. It notes the deprecated keys in use.
+func (out *classParameters) kindSecret(params map[string]string, keys secretKeys, def *secretTemplates) (*secretTemplates, []string) {
+	var problems []string
+	current, err := secretPair(keys.what, params, keys.name, keys.namespace)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	var legacy *secretTemplates
+	if keys.legacyName != "" {
+		legacy, err = secretPair(keys.what, params, keys.legacyName, keys.legacyNamespace)
 		if err != nil {
 			problems = append(problems, err.Error())
 		}
-		var legacy *secretTemplates
-		if keys.legacyName != "" {
-			legacy, err = secretPair(keys.what, params, keys.legacyName, keys.legacyNamespace)
-			if err != nil {
-				problems = append(problems, err.Error())
-			}
-			for _, k := range []string{keys.legacyName, keys.legacyNamespace} {
-				if _, ok := params[k]; ok {
-					out.legacyKeys = append(out.legacyKeys, k)
-				}
+		for _, k := range []string{keys.legacyName, keys.legacyNamespace} {
+			if _, ok := params[k]; ok {
+				out.legacyKeys = append(out.legacyKeys, k)
 			}
 		}
-		if conflict := mixedSpellings(params, keys); conflict != "" {
-			problems = append(problems, conflict)
-			continue
-		}
-		switch {
-		case current != nil:
-			out.secrets[kind] = current
-		case legacy != nil:
-			out.secrets[kind] = legacy
-		case def != nil:
-			// Shared, so that a problem with the default secret is reported once.
-			out.secrets[kind] = def
-		}
 	}
-	sort.Strings(out.legacyKeys)
-	if len(problems) > 0 {
-		return nil, &ParameterError{Problems: problems}
+	if conflict := mixedSpellings(params, keys); conflict != "" {
+		return nil, append(problems, conflict)
 	}
-	return out, nil
+	switch {
+	case current != nil:
+		return current, problems
+	case legacy != nil:
+		return legacy, problems
+	}
+	return def, problems
 }
 
 // ParameterError lists what is wrong with a StorageClass's parameters.

@@ -204,19 +204,14 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	if err := checkDataSourceKind(o.PVC); err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
-	migrated := p.migration.migrates(o.StorageClass)
-	if p.migration != nil {
-		if err := p.migration.checkClaim(o.PVC, p.cfg.DriverName); err != nil {
-			return nil, controller.ProvisioningFinished, err
-		}
+	if err := p.migration.checkClaim(o.PVC, p.cfg.DriverName); err != nil {
+		return nil, controller.ProvisioningFinished, err
 	}
-	if migrated {
-		class, err := p.migration.translateClass(ctx, o.StorageClass, p.cfg.DriverName)
-		if err != nil {
-			return nil, controller.ProvisioningNoChange, err
-		}
-		o.StorageClass = class
+	class, migrated, err := p.csiClass(ctx, o.StorageClass)
+	if err != nil {
+		return nil, controller.ProvisioningNoChange, err
 	}
+	o.StorageClass = class
 	params, err := parseParameters(o.StorageClass.Parameters)
 	if err != nil {
 		return nil, controller.ProvisioningNoChange, err
@@ -230,20 +225,9 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	if err != nil {
 		return nil, controller.ProvisioningNoChange, err
 	}
-	if req.AccessibilityRequirements, err = p.topologyRequirements(ctx, o.StorageClass, o.PVC, o.SelectedNodeName); err != nil {
-		return nil, topologyState(err), err
-	}
-	var snapshot *sourceSnapshot
-	if req.VolumeContentSource, snapshot, err = p.contentSource(ctx, o.PVC, o.StorageClass.Name); err != nil {
-		return nil, controller.ProvisioningNoChange, err
-	}
-	if req.MutableParameters, err = p.mutableParameters(ctx, o.PVC); err != nil {
-		return nil, controller.ProvisioningNoChange, err
-	}
-	if ref := refs[SecretProvisioner]; ref != nil {
-		if req.Secrets, err = p.readSecret(ctx, ref, params.secrets[SecretProvisioner]); err != nil {
-			return nil, controller.ProvisioningNoChange, err
-		}
+	snapshot, state, err := p.completeRequest(ctx, o, req, params, refs)
+	if err != nil {
+		return nil, state, err
 	}
 
 	if snapshot == nil {
@@ -262,6 +246,44 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		return nil, controller.ProvisioningInBackground, errors.Join(err, releaseErr)
 	}
 	return pv, state, err
+}
+
+// csiClass returns the class to make the claim's volume with: a migrated
+// in-tree class translated for this driver (migrated is true), any other
+// class as it is.
+func (p *Provisioner) csiClass(ctx context.Context, class *storagev1.StorageClass) (_ *storagev1.StorageClass, migrated bool, _ error) {
+	if !p.migration.migrates(class) {
+		return class, false, nil
+	}
+	translated, err := p.migration.translateClass(ctx, class, p.cfg.DriverName)
+	if err != nil {
+		return nil, true, err
+	}
+	return translated, true, nil
+}
+
+// completeRequest adds to the CreateVolume request what createRequest
+// leaves out: topology, content source, mutable parameters and the
+// provisioner secret. For a restore it returns the VolumeSnapshot to protect
+// while CreateVolume restores from it. On error, the state to return.
+func (p *Provisioner) completeRequest(ctx context.Context, o controller.ProvisionOptions, req *csi.CreateVolumeRequest, params *classParameters, refs secretRefs) (*sourceSnapshot, controller.ProvisioningState, error) {
+	var err error
+	if req.AccessibilityRequirements, err = p.topologyRequirements(ctx, o.StorageClass, o.PVC, o.SelectedNodeName); err != nil {
+		return nil, topologyState(err), err
+	}
+	var snapshot *sourceSnapshot
+	if req.VolumeContentSource, snapshot, err = p.contentSource(ctx, o.PVC, o.StorageClass.Name); err != nil {
+		return nil, controller.ProvisioningNoChange, err
+	}
+	if req.MutableParameters, err = p.mutableParameters(ctx, o.PVC); err != nil {
+		return nil, controller.ProvisioningNoChange, err
+	}
+	if ref := refs[SecretProvisioner]; ref != nil {
+		if req.Secrets, err = p.readSecret(ctx, ref, params.secrets[SecretProvisioner]); err != nil {
+			return nil, controller.ProvisioningNoChange, err
+		}
+	}
+	return snapshot, controller.ProvisioningNoChange, nil
 }
 
 // create calls CreateVolume with the complete request and returns the PV,
@@ -653,13 +675,11 @@ func (p *Provisioner) HasCapacity(ctx context.Context, o controller.ProvisionOpt
 	if size.IsZero() || !p.cfg.Capabilities.GetCapacity {
 		return true, nil
 	}
-	if p.migration.migrates(o.StorageClass) {
-		class, err := p.migration.translateClass(ctx, o.StorageClass, p.cfg.DriverName)
-		if err != nil {
-			return false, err
-		}
-		o.StorageClass = class
+	class, _, err := p.csiClass(ctx, o.StorageClass)
+	if err != nil {
+		return false, err
 	}
+	o.StorageClass = class
 	params, err := parseParameters(o.StorageClass.Parameters)
 	if err != nil {
 		return false, err
@@ -668,27 +688,9 @@ func (p *Provisioner) HasCapacity(ctx context.Context, o controller.ProvisionOpt
 	if err != nil {
 		return false, err
 	}
-	segments := []*csi.Topology{nil}
-	if p.cfg.Capabilities.Topology && o.SelectedNodeName != "" {
-		// The node's own segment: the others' room is no room on it.
-		if err := p.waitForTopologyCaches(ctx); err != nil {
-			return false, err
-		}
-		keys, segment, err := p.nodeTopology(o.SelectedNodeName)
-		if err != nil {
-			return false, err
-		}
-		if len(keys) > 0 {
-			segments = []*csi.Topology{segment}
-		}
-	} else {
-		requirement, err := p.topologyRequirements(ctx, o.StorageClass, o.PVC, o.SelectedNodeName)
-		if err != nil {
-			return false, err
-		}
-		if len(requirement.GetRequisite()) > 0 {
-			segments = requirement.GetRequisite()
-		}
+	segments, err := p.capacitySegments(ctx, o)
+	if err != nil {
+		return false, err
 	}
 	for _, segment := range segments {
 		rsp, err := p.cfg.Controller.GetCapacity(ctx, &csi.GetCapacityRequest{
@@ -702,4 +704,33 @@ func (p *Provisioner) HasCapacity(ctx context.Context, o controller.ProvisionOpt
 		}
 	}
 	return false, nil
+}
+
+// capacitySegments are the segments HasCapacity asks GetCapacity about:
+// with a selected node its own segment (the others' room is no room on it),
+// else each segment CreateVolume would require; a single nil segment (no
+// topology) when there is none.
+func (p *Provisioner) capacitySegments(ctx context.Context, o controller.ProvisionOptions) ([]*csi.Topology, error) {
+	noTopology := []*csi.Topology{nil}
+	if !p.cfg.Capabilities.Topology || o.SelectedNodeName == "" {
+		requirement, err := p.topologyRequirements(ctx, o.StorageClass, o.PVC, o.SelectedNodeName)
+		if err != nil {
+			return nil, err
+		}
+		if len(requirement.GetRequisite()) > 0 {
+			return requirement.GetRequisite(), nil
+		}
+		return noTopology, nil
+	}
+	if err := p.waitForTopologyCaches(ctx); err != nil {
+		return nil, err
+	}
+	keys, segment, err := p.nodeTopology(o.SelectedNodeName)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) > 0 {
+		return []*csi.Topology{segment}, nil
+	}
+	return noTopology, nil
 }

@@ -156,22 +156,7 @@ func (p *Provisioner) SweepSnapshotProtection(ctx context.Context, inFlight func
 			return fmt.Errorf("listing VolumeSnapshots: %w", err)
 		}
 		for i := range list.Items {
-			snap := &list.Items[i]
-			if !slices.Contains(snap.GetFinalizers(), SnapshotProtectionFinalizer) {
-				continue
-			}
-			key := objectName(snap)
-			if restoresFrom(inFlight(), key) {
-				continue
-			}
-			ours, err := p.ourDriversSnapshot(ctx, snap)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if !ours {
-				continue
-			}
-			if err := p.releaseOrphan(ctx, key); err != nil {
+			if err := p.sweepSnapshot(ctx, &list.Items[i], inFlight); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -179,6 +164,23 @@ func (p *Provisioner) SweepSnapshotProtection(ctx context.Context, inFlight func
 			return errors.Join(errs...)
 		}
 	}
+}
+
+// sweepSnapshot removes SnapshotProtectionFinalizer from one snapshot of
+// this driver if it has it and no restore needs it.
+func (p *Provisioner) sweepSnapshot(ctx context.Context, snap *unstructured.Unstructured, inFlight func() []*corev1.PersistentVolumeClaim) error {
+	if !slices.Contains(snap.GetFinalizers(), SnapshotProtectionFinalizer) {
+		return nil
+	}
+	key := objectName(snap)
+	if restoresFrom(inFlight(), key) {
+		return nil
+	}
+	ours, err := p.ourDriversSnapshot(ctx, snap)
+	if !ours {
+		return err
+	}
+	return p.releaseOrphan(ctx, key)
 }
 
 // ourDriversSnapshot asks lib's gate.SweepFinalizer whether the protection

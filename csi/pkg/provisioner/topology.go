@@ -52,29 +52,40 @@ func (p *Provisioner) topologyRequirements(ctx context.Context, class *storagev1
 	allowed := flattenAllowedTopologies(class.AllowedTopologies)
 	spread := spreadIndex(claim.Name)
 	if selectedNode == "" {
-		requisite := allowed
-		if len(requisite) == 0 {
-			if !p.cfg.ImmediateTopology {
-				return nil, nil
-			}
-			var err error
-			if requisite, err = p.clusterTopologies(nil); err != nil {
-				return nil, err
-			}
-		}
-		if len(requisite) == 0 {
+		return p.immediateRequirements(allowed, spread)
+	}
+	return p.nodeRequirements(class.Name, selectedNode, allowed, spread)
+}
+
+// immediateRequirements are topologyRequirements for immediate binding,
+// given the class's allowed segments.
+func (p *Provisioner) immediateRequirements(allowed []*csi.Topology, spread uint32) (*csi.TopologyRequirement, error) {
+	requisite := allowed
+	if len(requisite) == 0 {
+		if !p.cfg.ImmediateTopology {
 			return nil, nil
 		}
-		return &csi.TopologyRequirement{Requisite: requisite, Preferred: rotate(sortTopologies(requisite), spread)}, nil
+		var err error
+		if requisite, err = p.clusterTopologies(nil); err != nil {
+			return nil, err
+		}
 	}
+	if len(requisite) == 0 {
+		return nil, nil
+	}
+	return &csi.TopologyRequirement{Requisite: requisite, Preferred: rotate(sortTopologies(requisite), spread)}, nil
+}
 
+// nodeRequirements are topologyRequirements for the selected node, given
+// the allowed segments of the class className.
+func (p *Provisioner) nodeRequirements(className, selectedNode string, allowed []*csi.Topology, spread uint32) (*csi.TopologyRequirement, error) {
 	keys, segment, err := p.nodeTopology(selectedNode)
 	if err != nil || len(keys) == 0 {
 		return nil, err
 	}
 	if len(allowed) > 0 && !slices.ContainsFunc(allowed, func(t *csi.Topology) bool { return isSubset(t.Segments, segment.Segments) }) {
 		return nil, fmt.Errorf("node %s has topology %s, which StorageClass %s does not allow in allowedTopologies: %w",
-			selectedNode, describeTopology(segment), class.Name, errReschedule)
+			selectedNode, describeTopology(segment), className, errReschedule)
 	}
 	if p.cfg.StrictTopology {
 		return &csi.TopologyRequirement{Requisite: []*csi.Topology{segment}, Preferred: []*csi.Topology{segment}}, nil
@@ -88,7 +99,12 @@ func (p *Provisioner) topologyRequirements(ctx context.Context, class *storagev1
 			requisite = append(requisite, segment)
 		}
 	}
-	// The segments that contain the selected node come first, in spread order.
+	return &csi.TopologyRequirement{Requisite: requisite, Preferred: ownFirst(requisite, segment, spread)}, nil
+}
+
+// ownFirst orders the requisite segments for preference: the segments that
+// contain the node's segment first, each group in spread order.
+func ownFirst(requisite []*csi.Topology, segment *csi.Topology, spread uint32) []*csi.Topology {
 	var own, others []*csi.Topology
 	for _, t := range sortTopologies(requisite) {
 		if isSubset(t.Segments, segment.Segments) {
@@ -97,8 +113,7 @@ func (p *Provisioner) topologyRequirements(ctx context.Context, class *storagev1
 			others = append(others, t)
 		}
 	}
-	preferred := append(rotate(own, spread), rotate(others, spread)...)
-	return &csi.TopologyRequirement{Requisite: requisite, Preferred: preferred}, nil
+	return append(rotate(own, spread), rotate(others, spread)...)
 }
 
 // waitForTopologyCaches waits, the first time only, for the Node and CSINode caches.

@@ -106,15 +106,42 @@ func Parse(text string) (*File, error) {
 		return nil, err
 	}
 	f := &File{text: text}
+	if f.nextID, err = parseNextID(text); err != nil {
+		return nil, err
+	}
+	if f.Blocks, err = parseBlocks(text, toks); err != nil {
+		return nil, err
+	}
+	seen := map[uint16]bool{}
+	for _, b := range f.Blocks {
+		if seen[b.ID] {
+			return nil, fmt.Errorf("Export_Id %d is used by more than one EXPORT block", b.ID)
+		}
+		seen[b.ID] = true
+	}
+	return f, nil
+}
+
+// parseNextID reads the next-id marker's value, the last one's if there are
+// several; 0 without a marker.
+func parseNextID(text string) (int, error) {
+	nextID := 0
 	for _, line := range strings.Split(text, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), nextIDMarker); ok {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
 			if err != nil || n < 0 {
-				return nil, fmt.Errorf("bad %q line: %q", strings.TrimSpace(nextIDMarker), line)
+				return 0, fmt.Errorf("bad %q line: %q", strings.TrimSpace(nextIDMarker), line)
 			}
-			f.nextID = n
+			nextID = n
 		}
 	}
+	return nextID, nil
+}
+
+// parseBlocks returns the top-level EXPORT blocks, checking that braces
+// balance.
+func parseBlocks(text string, toks []token) ([]Block, error) {
+	var blocks []Block
 	depth := 0
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
@@ -127,28 +154,26 @@ func Parse(text string) (*File, error) {
 				return nil, fmt.Errorf("line %d: unbalanced }", t.line)
 			}
 		case tokWord:
-			if depth != 0 || !strings.EqualFold(t.text, "EXPORT") || i+1 >= len(toks) || toks[i+1].kind != tokOpen {
+			if depth != 0 || !isExportStart(toks, i) {
 				continue
 			}
 			blk, next, err := parseExport(text, toks, i)
 			if err != nil {
 				return nil, err
 			}
-			f.Blocks = append(f.Blocks, blk)
+			blocks = append(blocks, blk)
 			i = next
 		}
 	}
 	if depth != 0 {
 		return nil, errors.New("unbalanced {")
 	}
-	seen := map[uint16]bool{}
-	for _, b := range f.Blocks {
-		if seen[b.ID] {
-			return nil, fmt.Errorf("Export_Id %d is used by more than one EXPORT block", b.ID)
-		}
-		seen[b.ID] = true
-	}
-	return f, nil
+	return blocks, nil
+}
+
+// isExportStart reports whether toks[i] is the keyword of an EXPORT block.
+func isExportStart(toks []token, i int) bool {
+	return strings.EqualFold(toks[i].text, "EXPORT") && i+1 < len(toks) && toks[i+1].kind == tokOpen
 }
 
 // parseExport reads the EXPORT block whose keyword is toks[i] and returns it
@@ -164,34 +189,53 @@ func parseExport(text string, toks []token, i int) (Block, int, error) {
 		case tokClose:
 			depth--
 			if depth == 0 {
-				if id == "" || path == "" {
-					return Block{}, 0, fmt.Errorf("line %d: EXPORT block without Export_Id or Path", kw.line)
-				}
-				n, err := strconv.ParseUint(id, 10, 16)
+				blk, err := newBlock(text, kw, toks[j], id, path)
 				if err != nil {
-					return Block{}, 0, fmt.Errorf("line %d: Export_Id %q is not a number from 0 to 65535", kw.line, id)
+					return Block{}, 0, err
 				}
-				start := lineStart(text, kw.pos)
-				end := toks[j].pos + 1
-				full := end
-				if full < len(text) && text[full] == '\n' {
-					full++
-				}
-				return Block{ID: uint16(n), Path: path, Text: text[kw.pos:end], start: start, end: full}, j, nil
+				return blk, j, nil
 			}
 		case tokWord:
 			// Only the export's own keys, not those of its CLIENT or FSAL blocks.
-			if depth == 1 && j+2 < len(toks) && toks[j+1].kind == tokEquals {
-				switch {
-				case strings.EqualFold(toks[j].text, "Export_Id"):
-					id = toks[j+2].text
-				case strings.EqualFold(toks[j].text, "Path"):
-					path = toks[j+2].text
-				}
+			if depth == 1 {
+				readExportKey(toks, j, &id, &path)
 			}
 		}
 	}
 	return Block{}, 0, fmt.Errorf("line %d: EXPORT block is not closed", kw.line)
+}
+
+// readExportKey sets id or path when toks[j] starts an assignment of
+// Export_Id or Path.
+func readExportKey(toks []token, j int, id, path *string) {
+	if j+2 >= len(toks) || toks[j+1].kind != tokEquals {
+		return
+	}
+	switch {
+	case strings.EqualFold(toks[j].text, "Export_Id"):
+		*id = toks[j+2].text
+	case strings.EqualFold(toks[j].text, "Path"):
+		*path = toks[j+2].text
+	}
+}
+
+// newBlock is the EXPORT block from its keyword kw to its closing brace,
+// with the values of its Export_Id and Path.
+func newBlock(text string, kw, closing token, id, path string) (Block, error) {
+	if id == "" || path == "" {
+		return Block{}, fmt.Errorf("line %d: EXPORT block without Export_Id or Path", kw.line)
+	}
+	n, err := strconv.ParseUint(id, 10, 16)
+	if err != nil {
+		return Block{}, fmt.Errorf("line %d: Export_Id %q is not a number from 0 to 65535", kw.line, id)
+	}
+	start := lineStart(text, kw.pos)
+	end := closing.pos + 1
+	full := end
+	if full < len(text) && text[full] == '\n' {
+		full++
+	}
+	return Block{ID: uint16(n), Path: path, Text: text[kw.pos:end], start: start, end: full}, nil
 }
 
 // lineStart returns pos moved back to the start of its line when only blanks

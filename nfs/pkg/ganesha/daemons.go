@@ -65,73 +65,89 @@ func Daemons(o DaemonOptions) []supervisor.Process {
 	if pidFile == "" {
 		pidFile = filepath.Join(filepath.Dir(o.ConfigPath), "ganesha.pid")
 	}
-	return []supervisor.Process{
-		{
-			Name:    "rpcbind",
-			Path:    "rpcbind",
-			Args:    []string{"-f", "-w"},
-			Running: func(context.Context) bool { return dialUnix(RPCBindSocket) == nil },
-			Ready:   func(context.Context) error { return dialUnix(RPCBindSocket) },
-		},
-		{
-			Name:    "dbus-daemon",
-			Path:    "dbus-daemon",
-			Args:    []string{"--system", "--nofork", "--nopidfile"},
-			Running: func(context.Context) bool { return dialUnix(SystemBusSocket) == nil },
-			Ready:   func(context.Context) error { return dialUnix(SystemBusSocket) },
-			Prepare: func() error {
-				// The system bus socket's directory must be traversable by every D-Bus client.
-				if err := os.MkdirAll(filepath.Dir(SystemBusSocket), 0o755); err != nil { //nolint:gosec // G301: see above
-					return err
-				}
-				// A socket left by a dead daemon would make the new one fail.
-				if err := os.Remove(SystemBusSocket); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return err
-				}
-				return nil
-			},
-		},
-		{
-			Name: "ganesha.nfsd",
-			Path: "ganesha.nfsd",
-			Args: []string{"-F", "-f", o.ConfigPath, "-L", o.LogFile, "-N", "NIV_EVENT", "-p", pidFile},
-			Prepare: func() error {
-				running, err := o.Bus.Running(context.Background())
-				if err != nil {
-					return err
-				}
-				if running {
-					return fmt.Errorf("another ganesha.nfsd already owns %s on the system D-Bus; stop it or run without --run-server", BusName)
-				}
-				return os.MkdirAll(filepath.Dir(pidFile), 0o755) //nolint:gosec // G301: a /run directory, as the daemons expect
-			},
-			Ready: func(ctx context.Context) error {
-				running, err := o.Bus.Running(ctx)
-				if err != nil {
-					return err
-				}
-				if !running {
-					return fmt.Errorf("%s is not on the system D-Bus yet", BusName)
-				}
-				_, err = o.Bus.Exports(ctx)
+	return []supervisor.Process{rpcbindProcess(), dbusProcess(), ganeshaProcess(o, pidFile), statdProcess()}
+}
+
+// rpcbindProcess is rpcbind, reused when its socket answers.
+func rpcbindProcess() supervisor.Process {
+	return supervisor.Process{
+		Name:    "rpcbind",
+		Path:    "rpcbind",
+		Args:    []string{"-f", "-w"},
+		Running: func(context.Context) bool { return dialUnix(RPCBindSocket) == nil },
+		Ready:   func(context.Context) error { return dialUnix(RPCBindSocket) },
+	}
+}
+
+// dbusProcess is the system D-Bus daemon, reused when its socket answers.
+func dbusProcess() supervisor.Process {
+	return supervisor.Process{
+		Name:    "dbus-daemon",
+		Path:    "dbus-daemon",
+		Args:    []string{"--system", "--nofork", "--nopidfile"},
+		Running: func(context.Context) bool { return dialUnix(SystemBusSocket) == nil },
+		Ready:   func(context.Context) error { return dialUnix(SystemBusSocket) },
+		Prepare: func() error {
+			// The system bus socket's directory must be traversable by every D-Bus client.
+			if err := os.MkdirAll(filepath.Dir(SystemBusSocket), 0o755); err != nil { //nolint:gosec // G301: see above
 				return err
-			},
+			}
+			// A socket left by a dead daemon would make the new one fail.
+			if err := os.Remove(SystemBusSocket); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			return nil
 		},
-		{
-			Name: "rpc.statd",
-			Path: "rpc.statd",
-			// Its Prepare sends the notifications (notifyClients).
-			Args:    []string{"--foreground", "--no-syslog", "--no-notify", "--port", strconv.Itoa(StatdPort)},
-			Running: func(context.Context) bool { return dialTCP(statdAddress) == nil },
-			Ready:   func(context.Context) error { return dialTCP(statdAddress) },
-			Prepare: func() error {
-				for _, d := range []string{"sm", "sm.bak"} {
-					if err := os.MkdirAll(filepath.Join(StatdStateDir, d), 0o700); err != nil {
-						return err
-					}
+	}
+}
+
+// ganeshaProcess is ganesha.nfsd, writing its pid to pidFile: never
+// reused, and ready once its export manager answers on D-Bus.
+func ganeshaProcess(o DaemonOptions, pidFile string) supervisor.Process {
+	return supervisor.Process{
+		Name: "ganesha.nfsd",
+		Path: "ganesha.nfsd",
+		Args: []string{"-F", "-f", o.ConfigPath, "-L", o.LogFile, "-N", "NIV_EVENT", "-p", pidFile},
+		Prepare: func() error {
+			running, err := o.Bus.Running(context.Background())
+			if err != nil {
+				return err
+			}
+			if running {
+				return fmt.Errorf("another ganesha.nfsd already owns %s on the system D-Bus; stop it or run without --run-server", BusName)
+			}
+			return os.MkdirAll(filepath.Dir(pidFile), 0o755) //nolint:gosec // G301: a /run directory, as the daemons expect
+		},
+		Ready: func(ctx context.Context) error {
+			running, err := o.Bus.Running(ctx)
+			if err != nil {
+				return err
+			}
+			if !running {
+				return fmt.Errorf("%s is not on the system D-Bus yet", BusName)
+			}
+			_, err = o.Bus.Exports(ctx)
+			return err
+		},
+	}
+}
+
+// statdProcess is rpc.statd, reused when its port answers.
+func statdProcess() supervisor.Process {
+	return supervisor.Process{
+		Name: "rpc.statd",
+		Path: "rpc.statd",
+		// Its Prepare sends the notifications (notifyClients).
+		Args:    []string{"--foreground", "--no-syslog", "--no-notify", "--port", strconv.Itoa(StatdPort)},
+		Running: func(context.Context) bool { return dialTCP(statdAddress) == nil },
+		Ready:   func(context.Context) error { return dialTCP(statdAddress) },
+		Prepare: func() error {
+			for _, d := range []string{"sm", "sm.bak"} {
+				if err := os.MkdirAll(filepath.Join(StatdStateDir, d), 0o700); err != nil {
+					return err
 				}
-				return notifyClients()
-			},
+			}
+			return notifyClients()
 		},
 	}
 }

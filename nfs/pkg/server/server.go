@@ -431,39 +431,62 @@ func (p *Provisioner) ensureExported(ctx context.Context, b ganesha.Block) error
 
 // Delete implements controller.Provisioner.
 func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
-	if err := controller.CheckOwner(pv, AnnProvisionerID, p.cfg.Identity); err != nil {
-		return err
-	}
-	if pv.Spec.NFS == nil {
-		return fmt.Errorf("PV %s has no NFS source", pv.Name)
-	}
-	dir := filepath.Clean(pv.Spec.NFS.Path)
-	if !p.owned(dir) {
-		return fmt.Errorf("PV %s exports %s, which is not a directory of the export root %s", pv.Name, dir, p.cfg.ExportRoot)
-	}
-	// Only the directory this provisioner made for this PV, named after it,
-	// is ever removed: never another volume's, never its own files.
-	if err := checkVolumeName(pv.Name); err != nil {
-		return err
-	}
-	if filepath.Base(dir) != pv.Name {
-		return fmt.Errorf("PV %s exports %s, not the directory %s this provisioner made for it: not deleting anything; remove the data by hand, then the PV",
-			pv.Name, dir, filepath.Join(p.cfg.ExportRoot, pv.Name))
-	}
-	n, err := strconv.ParseUint(pv.Annotations[AnnExportID], 10, 16)
+	dir, id, err := p.deletableExport(pv)
 	if err != nil {
-		return fmt.Errorf("PV %s has no valid %s annotation: %q", pv.Name, AnnExportID, pv.Annotations[AnnExportID])
+		return err
 	}
-	id := uint16(n)
 	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "dir", dir, "exportID", id)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Refuse clients first, then forget the export, then the data.
+	if err := p.unexport(ctx, logger, dir, id); err != nil {
+		return err
+	}
+	if err := p.removeVolumeDir(ctx, dir, id); err != nil {
+		return err
+	}
+	p.releaseGID(pv.Spec.StorageClassName, pv.Name)
+	logger.V(2).Info("Volume deleted")
+	return nil
+}
+
+// deletableExport checks that pv is a volume this provisioner made and
+// returns its directory and export id.
+func (p *Provisioner) deletableExport(pv *corev1.PersistentVolume) (string, uint16, error) {
+	if err := controller.CheckOwner(pv, AnnProvisionerID, p.cfg.Identity); err != nil {
+		return "", 0, err
+	}
+	if pv.Spec.NFS == nil {
+		return "", 0, fmt.Errorf("PV %s has no NFS source", pv.Name)
+	}
+	dir := filepath.Clean(pv.Spec.NFS.Path)
+	if !p.owned(dir) {
+		return "", 0, fmt.Errorf("PV %s exports %s, which is not a directory of the export root %s", pv.Name, dir, p.cfg.ExportRoot)
+	}
+	// Only the directory this provisioner made for this PV, named after it,
+	// is ever removed: never another volume's, never its own files.
+	if err := checkVolumeName(pv.Name); err != nil {
+		return "", 0, err
+	}
+	if filepath.Base(dir) != pv.Name {
+		return "", 0, fmt.Errorf("PV %s exports %s, not the directory %s this provisioner made for it: not deleting anything; remove the data by hand, then the PV",
+			pv.Name, dir, filepath.Join(p.cfg.ExportRoot, pv.Name))
+	}
+	n, err := strconv.ParseUint(pv.Annotations[AnnExportID], 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("PV %s has no valid %s annotation: %q", pv.Name, AnnExportID, pv.Annotations[AnnExportID])
+	}
+	return dir, uint16(n), nil
+}
+
+// unexport removes export id from Ganesha, then from its configuration,
+// each only while it still exports dir.
+func (p *Provisioner) unexport(ctx context.Context, logger klog.Logger, dir string, id uint16) error {
 	loaded, err := p.cfg.Exports.Exports(ctx)
 	if err != nil {
 		return fmt.Errorf("asking NFS-Ganesha for its exports: %w", err)
 	}
-	// Refuse clients first, then forget the export, then the data.
 	if path, ok := loaded[id]; ok && filepath.Clean(path) == dir {
 		if err := p.cfg.Exports.RemoveExport(ctx, id); err != nil {
 			return fmt.Errorf("removing export %d from NFS-Ganesha: %w", id, err)
@@ -479,6 +502,12 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 			return fmt.Errorf("removing the export from the Ganesha configuration: %w", err)
 		}
 	}
+	return nil
+}
+
+// removeVolumeDir clears the quota of the volume directory dir, if it is
+// still there, and removes it with its data.
+func (p *Provisioner) removeVolumeDir(ctx context.Context, dir string, id uint16) error {
 	if p.cfg.Quota != nil {
 		if _, err := os.Lstat(dir); err == nil {
 			if err := p.cfg.Quota.Clear(ctx, dir, uint32(id)); err != nil {
@@ -494,8 +523,6 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	if err := dirs.Remove(root, filepath.Base(dir)); err != nil {
 		return fmt.Errorf("removing the volume directory %s: %w", dir, err)
 	}
-	p.releaseGID(pv.Spec.StorageClassName, pv.Name)
-	logger.V(2).Info("Volume deleted")
 	return nil
 }
 

@@ -139,49 +139,80 @@ func New(cfg Config) (*Provisioner, error) {
 		all = append([]Share{{Root: cfg.Root, Server: cfg.Server, Path: cfg.Path}}, all...)
 	}
 	for i, s := range all {
-		isDefault := hasDefault && i == 0
-		what := "default NFS share"
-		if !isDefault {
-			what = fmt.Sprintf("NFS share %q", s.Name)
-			if !shareName.MatchString(s.Name) {
-				errs = append(errs, fmt.Errorf("NFS share name %q must be a DNS label (lower-case letters, digits and -)", s.Name))
-			} else if p.named[s.Name] != nil {
-				errs = append(errs, fmt.Errorf("NFS share %q is configured twice", s.Name))
-			}
-		}
-		if !path.IsAbs(s.Root) {
-			errs = append(errs, fmt.Errorf("%s: root %q must be an absolute path", what, s.Root))
-		}
-		if s.Server == "" {
-			errs = append(errs, fmt.Errorf("%s: NFS server is empty", what))
-		}
-		if !path.IsAbs(s.Path) {
-			errs = append(errs, fmt.Errorf("%s: NFS path %q must be an absolute path", what, s.Path))
-		}
-		s.Root, s.Path = path.Clean(s.Root), path.Clean(s.Path)
-		sh := &share{Share: s}
-		for _, o := range p.shares {
-			switch {
-			case o.Server == s.Server && o.Path == s.Path:
-				errs = append(errs, fmt.Errorf("%s and %s are the same export", o.Share, s))
-			case pathpattern.Overlap(o.Root, s.Root):
-				// A mount inside another share's mount point would let
-				// one share's pathPattern reach into the other.
-				errs = append(errs, fmt.Errorf("%s and %s are mounted one inside the other; mount each share at a directory of its own", o.Share, s))
-			}
-		}
-		if isDefault {
-			sh.Name = ""
-			p.def = sh
-		} else {
-			p.named[s.Name] = sh
-		}
-		p.shares = append(p.shares, sh)
+		errs = append(errs, p.addShare(s, hasDefault && i == 0)...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// addShare adds s, the default share or a named one, and returns its
+// problems: of its name, its location, and with the shares added before.
+func (p *Provisioner) addShare(s Share, isDefault bool) []error {
+	var errs []error
+	what := "default NFS share"
+	if !isDefault {
+		what = fmt.Sprintf("NFS share %q", s.Name)
+		if err := p.checkShareName(s.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, checkShareLocation(what, s)...)
+	s.Root, s.Path = path.Clean(s.Root), path.Clean(s.Path)
+	errs = append(errs, p.checkShareOverlap(s)...)
+	sh := &share{Share: s}
+	if isDefault {
+		sh.Name = ""
+		p.def = sh
+	} else {
+		p.named[s.Name] = sh
+	}
+	p.shares = append(p.shares, sh)
+	return errs
+}
+
+// checkShareName checks that a named share's name is valid and unique.
+func (p *Provisioner) checkShareName(name string) error {
+	if !shareName.MatchString(name) {
+		return fmt.Errorf("NFS share name %q must be a DNS label (lower-case letters, digits and -)", name)
+	}
+	if p.named[name] != nil {
+		return fmt.Errorf("NFS share %q is configured twice", name)
+	}
+	return nil
+}
+
+// checkShareLocation checks the mount point and export of s, the share what.
+func checkShareLocation(what string, s Share) []error {
+	var errs []error
+	if !path.IsAbs(s.Root) {
+		errs = append(errs, fmt.Errorf("%s: root %q must be an absolute path", what, s.Root))
+	}
+	if s.Server == "" {
+		errs = append(errs, fmt.Errorf("%s: NFS server is empty", what))
+	}
+	if !path.IsAbs(s.Path) {
+		errs = append(errs, fmt.Errorf("%s: NFS path %q must be an absolute path", what, s.Path))
+	}
+	return errs
+}
+
+// checkShareOverlap checks that s, with clean paths, is neither the export
+// nor the mount point of a share added before.
+func (p *Provisioner) checkShareOverlap(s Share) []error {
+	var errs []error
+	for _, o := range p.shares {
+		switch {
+		case o.Server == s.Server && o.Path == s.Path:
+			errs = append(errs, fmt.Errorf("%s and %s are the same export", o.Share, s))
+		case pathpattern.Overlap(o.Root, s.Root):
+			// A mount inside another share's mount point would let
+			// one share's pathPattern reach into the other.
+			errs = append(errs, fmt.Errorf("%s and %s are mounted one inside the other; mount each share at a directory of its own", o.Share, s))
+		}
+	}
+	return errs
 }
 
 // CheckShares checks that every share's mount point is a directory that
