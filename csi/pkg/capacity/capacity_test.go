@@ -354,7 +354,15 @@ func TestObjectCountGauges(t *testing.T) {
 		})
 	}, objects...)
 	f.expect("fast a 10Gi", "fast b 20Gi", "gone nil <nil>")
-	if got, want := f.gauges(), "2 2 1"; got != want {
+	// The gauges count the controller's informer cache, which sees an object
+	// a moment after the API answered its create: wait for it as a scrape
+	// would, instead of reading once.
+	const want = "2 2 1"
+	got := f.gauges()
+	for deadline := time.Now().Add(10 * time.Second); got != want && time.Now().Before(deadline); got = f.gauges() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got != want {
 		t.Errorf("gauges goal, current, obsolete: %s, want %s", got, want)
 	}
 }
