@@ -230,6 +230,13 @@ func New(cfg Config) *Journal {
 	return j
 }
 
+// writer is what the journal writes: its ConfigMaps, and the generation in
+// its key Secret, which a removal waits on as much as on the ConfigMap.
+type writer interface {
+	corev1client.ConfigMapsGetter
+	corev1client.SecretsGetter
+}
+
 // writerFor returns what the journal writes its ConfigMaps with: client's
 // connection and credentials, protobuf, and no rate limiter. Behind the
 // client's limiter a write waited for every PV write and event queued
@@ -239,13 +246,6 @@ func New(cfg Config) *Journal {
 // FinalFlushTimeout, were not written at all when Lease renewals held the
 // budget). Journal writes have a bound of their own instead: one at a time
 // (flushMu), each carrying every change waiting.
-// writer is what the journal writes: its ConfigMaps, and the generation in
-// its key Secret, which a removal waits on as much as on the ConfigMap.
-type writer interface {
-	corev1client.ConfigMapsGetter
-	corev1client.SecretsGetter
-}
-
 func writerFor(client kubernetes.Interface) writer {
 	content := ownclient.Protobuf(scheme.Codecs.WithoutConversion())
 	if c, ok := ownclient.CoreV1(client, content, nil); ok {

@@ -29,20 +29,9 @@ func (j *Journal) Load(ctx context.Context) (map[string]Entry, map[string]Unveri
 	if err != nil {
 		return nil, nil, err
 	}
-	objects := make([]*corev1.ConfigMap, Shards)
-	for i := range Shards {
-		if i > 0 && i >= shardsRecorded(objects[0]) {
-			break
-		}
-		name := ShardName(j.name, i)
-		cm, err := j.client.CoreV1().ConfigMaps(j.namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			cm, err = nil, nil
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading in-flight journal %s/%s: %w", j.namespace, name, err)
-		}
-		objects[i] = cm
+	objects, err := j.readShards(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	out, unverified := map[string]Entry{}, map[string]Unverified{}
 	j.mu.Lock()
@@ -57,24 +46,50 @@ func (j *Journal) Load(ctx context.Context) (map[string]Entry, map[string]Unveri
 		}
 		maps.Copy(s.committed, cm.Data)
 		for pvName, data := range cm.Data {
-			if IsClassKey(pvName) {
-				continue
+			if !IsClassKey(pvName) {
+				j.loadEntry(ctx, key, i, pvName, data, out, unverified)
 			}
-			e, classData, reason := j.verify(key, pvName, data, cm.Data)
-			if reason != "" {
-				unverified[pvName] = Unverified{Claim: e.Claim, Reason: reason}
-				j.keepRaw(i, pvName, data, e.ClassKey, classData)
-				continue
-			}
-			if _, dup := j.shardOf[pvName]; dup {
-				klog.FromContext(ctx).Error(nil, "Dropping a second in-flight journal entry of one volume", "pv", pvName, "configMap", s.name)
-				continue
-			}
-			out[pvName] = e
-			j.add(i, pvName, e.Claim.Namespace, data, e.ClassKey, classData)
 		}
 	}
 	return out, unverified, nil
+}
+
+// readShards reads the ConfigMaps the first one says are in use (nil for
+// one that does not exist).
+func (j *Journal) readShards(ctx context.Context) ([]*corev1.ConfigMap, error) {
+	objects := make([]*corev1.ConfigMap, Shards)
+	for i := range Shards {
+		if i > 0 && i >= shardsRecorded(objects[0]) {
+			break
+		}
+		name := ShardName(j.name, i)
+		cm, err := j.client.CoreV1().ConfigMaps(j.namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			cm, err = nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading in-flight journal %s/%s: %w", j.namespace, name, err)
+		}
+		objects[i] = cm
+	}
+	return objects, nil
+}
+
+// loadEntry adds one entry of shard i to out, or to unverified (and keeps
+// it as it is) when it cannot be acted upon; j.mu is held.
+func (j *Journal) loadEntry(ctx context.Context, key []byte, i int, pvName, data string, out map[string]Entry, unverified map[string]Unverified) {
+	e, classData, reason := j.verify(key, pvName, data, j.shards[i].object.Data)
+	if reason != "" {
+		unverified[pvName] = Unverified{Claim: e.Claim, Reason: reason}
+		j.keepRaw(i, pvName, data, e.ClassKey, classData)
+		return
+	}
+	if _, dup := j.shardOf[pvName]; dup {
+		klog.FromContext(ctx).Error(nil, "Dropping a second in-flight journal entry of one volume", "pv", pvName, "configMap", j.shards[i].name)
+		return
+	}
+	out[pvName] = e
+	j.add(i, pvName, e.Claim.Namespace, data, e.ClassKey, classData)
 }
 
 // verify reads one entry and checks its signature; reason says why it cannot

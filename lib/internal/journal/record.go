@@ -16,6 +16,51 @@ func (j *Journal) Record(ctx context.Context, pvName string, e Entry) error {
 	if err != nil {
 		return err
 	}
+	unsigned, enc, err := j.encodeEntry(e)
+	if err != nil {
+		return err
+	}
+	r := recording{pvName: pvName, namespace: e.Claim.Namespace, classKey: enc.key, classData: string(enc.data)}
+	j.mu.Lock()
+	// Signed under the lock: the generation must not move between signing
+	// and adding, or the entry would be written over an old one.
+	r.data = signedEntry(unsigned, j.sign(signingKey, pvName, string(unsigned), r.classData))
+	// An entry kept for this PV name (unverified, or left to an admin) is
+	// replaced by this one, which the claim itself vouches for.
+	j.unkeep(pvName)
+	if shard, ok := j.shardOf[pvName]; ok && j.shards[shard].entries[pvName] == r.data {
+		if r.committedIn(j.shards[shard]) {
+			j.mu.Unlock()
+			return nil // recorded already (a retry, or an operation resumed at start)
+		}
+		return j.waitForWrite(ctx, shard) // recorded by an attempt whose write failed
+	}
+	if j.unremove(r) {
+		j.mu.Unlock()
+		return nil
+	}
+	shard, err := j.replace(r)
+	if err != nil {
+		j.mu.Unlock()
+		return err
+	}
+	return j.waitForWrite(ctx, shard)
+}
+
+// recording is an entry as the journal holds it: signed, with its class.
+type recording struct {
+	pvName, namespace, data, classKey, classData string
+}
+
+// committedIn reports whether the server holds this very entry, and its
+// class, in shard s.
+func (r recording) committedIn(s *journalShard) bool {
+	return s.committed[r.pvName] == r.data && s.committed[r.classKey] == r.classData
+}
+
+// encodeEntry encodes what the journal keeps of e, unsigned, and its class;
+// an entry that would take more than EntryMaxBytes signed is refused.
+func (j *Journal) encodeEntry(e Entry) ([]byte, *encodedClass, error) {
 	var labels, annotations []string
 	declared := j.MetadataKeys != nil
 	if declared {
@@ -23,73 +68,68 @@ func (j *Journal) Record(ctx context.Context, pvName string, e Entry) error {
 	}
 	enc, err := j.encodeClass(e.Class)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	classData, key := enc.data, enc.key
 	stripped := StrippedClaim(e.Claim, labels, annotations, j.systemAnnotations)
-	unsigned, err := json.Marshal(Entry{Claim: stripped, ClassKey: key, SelectedNode: e.SelectedNode,
+	unsigned, err := json.Marshal(Entry{Claim: stripped, ClassKey: enc.key, SelectedNode: e.SelectedNode,
 		ClaimIncomplete: !declared && metadataDropped(e.Claim, stripped), Lease: j.Term.Load()})
 	if err != nil {
-		return fmt.Errorf("encoding in-flight journal entry: %w", err)
+		return nil, nil, fmt.Errorf("encoding in-flight journal entry: %w", err)
 	}
 	if len(unsigned)+len(journalSignatureField)+journalSignatureHex+len(`"`) > EntryMaxBytes {
-		return ErrEntrySize
+		return nil, nil, ErrEntrySize
 	}
-	namespace := e.Claim.Namespace
-	j.mu.Lock()
-	// Signed under the lock: the generation must not move between signing
-	// and adding, or the entry would be written over an old one.
-	data := signedEntry(unsigned, j.sign(signingKey, pvName, string(unsigned), string(classData)))
-	// An entry kept for this PV name (unverified, or left to an admin) is
-	// replaced by this one, which the claim itself vouches for.
-	j.unkeep(pvName)
-	if shard, ok := j.shardOf[pvName]; ok && j.shards[shard].entries[pvName] == string(data) {
-		if s := j.shards[shard]; s.committed[pvName] == string(data) && s.committed[key] == string(classData) {
-			j.mu.Unlock()
-			return nil // recorded already (a retry, or an operation resumed at start)
-		}
-		return j.waitForWrite(ctx, shard) // recorded by an attempt whose write failed
-	}
-	// A removal not yet written: the server still has this very entry.
+	return unsigned, enc, nil
+}
+
+// unremove takes back a removal not yet written: the server still has this
+// very entry, so it goes back into its shard without a write, if it fits
+// there. j.mu is held.
+func (j *Journal) unremove(r recording) bool {
 	for i, s := range j.shards {
-		if s.committed[pvName] == string(data) && s.committed[key] == string(classData) {
-			j.drop(pvName)
-			room := s.size + len(data)
-			if s.classRefs[key] == 0 {
-				room += len(classData)
-			}
-			if j.nsSize[namespace]+len(data) > j.namespaceMaxBytes || room > j.shardMaxBytes {
-				break
-			}
-			j.add(i, pvName, namespace, string(data), key, string(classData))
-			j.mu.Unlock()
-			return nil
+		if !r.committedIn(s) {
+			continue
 		}
+		j.drop(r.pvName)
+		if j.namespaceFull(r.namespace, len(r.data)) || !s.fits(len(r.data), r.classKey, len(r.classData), j.shardMaxBytes) {
+			return false
+		}
+		j.addRecording(i, r)
+		return true
 	}
-	// The entry of an earlier record of this PV name is replaced.
-	oldShard, hadOld := j.shardOf[pvName]
-	var oldData, oldClassKey, oldClassData, oldNamespace string
+	return false
+}
+
+// replace puts r in the first shard with room, in place of the entry of an
+// earlier record of its PV name, which stays when r fits nowhere. j.mu is
+// held.
+func (j *Journal) replace(r recording) (int, error) {
+	old, oldShard, hadOld := j.recordingOf(r.pvName)
 	if hadOld {
-		s := j.shards[oldShard]
-		oldData, oldClassKey, oldNamespace = s.entries[pvName], s.classOf[pvName], j.namespaceOf[pvName]
-		oldClassData = s.classes[oldClassKey]
-		j.drop(pvName)
+		j.drop(r.pvName)
 	}
-	shard := -1
-	if j.nsSize[namespace]+len(data) > j.namespaceMaxBytes {
-		err = ErrNamespaceFull
-	} else if shard = j.shardWithRoom(len(data), key, len(classData)); shard < 0 {
-		err = ErrFull
-	}
+	shard, err := j.shardFor(r)
 	if err != nil {
 		if hadOld {
-			j.add(oldShard, pvName, oldNamespace, oldData, oldClassKey, oldClassData)
+			j.addRecording(oldShard, old)
 		}
-		j.mu.Unlock()
-		return err
+		return -1, err
 	}
-	j.add(shard, pvName, namespace, string(data), key, string(classData))
-	return j.waitForWrite(ctx, shard)
+	j.addRecording(shard, r)
+	return shard, nil
+}
+
+// shardFor returns the shard r is to go to: ErrNamespaceFull when the
+// entries of its claim's namespace would take too much, ErrFull when no
+// shard has room. j.mu is held.
+func (j *Journal) shardFor(r recording) (int, error) {
+	if j.namespaceFull(r.namespace, len(r.data)) {
+		return -1, ErrNamespaceFull
+	}
+	if shard := j.shardWithRoom(len(r.data), r.classKey, len(r.classData)); shard >= 0 {
+		return shard, nil
+	}
+	return -1, ErrFull
 }
 
 // RecordAsset adds the backend's ID of its asset to the entry of pvName and

@@ -94,19 +94,49 @@ func (j *Journal) drop(pvName string) {
 	delete(j.namespaceOf, pvName)
 }
 
+// addRecording adds r to a shard; j.mu is held.
+func (j *Journal) addRecording(shard int, r recording) {
+	j.add(shard, r.pvName, r.namespace, r.data, r.classKey, r.classData)
+}
+
+// recordingOf returns the entry of pvName and its shard, if it has one;
+// j.mu is held.
+func (j *Journal) recordingOf(pvName string) (r recording, shard int, ok bool) {
+	shard, ok = j.shardOf[pvName]
+	if !ok {
+		return recording{}, -1, false
+	}
+	s := j.shards[shard]
+	r = recording{pvName: pvName, namespace: j.namespaceOf[pvName], data: s.entries[pvName], classKey: s.classOf[pvName]}
+	r.classData = s.classes[r.classKey]
+	return r, shard, true
+}
+
 // shardWithRoom returns the first shard an entry fits in (with its class,
 // unless the shard has it already); -1 if none. j.mu is held.
 func (j *Journal) shardWithRoom(entryBytes int, classKey string, classBytes int) int {
 	for i, s := range j.shards {
-		need := entryBytes
-		if s.classRefs[classKey] == 0 {
-			need += classBytes
-		}
-		if s.size+need <= j.shardMaxBytes {
+		if s.fits(entryBytes, classKey, classBytes, j.shardMaxBytes) {
 			return i
 		}
 	}
 	return -1
+}
+
+// fits reports whether an entry fits in the shard, with its class unless
+// the shard has it already, within maxBytes. j.mu is held.
+func (s *journalShard) fits(entryBytes int, classKey string, classBytes, maxBytes int) bool {
+	need := entryBytes
+	if s.classRefs[classKey] == 0 {
+		need += classBytes
+	}
+	return s.size+need <= maxBytes
+}
+
+// namespaceFull reports whether entryBytes more would take the entries of
+// a claim namespace over their bound. j.mu is held.
+func (j *Journal) namespaceFull(namespace string, entryBytes int) bool {
+	return j.nsSize[namespace]+entryBytes > j.namespaceMaxBytes
 }
 
 // removalsPending reports whether the server holds entries that are over,
