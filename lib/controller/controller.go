@@ -514,7 +514,7 @@ func (c *ProvisionController) leaveUnverified(ctx context.Context, pvName string
 	if u.Claim == nil || u.Claim.Name == "" || u.Claim.Namespace == "" {
 		return
 	}
-	c.events.Event(events.ClaimReference(u.Claim), ClaimClass(u.Claim), corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
+	c.claimEvent(u.Claim, ClaimClass(u.Claim), corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
 		"In-flight journal entry %q in ConfigMap %s/%s names this claim but is not used: %s. If the claim was deleted while provisioning volume %s, an asset made for it may be left on the backend: check, delete it there, then remove the entry",
 		pvName, c.journal.Namespace(), c.journal.Name(), u.Reason, pvName)
 }
@@ -540,8 +540,7 @@ func (c *ProvisionController) warnWaitingClaims(format string, args ...any) int 
 	told := 0
 	for _, claim := range claims {
 		if claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil && c.claimIsOurs(claim) {
-			c.events.Event(events.ClaimReference(claim), ClaimClass(claim), corev1.EventTypeWarning, EventProvisioningFailed,
-				format, args...)
+			c.claimFailed(claim, ClaimClass(claim), format, args...)
 			told++
 		}
 	}

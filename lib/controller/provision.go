@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kubeprov/external-storage/lib/gate"
-	"github.com/kubeprov/external-storage/lib/internal/events"
 	"github.com/kubeprov/external-storage/lib/internal/journal"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -70,7 +69,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 	}
 	node, err := c.selectedNode(ctx, selectedNode)
 	if apierrors.IsNotFound(err) {
-		c.events.Event(events.ClaimReference(claim), class.Name, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, class.Name,
 			"Selected node %s no longer exists, asking the scheduler for another node", selectedNode)
 		return c.dropSelectedNode(ctx, claim)
 	}
@@ -109,15 +108,14 @@ func (c *ProvisionController) claimClass(ctx context.Context, claim *corev1.Pers
 // canServe says, with a Warning event, what of the claim no volume of this
 // provisioner can give: a selector, volumeMode Block, a data source.
 func (c *ProvisionController) canServe(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string) bool {
-	ref := events.ClaimReference(claim)
 	if claim.Spec.Selector != nil {
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, className,
 			"Claims with spec.selector cannot be dynamically provisioned: remove the selector, or bind the claim to an existing PersistentVolume")
 		return false
 	}
 	if claim.Spec.VolumeMode != nil && *claim.Spec.VolumeMode == corev1.PersistentVolumeBlock {
 		if b, ok := c.provisioner.(BlockProvisioner); !ok || !b.SupportsBlock(ctx) {
-			c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+			c.claimFailed(claim, className,
 				"Provisioner %s does not support volumeMode Block: use volumeMode Filesystem or another StorageClass", c.name)
 			return false
 		}
@@ -148,7 +146,7 @@ func (c *ProvisionController) provision(ctx context.Context, options ProvisionOp
 	// Recorded again under this term: whatever another holder did before,
 	// what follows is this instance's own operation.
 	op.leaseChange = ""
-	c.events.Event(events.ClaimReference(claim), class.Name, corev1.EventTypeNormal, EventProvisioning,
+	c.claimEvent(claim, class.Name, corev1.EventTypeNormal, EventProvisioning,
 		"External provisioner is provisioning volume for claim %q", claimKey(claim))
 	logger.V(2).Info("Provisioning")
 
@@ -171,17 +169,16 @@ func (c *ProvisionController) provision(ctx context.Context, options ProvisionOp
 // failure counted against the threshold.
 func (c *ProvisionController) provisionCallFailed(ctx context.Context, op *operation, options ProvisionOptions, state ProvisioningState, err error) error {
 	claim, className := options.PVC, options.StorageClass.Name
-	ref := events.ClaimReference(claim)
 	c.metrics.provisionFailed.WithLabelValues(className, sourceLabel(claim)).Inc()
 	c.settle(op, state)
 	if state == ProvisioningReschedule && options.SelectedNodeName != "" {
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, className,
 			"Failed to provision volume on node %s, asking the scheduler for another node: %v", options.SelectedNodeName, err)
 		return c.dropSelectedNode(ctx, claim)
 	}
 	if op.inBackground.Load() {
 		// The asset may still appear: retry forever, whatever the threshold.
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, className,
 			"Failed to provision volume with StorageClass %q (still in progress, will retry): %v", className, err)
 		return err
 	}
@@ -191,16 +188,15 @@ func (c *ProvisionController) provisionCallFailed(ctx context.Context, op *opera
 // refuseDataSource tells the user why a claim with a data source gets no
 // volume: an empty volume in place of their data would look like success.
 func (c *ProvisionController) refuseDataSource(claim *corev1.PersistentVolumeClaim, className string, source *corev1.TypedObjectReference) {
-	ref := events.ClaimReference(claim)
 	if label := sourceLabel(claim); label == "other" {
 		// A volume populator fills such claims through a claim of its own,
 		// which has no data source and is provisioned as usual.
-		c.events.Event(ref, className, corev1.EventTypeNormal, EventProvisioning,
+		c.claimEvent(claim, className, corev1.EventTypeNormal, EventProvisioning,
 			"Waiting for a volume populator to fill the volume from %s %q: provisioner %s does not provision claims with this data source itself",
 			source.Kind, source.Name, c.name)
 		return
 	}
-	c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+	c.claimFailed(claim, className,
 		"Provisioner %s cannot fill a volume from a data source (%s %q) and does not provision an empty one in its place: remove spec.dataSource and spec.dataSourceRef, or use a StorageClass whose provisioner supports %s",
 		c.name, source.Kind, source.Name, source.Kind)
 }
@@ -208,41 +204,39 @@ func (c *ProvisionController) refuseDataSource(claim *corev1.PersistentVolumeCla
 // recordFailed tells the user why their claim waits when its operation could
 // not be recorded in the journal.
 func (c *ProvisionController) recordFailed(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string, err error) error {
-	ref := events.ClaimReference(claim)
 	switch {
 	case errors.Is(err, journal.ErrEntrySize):
 		return c.provisionFailed(ctx, claim, className, Permanent(fmt.Errorf("cannot record the claim for provisioning: %w", err)))
 	case errors.Is(err, journal.ErrNamespaceFull):
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, className,
 			"Namespace %s has too many claims being provisioned at once; this one waits for them (will retry)", claim.Namespace)
 	case errors.Is(err, journal.ErrFull):
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, "%v", err)
+		c.claimFailed(claim, className, "%v", err)
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, journalForbiddenMessage, c.journal.Describe())
+		c.claimFailed(claim, className, journalForbiddenMessage, c.journal.Describe())
 	case gate.Refused(err) != "":
 		// The journal's key Secret is not one the provisioner made.
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, "Cannot record the claim for provisioning (will retry): %v", err)
+		c.claimFailed(claim, className, "Cannot record the claim for provisioning (will retry): %v", err)
 	}
 	return err
 }
 
 // provisionFailed tells the user and decides between retry and giving up.
 func (c *ProvisionController) provisionFailed(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string, err error) error {
-	ref := events.ClaimReference(claim)
 	if IsPermanent(err) {
 		c.failures.giveUp(claimFailures(claim), claim.ResourceVersion)
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, className,
 			"%v; not retrying: fix the cause, then change the claim (for example add an annotation) or restart the provisioner", err)
 		return nil
 	}
 	if c.failures.record(claimFailures(claim), claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, className,
 			"%v; giving up after %d attempts: fix the cause, then change the claim (for example add an annotation) or restart the provisioner to retry",
 			err, c.cfg.failedProvisionThreshold)
 		klog.FromContext(ctx).Info("Giving up provisioning", "claim", klog.KObj(claim), "err", err)
 		return nil
 	}
-	c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, "%v", err)
+	c.claimFailed(claim, className, "%v", err)
 	return err
 }
 
@@ -387,7 +381,7 @@ func (c *ProvisionController) deleteRecordedAsset(ctx context.Context, op *opera
 		return deleter.DeleteRecordedAsset(ctx, options, op.entry.AssetID)
 	})
 	if err != nil && !IsIgnored(err) {
-		c.events.Event(events.ClaimReference(op.entry.Claim), class.Name, corev1.EventTypeWarning, EventProvisioningCleanup,
+		c.claimEvent(op.entry.Claim, class.Name, corev1.EventTypeWarning, EventProvisioningCleanup,
 			"Claim was deleted during provisioning and deleting asset %s of volume %s failed (will retry): %v", op.entry.AssetID, op.pvName, err)
 		return err
 	}
@@ -407,7 +401,7 @@ func (c *ProvisionController) leaveStale(ctx context.Context, op *operation, rea
 	}
 	klog.FromContext(ctx).Error(nil, "Claim is gone and its interrupted provisioning is not finished: no asset is created or deleted on a guess",
 		"uid", op.entry.Claim.UID, "assetID", op.entry.AssetID, "reason", reason, "configMap", klog.KRef(c.journal.Namespace(), c.journal.Name()))
-	c.events.Event(events.ClaimReference(op.entry.Claim), className, corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
+	c.claimEvent(op.entry.Claim, className, corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
 		"Claim was deleted while provisioning volume %s was interrupted, and its provisioning is not finished: %s. If the backend still holds an asset for volume %s that no PersistentVolume uses, delete it there; then remove key %q from ConfigMap %s/%s",
 		op.pvName, reason, op.pvName, op.pvName, c.journal.Namespace(), c.journal.Name())
 	c.operations.end(op.pvName)
@@ -428,7 +422,7 @@ func (c *ProvisionController) leaveOrphan(ctx context.Context, op *operation) {
 	}
 	klog.FromContext(ctx).Error(nil, "Claim was deleted while its provisioning was interrupted; not finishing it on a guess: the asset made for this volume may be left",
 		"uid", op.entry.Claim.UID, "storageClass", className, "configMap", klog.KRef(c.journal.Namespace(), c.journal.Name()))
-	c.events.Event(events.ClaimReference(op.entry.Claim), className, corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
+	c.claimEvent(op.entry.Claim, className, corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
 		"Claim was deleted while provisioning volume %s was interrupted, and provisioner %s does not declare which claim labels and annotations it reads (ClaimMetadataKeys), so it cannot be asked for the same asset again: an asset made for volume %s may be left on the backend. Delete it there, then remove key %q from ConfigMap %s/%s",
 		op.pvName, c.name, op.pvName, op.pvName, c.journal.Namespace(), c.journal.Name())
 	c.operations.end(op.pvName)
@@ -439,8 +433,7 @@ func (c *ProvisionController) leaveOrphan(ctx context.Context, op *operation) {
 // claim went away.
 func (c *ProvisionController) deleteUnsaved(ctx context.Context, op *operation, pv *corev1.PersistentVolume) error {
 	if err := c.callDelete(ctx, pv); err != nil && !IsIgnored(err) {
-		ref := events.ClaimReference(op.entry.Claim)
-		c.events.Event(ref, pv.Spec.StorageClassName, corev1.EventTypeWarning, EventProvisioningCleanup,
+		c.claimEvent(op.entry.Claim, pv.Spec.StorageClassName, corev1.EventTypeWarning, EventProvisioningCleanup,
 			"Claim was deleted during provisioning and deleting volume %s failed (will retry): %v", pv.Name, err)
 		return err
 	}
@@ -533,7 +526,7 @@ func (c *ProvisionController) volumeSaved(ctx context.Context, op *operation, pv
 	c.metrics.provisionDuration.WithLabelValues(className, sourceLabel(claim)).Observe(time.Since(op.started).Seconds())
 	c.failures.reset(claimFailures(claim))
 	c.endOperation(op.pvName)
-	c.events.Event(events.ClaimReference(claim), className, corev1.EventTypeNormal, EventProvisioningSucceeded,
+	c.claimEvent(claim, className, corev1.EventTypeNormal, EventProvisioningSucceeded,
 		"Successfully provisioned volume %s", pv.Name)
 	klog.FromContext(ctx).V(2).Info("Volume provisioned", "pv", pv.Name)
 }
