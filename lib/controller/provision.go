@@ -50,10 +50,7 @@ func (c *ProvisionController) syncClaim(ctx context.Context, key string) error {
 
 // provisionClaim runs one provisioning attempt for a claim that exists.
 func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
-	if claim.Spec.VolumeName != "" || claim.DeletionTimestamp != nil || !c.claimIsOurs(claim) {
-		return nil
-	}
-	if c.failures.exhausted(claimFailures(claim), claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
+	if !c.wantsVolume(claim) {
 		return nil
 	}
 	class, err := c.claimClass(ctx, claim)
@@ -61,7 +58,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		return err
 	}
 	selectedNode := claim.Annotations[AnnSelectedNode]
-	if class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer && selectedNode == "" {
+	if waitsForNode(class, selectedNode) {
 		return nil
 	}
 	if !c.qualifies(ctx, claim) {
@@ -84,6 +81,21 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		return nil
 	}
 	return c.provision(ctx, ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNodeName: selectedNode, SelectedNode: node})
+}
+
+// wantsVolume says whether a claim waits for a volume from this controller:
+// unbound, not being deleted, of this provisioner, and not given up on.
+func (c *ProvisionController) wantsVolume(claim *corev1.PersistentVolumeClaim) bool {
+	if claim.Spec.VolumeName != "" || claim.DeletionTimestamp != nil || !c.claimIsOurs(claim) {
+		return false
+	}
+	return !c.failures.exhausted(claimFailures(claim), claim.ResourceVersion, c.cfg.failedProvisionThreshold)
+}
+
+// waitsForNode says whether a claim of a WaitForFirstConsumer class still
+// waits for the scheduler to select a node.
+func waitsForNode(class *storagev1.StorageClass, selectedNode string) bool {
+	return class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer && selectedNode == ""
 }
 
 // claimClass returns the claim's StorageClass when this controller serves
@@ -288,12 +300,45 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 	logger := klog.FromContext(ctx).WithValues("claim", op.claimKey, "pv", op.pvName)
 	ctx = klog.NewContext(ctx, logger)
 	// A PV that exists is the normal release path's business, never ours.
-	if _, err := c.client.CoreV1().PersistentVolumes().Get(ctx, op.pvName, metav1.GetOptions{}); err == nil {
-		c.endOperation(op.pvName)
-		return nil
-	} else if !apierrors.IsNotFound(err) {
+	exists, err := c.volumeExists(ctx, op.pvName)
+	if err != nil {
 		return err
 	}
+	if exists {
+		c.endOperation(op.pvName)
+		return nil
+	}
+	class, name := c.orphanClass(op)
+	deleter, byID := c.provisioner.(RecordedAssetDeleter)
+	byID = byID && op.entry.AssetID != "" && class != nil
+	err = gate.FinishOrphan(gate.Orphan{ClaimIncomplete: op.entry.ClaimIncomplete, Recorded: op.entry.Class, Current: class,
+		LeaseChange: op.leaseChange, AssetIDRecorded: byID})
+	switch {
+	case c.leaveRefused(ctx, op, err):
+		return nil
+	case byID:
+		return c.deleteRecordedAsset(ctx, op, deleter, class)
+	case class == nil:
+		return fmt.Errorf("cannot finish provisioning %s for deleted claim %s: StorageClass %q is gone and was not recorded", op.pvName, op.claimKey, name)
+	}
+	return c.provisionToDelete(ctx, op, class)
+}
+
+// volumeExists says whether the PV of pvName exists, asking the API server.
+func (c *ProvisionController) volumeExists(ctx context.Context, pvName string) (bool, error) {
+	_, err := c.client.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+	if err == nil {
+		return true, nil
+	}
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return false, err
+}
+
+// orphanClass returns the class of an operation whose claim is gone: as it
+// is now, or else as recorded (nil if neither); and its name.
+func (c *ProvisionController) orphanClass(op *operation) (*storagev1.StorageClass, string) {
 	class := op.entry.Class
 	name := ClaimClass(op.entry.Claim)
 	if class != nil {
@@ -302,26 +347,32 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 	if current, err := c.classes.Get(name); err == nil {
 		class = current
 	}
-	deleter, byID := c.provisioner.(RecordedAssetDeleter)
-	byID = byID && op.entry.AssetID != "" && class != nil
-	err := gate.FinishOrphan(gate.Orphan{ClaimIncomplete: op.entry.ClaimIncomplete, Recorded: op.entry.Class, Current: class,
-		LeaseChange: op.leaseChange, AssetIDRecorded: byID})
+	return class, name
+}
+
+// leaveRefused ends, as the gate's refusal says, the operation of a claim
+// that is gone when the gate refuses to let it be finished; false when the
+// gate did not refuse.
+func (c *ProvisionController) leaveRefused(ctx context.Context, op *operation, err error) bool {
 	var refusal *gate.Refusal
-	switch {
-	case errors.As(err, &refusal) && refusal.Rule == gate.RuleWholeRecord:
-		c.leaveOrphan(ctx, op)
-		return nil
-	case errors.As(err, &refusal) && refusal.Rule == gate.RuleKeepRetained && op.leaseChange != "":
-		c.leaveStale(ctx, op, op.leaseChange+"; "+refusal.Reason)
-		return nil
-	case errors.As(err, &refusal):
-		c.leaveStale(ctx, op, refusal.Reason)
-		return nil
-	case byID:
-		return c.deleteRecordedAsset(ctx, op, deleter, class)
-	case class == nil:
-		return fmt.Errorf("cannot finish provisioning %s for deleted claim %s: StorageClass %q is gone and was not recorded", op.pvName, op.claimKey, name)
+	if !errors.As(err, &refusal) {
+		return false
 	}
+	switch {
+	case refusal.Rule == gate.RuleWholeRecord:
+		c.leaveOrphan(ctx, op)
+	case refusal.Rule == gate.RuleKeepRetained && op.leaseChange != "":
+		c.leaveStale(ctx, op, op.leaseChange+"; "+refusal.Reason)
+	default:
+		c.leaveStale(ctx, op, refusal.Reason)
+	}
+	return true
+}
+
+// provisionToDelete finishes the operation of a claim that is gone without
+// a recorded asset ID: Provision, idempotent, is called again to yield the
+// asset, which is then deleted.
+func (c *ProvisionController) provisionToDelete(ctx context.Context, op *operation, class *storagev1.StorageClass) error {
 	options := ProvisionOptions{StorageClass: class, PVName: op.pvName, PVC: op.entry.Claim, SelectedNodeName: op.entry.SelectedNode,
 		RecordAssetID: c.assetRecorder(ctx, op.pvName)}
 	if node, err := c.selectedNode(ctx, op.entry.SelectedNode); err == nil {
@@ -333,7 +384,7 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 	} else {
 		why += " and no other identity held the Lease since"
 	}
-	logger.Info("Claim is gone; provisioning its volume again to find the asset and delete it", "reason", why)
+	klog.FromContext(ctx).Info("Claim is gone; provisioning its volume again to find the asset and delete it", "reason", why)
 	pv, state, err := c.callProvision(ctx, options)
 	if err != nil {
 		if IsIgnored(err) {
