@@ -21,6 +21,7 @@ import (
 	"github.com/kubeprov/external-storage/lib/internal/journal"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -81,18 +82,55 @@ type ProvisionController struct {
 // storage class names provisionerName. Invalid options are reported as one
 // error naming each of them.
 func NewProvisionController(client kubernetes.Interface, provisionerName string, provisioner Provisioner, options ...Option) (*ProvisionController, error) {
-	if client == nil {
-		return nil, errors.New("client is required")
-	}
-	if provisionerName == "" {
-		return nil, errors.New("provisioner name is required")
-	}
-	if provisioner == nil {
-		return nil, errors.New("provisioner is required")
-	}
-	if err := checkLinkedModules(); err != nil {
+	if err := checkArguments(client, provisionerName, provisioner); err != nil {
 		return nil, err
 	}
+	cfg, err := newConfig(provisionerName, options)
+	if err != nil {
+		return nil, err
+	}
+	gatherer := cfg.useRegistry()
+	m, err := newMetrics(cfg.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	c := newController(client, provisionerName, provisioner, cfg, m, gatherer)
+	c.readsFromProvisioner()
+	if _, trimmed := c.factory.(trimmedFactory); !trimmed {
+		// Shared informers may have started already; stripping is only a saving.
+		for _, inf := range c.informers() {
+			_ = inf.SetTransform(cachedecode.StripManagedFields)
+		}
+	}
+	c.claimQueue = c.newQueue("claims")
+	c.volumeQueue = c.newQueue("volumes")
+	c.saveQueue = c.newQueue("volume-saves")
+
+	if err := c.handleEvents(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkArguments rejects a missing argument, and a binary linked with
+// modules the controller cannot work with.
+func checkArguments(client kubernetes.Interface, provisionerName string, provisioner Provisioner) error {
+	if client == nil {
+		return errors.New("client is required")
+	}
+	if provisionerName == "" {
+		return errors.New("provisioner name is required")
+	}
+	if provisioner == nil {
+		return errors.New("provisioner is required")
+	}
+	return checkLinkedModules()
+}
+
+// newConfig applies the options to the defaults and validates the result,
+// then fills in what depends on the others: the identity, the journal's
+// name.
+func newConfig(provisionerName string, options []Option) (config, error) {
 	cfg := defaultConfig()
 	var errs []error
 	for _, o := range options {
@@ -100,7 +138,7 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 	}
 	errs = append(errs, cfg.validate())
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("invalid ProvisionController options: %w", err)
+		return config{}, fmt.Errorf("invalid ProvisionController options: %w", err)
 	}
 	if cfg.identity == "" {
 		host, _ := os.Hostname()
@@ -109,17 +147,27 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 	if cfg.journalName == "" {
 		cfg.journalName = JournalName(provisionerName, "")
 	}
-	gatherer := prometheus.Gatherer(nil)
-	if cfg.registerer == nil {
+	return cfg, nil
+}
+
+// useRegistry gives the metrics a private registry when no registerer was
+// set, and returns the registry to gather from: that one, or the
+// registerer when it is also a Gatherer (nil otherwise).
+func (c *config) useRegistry() prometheus.Gatherer {
+	if c.registerer == nil {
 		reg := prometheus.NewRegistry()
-		cfg.registerer, gatherer = reg, reg
-	} else if g, ok := cfg.registerer.(prometheus.Gatherer); ok {
-		gatherer = g
+		c.registerer = reg
+		return reg
 	}
-	m, err := newMetrics(cfg.registerer)
-	if err != nil {
-		return nil, fmt.Errorf("registering metrics: %w", err)
+	if g, ok := c.registerer.(prometheus.Gatherer); ok {
+		return g
 	}
+	return nil
+}
+
+// newController assembles the controller: its informers (of the factory
+// set, or one of its own), journal, event recorder and operations.
+func newController(client kubernetes.Interface, provisionerName string, provisioner Provisioner, cfg config, m *metrics, gatherer prometheus.Gatherer) *ProvisionController {
 	factory := cfg.informerFactory
 	if factory == nil {
 		factory = NewInformerFactory(client, cfg.resyncPeriod, nil)
@@ -128,7 +176,7 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 	if eventClient == nil {
 		eventClient = client
 	}
-	c := &ProvisionController{
+	return &ProvisionController{
 		client:         client,
 		name:           provisionerName,
 		names:          sets.New(append([]string{provisionerName}, cfg.extraNames...)...),
@@ -151,35 +199,27 @@ func NewProvisionController(client kubernetes.Interface, provisionerName string,
 		leaderHealth: leaderelection.NewLeaderHealthzAdaptor(cfg.leaderHealthTimeout),
 		syncLog:      newSyncFailures(),
 	}
-	if r, ok := provisioner.(ClaimMetadataReader); ok {
+}
+
+// readsFromProvisioner sets up what the provisioner declares it reads: the
+// claim metadata the journal keeps, the selected node's object.
+func (c *ProvisionController) readsFromProvisioner() {
+	if r, ok := c.provisioner.(ClaimMetadataReader); ok {
 		c.journal.MetadataKeys = r.ClaimMetadataKeys
 	}
-	if r, ok := provisioner.(SelectedNodeReader); ok && r.ReadsSelectedNode() {
-		c.nodeInformer = factory.Core().V1().Nodes().Informer()
-		c.nodes = factory.Core().V1().Nodes().Lister()
+	if r, ok := c.provisioner.(SelectedNodeReader); ok && r.ReadsSelectedNode() {
+		c.nodeInformer = c.factory.Core().V1().Nodes().Informer()
+		c.nodes = c.factory.Core().V1().Nodes().Lister()
 	}
-	if _, trimmed := factory.(trimmedFactory); !trimmed {
-		// Shared informers may have started already; stripping is only a saving.
-		for _, inf := range c.informers() {
-			_ = inf.SetTransform(cachedecode.StripManagedFields)
-		}
-	}
-	limiter := func() workqueue.TypedRateLimiter[string] {
-		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.retryStart, cfg.retryMax)
-	}
-	newQueue := func(name string) workqueue.TypedRateLimitingInterface[string] {
-		return workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[string]{
-			Name: name, MetricsProvider: m.queues,
-		})
-	}
-	c.claimQueue = newQueue("claims")
-	c.volumeQueue = newQueue("volumes")
-	c.saveQueue = newQueue("volume-saves")
+}
 
-	if err := c.handleEvents(); err != nil {
-		return nil, err
-	}
-	return c, nil
+// newQueue returns a work queue whose retries back off exponentially from
+// the retry interval's start to its max.
+func (c *ProvisionController) newQueue(name string) workqueue.TypedRateLimitingInterface[string] {
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](c.cfg.retryStart, c.cfg.retryMax)
+	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{
+		Name: name, MetricsProvider: c.metrics.queues,
+	})
 }
 
 // handleEvents queues the claims and volumes the informers report.
@@ -278,12 +318,77 @@ func (c *ProvisionController) Run(ctx context.Context) error {
 	return c.runWithLeaderElection(ctx)
 }
 
+// runWithLeaderElection runs the active instance's work whenever this
+// instance holds the leader Lease, until ctx ends or leadership is lost.
 func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
 	meta := metaForLease(c.cfg.leaderNamespace, c.name, c.cfg.leaseName)
+	l := &leadership{
+		leading:        c.metrics.leader.WithLabelValues(meta.Name),
+		done:           make(chan error, 1),
+		workersStopped: make(chan struct{}),
+	}
+	l.leading.Set(0)
+	// The elector gets a context of its own, ended only once the workers
+	// have stopped after ctx ended: ReleaseOnCancel then hands the Lease
+	// over when nothing of this instance still runs, never while its last
+	// operations do (upstream's ReleaseLeaderElectionOnExit).
+	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElecting()
+	go l.stopElectingAfterWork(ctx, electCtx, stopElecting)
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            c.leaseLock(ctx, meta),
+		LeaseDuration:   c.cfg.leaseDuration,
+		RenewDeadline:   c.cfg.renewDeadline,
+		RetryPeriod:     c.cfg.retryPeriod,
+		ReleaseOnCancel: true,
+		Name:            c.name,
+		Callbacks:       c.leaderCallbacks(ctx, l),
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	c.leaderHealth.SetLeaderElection(elector)
+	elector.Run(electCtx)
+	var runErr error
+	if l.led.Load() {
+		runErr = <-l.done
+	}
+	if ctx.Err() == nil {
+		return errors.Join(errors.New("leader election lost"), runErr)
+	}
+	return runErr
+}
+
+// leadership is what runWithLeaderElection shares with the elector's
+// callbacks.
+type leadership struct {
+	led            atomic.Bool      // it led: done gets runActive's result
+	leading        prometheus.Gauge // leader_election_master_status
+	done           chan error
+	workersStopped chan struct{} // closed once the workers stopped after leading
+}
+
+// stopElectingAfterWork ends the elector's context once ctx ended and the
+// workers, if this instance led, stopped; or when runWithLeaderElection
+// returned (electCtx ended).
+func (l *leadership) stopElectingAfterWork(ctx, electCtx context.Context, stopElecting context.CancelFunc) {
+	select {
+	case <-ctx.Done():
+		if l.led.Load() {
+			<-l.workersStopped
+		}
+	case <-electCtx.Done(): // runWithLeaderElection returned
+	}
+	stopElecting()
+}
+
+// leaseLock is the leader Lease as the elector uses it: every call's
+// outcome observed (access problems, warnings), and each term this
+// instance holds recorded for the journal's entries.
+func (c *ProvisionController) leaseLock(ctx context.Context, meta metav1.ObjectMeta) observedLock {
 	leaseName := fmt.Sprintf("Lease %s/%s (get, create, update on leases.coordination.k8s.io)", meta.Namespace, meta.Name)
 	var warned time.Time
-	lock := observedLock{
+	return observedLock{
 		Interface: &resourcelock.LeaseLock{
 			LeaseMeta:  meta,
 			Client:     c.client.CoordinationV1(),
@@ -298,66 +403,30 @@ func (c *ProvisionController) runWithLeaderElection(ctx context.Context) error {
 			}
 		},
 	}
-	var led atomic.Bool
-	leading := c.metrics.leader.WithLabelValues(meta.Name)
-	leading.Set(0)
-	done := make(chan error, 1)
-	// The elector gets a context of its own, ended only once the workers
-	// have stopped after ctx ended: ReleaseOnCancel then hands the Lease
-	// over when nothing of this instance still runs, never while its last
-	// operations do (upstream's ReleaseLeaderElectionOnExit).
-	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopElecting()
-	workersStopped := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			if led.Load() {
-				<-workersStopped
-			}
-		case <-electCtx.Done(): // runWithLeaderElection returned
-		}
-		stopElecting()
-	}()
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   c.cfg.leaseDuration,
-		RenewDeadline:   c.cfg.renewDeadline,
-		RetryPeriod:     c.cfg.retryPeriod,
-		ReleaseOnCancel: true,
-		Name:            c.name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leadCtx context.Context) {
-				led.Store(true)
-				leading.Set(1)
-				logger.Info("Became leader")
-				// Work ends when ctx ends or leadership is lost.
-				workCtx, stopWork := context.WithCancel(leadCtx)
-				defer context.AfterFunc(ctx, stopWork)()
-				err := c.runActive(workCtx)
-				stopWork()
-				close(workersStopped)
-				done <- err
-			},
-			OnStoppedLeading: func() {
-				leading.Set(0)
-				logger.Info("Stopped leading")
-			},
+}
+
+// leaderCallbacks run the active instance's work while this instance
+// leads: it ends when ctx ends or leadership is lost.
+func (c *ProvisionController) leaderCallbacks(ctx context.Context, l *leadership) leaderelection.LeaderCallbacks {
+	logger := klog.FromContext(ctx)
+	return leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(leadCtx context.Context) {
+			l.led.Store(true)
+			l.leading.Set(1)
+			logger.Info("Became leader")
+			// Work ends when ctx ends or leadership is lost.
+			workCtx, stopWork := context.WithCancel(leadCtx)
+			defer context.AfterFunc(ctx, stopWork)()
+			err := c.runActive(workCtx)
+			stopWork()
+			close(l.workersStopped)
+			l.done <- err
 		},
-	})
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
+		OnStoppedLeading: func() {
+			l.leading.Set(0)
+			logger.Info("Stopped leading")
+		},
 	}
-	c.leaderHealth.SetLeaderElection(elector)
-	elector.Run(electCtx)
-	var runErr error
-	if led.Load() {
-		runErr = <-done
-	}
-	if ctx.Err() == nil {
-		return errors.Join(errors.New("leader election lost"), runErr)
-	}
-	return runErr
 }
 
 // runActive does the work of the active instance until ctx ends.
@@ -407,6 +476,28 @@ func (c *ProvisionController) runActive(ctx context.Context) error {
 // are done; the others are looked at again, whether their claim still exists
 // or not.
 func (c *ProvisionController) resumeOperations(ctx context.Context) error {
+	entries, unverified, err := c.loadJournal(ctx)
+	if err != nil {
+		return err
+	}
+	for pvName, u := range unverified {
+		c.leaveUnverified(ctx, pvName, u)
+	}
+	adopted := false
+	for pvName, e := range entries {
+		if c.resumeEntry(ctx, pvName, e) {
+			adopted = true
+		}
+	}
+	if adopted {
+		c.journal.Poke()
+	}
+	return nil
+}
+
+// loadJournal loads the journal, retrying until it succeeds or ctx ends;
+// meanwhile the waiting claims are told why, when an admin must act.
+func (c *ProvisionController) loadJournal(ctx context.Context) (map[string]journal.Entry, map[string]journal.Unverified, error) {
 	var entries map[string]journal.Entry
 	var unverified map[string]journal.Unverified
 	refusalTold := false
@@ -424,46 +515,50 @@ func (c *ProvisionController) resumeOperations(ctx context.Context) error {
 		}
 		return err
 	})
-	if err != nil {
-		return err
+	return entries, unverified, err
+}
+
+// resumeEntry takes up the operation of one journal entry again and queues
+// its claim; an entry this controller did not write, or whose PV exists, is
+// forgotten. It reports whether the entry was adopted into the current
+// Lease term (written with the journal's next write).
+func (c *ProvisionController) resumeEntry(ctx context.Context, pvName string, e journal.Entry) (adopted bool) {
+	if reason := c.foreignEntry(pvName, e); reason != "" {
+		// Signed with our key, yet not what this controller would write
+		// (its provisioner names or volume naming changed).
+		klog.FromContext(ctx).Error(nil, "Ignoring in-flight journal entry this controller did not write", "key", pvName, "reason", reason)
+		c.journal.Forget(pvName)
+		return false
 	}
-	for pvName, u := range unverified {
-		c.leaveUnverified(ctx, pvName, u)
+	if pv, err := c.volumes.Get(pvName); err == nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == e.Claim.UID {
+		c.journal.Forget(pvName)
+		return false
 	}
-	adopted := false
-	for pvName, e := range entries {
-		if reason := c.foreignEntry(pvName, e); reason != "" {
-			// Signed with our key, yet not what this controller would write
-			// (its provisioner names or volume naming changed).
-			klog.FromContext(ctx).Error(nil, "Ignoring in-flight journal entry this controller did not write", "key", pvName, "reason", reason)
-			c.journal.Forget(pvName)
-			continue
-		}
-		if pv, err := c.volumes.Get(pvName); err == nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == e.Claim.UID {
-			c.journal.Forget(pvName)
-			continue
-		}
-		key := e.Claim.Namespace + "/" + e.Claim.Name
-		op := c.operations.track(pvName, key, e, true)
-		logger := klog.FromContext(ctx).WithValues("pv", pvName, "claim", key, "assetID", e.AssetID)
-		if op.leaseChange = c.leaseChangedSince(e); op.leaseChange != "" {
-			logger.Info("Resuming in-flight operation written under another Lease holder's watch: if its claim is gone it is not provisioned again",
-				"reason", op.leaseChange)
-		} else {
-			logger.Info("Resuming in-flight operation")
-			if term := c.journal.Term.Load(); term != nil && (e.Lease == nil || *e.Lease != *term) {
-				if err := c.journal.Adopt(pvName); err != nil {
-					logger.Error(err, "Could not record the current Lease term in the journal entry")
-				}
-				adopted = true
-			}
-		}
-		c.claimQueue.Add(key)
+	key := e.Claim.Namespace + "/" + e.Claim.Name
+	op := c.operations.track(pvName, key, e, true)
+	logger := klog.FromContext(ctx).WithValues("pv", pvName, "claim", key, "assetID", e.AssetID)
+	if op.leaseChange = c.leaseChangedSince(e); op.leaseChange != "" {
+		logger.Info("Resuming in-flight operation written under another Lease holder's watch: if its claim is gone it is not provisioned again",
+			"reason", op.leaseChange)
+	} else {
+		logger.Info("Resuming in-flight operation")
+		adopted = c.adoptEntry(logger, pvName, e)
 	}
-	if adopted {
-		c.journal.Poke()
+	c.claimQueue.Add(key)
+	return adopted
+}
+
+// adoptEntry records the current Lease term in an entry written under
+// another term (or none); false when there is no term or the entry has it.
+func (c *ProvisionController) adoptEntry(logger klog.Logger, pvName string, e journal.Entry) bool {
+	term := c.journal.Term.Load()
+	if term == nil || (e.Lease != nil && *e.Lease == *term) {
+		return false
 	}
-	return nil
+	if err := c.journal.Adopt(pvName); err != nil {
+		logger.Error(err, "Could not record the current Lease term in the journal entry")
+	}
+	return true
 }
 
 // leaseChangedSince says how the leader Lease shows that another identity
@@ -514,7 +609,7 @@ func (c *ProvisionController) leaveUnverified(ctx context.Context, pvName string
 	if u.Claim == nil || u.Claim.Name == "" || u.Claim.Namespace == "" {
 		return
 	}
-	c.events.Event(events.ClaimReference(u.Claim), ClaimClass(u.Claim), corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
+	c.claimEvent(u.Claim, ClaimClass(u.Claim), corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
 		"In-flight journal entry %q in ConfigMap %s/%s names this claim but is not used: %s. If the claim was deleted while provisioning volume %s, an asset made for it may be left on the backend: check, delete it there, then remove the entry",
 		pvName, c.journal.Namespace(), c.journal.Name(), u.Reason, pvName)
 }
@@ -540,8 +635,7 @@ func (c *ProvisionController) warnWaitingClaims(format string, args ...any) int 
 	told := 0
 	for _, claim := range claims {
 		if claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil && c.claimIsOurs(claim) {
-			c.events.Event(events.ClaimReference(claim), ClaimClass(claim), corev1.EventTypeWarning, EventProvisioningFailed,
-				format, args...)
+			c.claimFailed(claim, ClaimClass(claim), format, args...)
 			told++
 		}
 	}
@@ -594,32 +688,39 @@ func (c *ProvisionController) work(ctx context.Context, queue string, q workqueu
 			q.Done(key)
 			continue
 		}
-		func() {
-			defer q.Done(key)
-			if share != nil {
-				defer func() {
-					if next := share.release(key); next != "" {
-						q.Add(next)
-					}
-				}()
+		c.workOn(ctx, queue, q, sync, share, key)
+	}
+}
+
+// workOn syncs one key taken from q, then forgets it or requeues it with
+// backoff, and hands its namespace's share of the workers on.
+func (c *ProvisionController) workOn(ctx context.Context, queue string, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error, share *namespaceShare, key string) {
+	defer q.Done(key)
+	if share != nil {
+		defer func() {
+			if next := share.release(key); next != "" {
+				q.Add(next)
 			}
-			defer func() {
-				// A panic must not take every other claim down with the
-				// process; the provisioner's calls recover their own (see
-				// recoverPanic), this is the last resort for the controller's.
-				if r := recover(); r != nil {
-					_ = c.panicked(ctx, "sync", key, r)
-					q.AddRateLimited(key)
-				}
-			}()
-			if err := sync(ctx, key); err != nil {
-				c.syncLog.failed(ctx, queue, key, err)
-				q.AddRateLimited(key)
-				return
-			}
-			c.syncLog.succeeded(queue, key)
-			q.Forget(key)
 		}()
+	}
+	defer c.recoverSync(ctx, q, key)
+	if err := sync(ctx, key); err != nil {
+		c.syncLog.failed(ctx, queue, key, err)
+		q.AddRateLimited(key)
+		return
+	}
+	c.syncLog.succeeded(queue, key)
+	q.Forget(key)
+}
+
+// recoverSync, deferred, recovers a sync's panic and requeues its key: a
+// panic must not take every other claim down with the process; the
+// provisioner's calls recover their own (see recoverPanic), this is the last
+// resort for the controller's.
+func (c *ProvisionController) recoverSync(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], key string) {
+	if r := recover(); r != nil {
+		_ = c.panicked(ctx, "sync", key, r)
+		q.AddRateLimited(key)
 	}
 }
 

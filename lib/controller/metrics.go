@@ -32,81 +32,90 @@ type metrics struct {
 	queues            *queueMetrics
 }
 
+// newMetrics registers the controller's metrics on r, in groups.
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		provisionTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "controller_persistentvolumeclaim_provision_total",
-			Help: "Volumes provisioned, by storage class and data source kind.",
-		}, []string{"class", "source"}),
-		provisionFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "controller_persistentvolumeclaim_provision_failed_total",
-			Help: "Failed provisioning attempts, by storage class and data source kind.",
-		}, []string{"class", "source"}),
-		provisionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "controller_persistentvolumeclaim_provision_duration_seconds",
-			Help:    "Time from the first provisioning attempt to the saved PV, by storage class and data source kind.",
-			Buckets: durationBuckets,
-		}, []string{"class", "source"}),
-		deleteTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "controller_persistentvolume_delete_total",
-			Help: "Volumes deleted, by storage class.",
-		}, []string{"class"}),
-		deleteFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "controller_persistentvolume_delete_failed_total",
-			Help: "Failed deletion attempts, by storage class.",
-		}, []string{"class"}),
-		deleteDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "controller_persistentvolume_delete_duration_seconds",
-			Help:    "Time to delete a volume's asset and PV, by storage class.",
-			Buckets: durationBuckets,
-		}, []string{"class"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "controller_inflight_operations",
-			Help: "Provision and delete calls running now.",
-		}, []string{"operation"}),
-		eventsEmitted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "controller_events_emitted_total",
-			Help: "Events the controller produced, by type.",
-		}, []string{"type"}),
-		eventsWritten: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "controller_events_written_total",
-			Help: "Event API writes, by kind: single, aggregated (one write for many events) or repeat (a count update).",
-		}, []string{"kind"}),
-		journalWrites: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "controller_journal_writes_total",
-			Help: "Writes of the in-flight operation journal.",
-		}),
-		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "controller_panics_recovered_total",
-			Help: "Panics recovered in the provisioner's Provision or Delete, or in the controller's own sync, by operation.",
-		}, []string{"operation"}),
-		// client-go's leader election gauge (component-base registers it
-		// for the CSI sidecars), here on the controller's own registry.
-		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "leader_election_master_status",
-			Help: "1 while this instance holds the leader Lease, 0 while it stands by; name is the Lease's name.",
-		}, []string{"name"}),
-		stopOverdue: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "controller_stop_overdue_calls_total",
-			Help: "Provision and delete calls still running a stop grace period after a stop canceled their context (they ignore it), by operation.",
-		}, []string{"operation"}),
-	}
 	rg := &registrar{r: r}
-	m.provisionTotal = registerAs(rg, m.provisionTotal)
-	m.provisionFailed = registerAs(rg, m.provisionFailed)
-	m.provisionDuration = registerAs(rg, m.provisionDuration)
-	m.deleteTotal = registerAs(rg, m.deleteTotal)
-	m.deleteFailed = registerAs(rg, m.deleteFailed)
-	m.deleteDuration = registerAs(rg, m.deleteDuration)
-	m.inFlight = registerAs(rg, m.inFlight)
-	m.eventsEmitted = registerAs(rg, m.eventsEmitted)
-	m.eventsWritten = registerAs(rg, m.eventsWritten)
-	m.journalWrites = registerAs(rg, m.journalWrites)
-	m.panics = registerAs(rg, m.panics)
-	m.stopOverdue = registerAs(rg, m.stopOverdue)
-	m.leader = registerAs(rg, m.leader)
+	m := &metrics{}
+	m.registerProvision(rg)
+	m.registerDelete(rg)
+	m.registerWork(rg)
+	m.registerHealth(rg)
 	m.queues = newQueueMetrics(rg)
 	return m, rg.err
+}
+
+// registerProvision registers the metrics of provisioning.
+func (m *metrics) registerProvision(rg *registrar) {
+	m.provisionTotal = registerAs(rg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "controller_persistentvolumeclaim_provision_total",
+		Help: "Volumes provisioned, by storage class and data source kind.",
+	}, []string{"class", "source"}))
+	m.provisionFailed = registerAs(rg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "controller_persistentvolumeclaim_provision_failed_total",
+		Help: "Failed provisioning attempts, by storage class and data source kind.",
+	}, []string{"class", "source"}))
+	m.provisionDuration = registerAs(rg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "controller_persistentvolumeclaim_provision_duration_seconds",
+		Help:    "Time from the first provisioning attempt to the saved PV, by storage class and data source kind.",
+		Buckets: durationBuckets,
+	}, []string{"class", "source"}))
+}
+
+// registerDelete registers the metrics of deletion.
+func (m *metrics) registerDelete(rg *registrar) {
+	m.deleteTotal = registerAs(rg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "controller_persistentvolume_delete_total",
+		Help: "Volumes deleted, by storage class.",
+	}, []string{"class"}))
+	m.deleteFailed = registerAs(rg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "controller_persistentvolume_delete_failed_total",
+		Help: "Failed deletion attempts, by storage class.",
+	}, []string{"class"}))
+	m.deleteDuration = registerAs(rg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "controller_persistentvolume_delete_duration_seconds",
+		Help:    "Time to delete a volume's asset and PV, by storage class.",
+		Buckets: durationBuckets,
+	}, []string{"class"}))
+}
+
+// registerWork registers the metrics of what the controller runs and
+// writes: calls in flight, events, journal writes.
+func (m *metrics) registerWork(rg *registrar) {
+	m.inFlight = registerAs(rg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "controller_inflight_operations",
+		Help: "Provision and delete calls running now.",
+	}, []string{"operation"}))
+	m.eventsEmitted = registerAs(rg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "controller_events_emitted_total",
+		Help: "Events the controller produced, by type.",
+	}, []string{"type"}))
+	m.eventsWritten = registerAs(rg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "controller_events_written_total",
+		Help: "Event API writes, by kind: single, aggregated (one write for many events) or repeat (a count update).",
+	}, []string{"kind"}))
+	m.journalWrites = registerAs(rg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "controller_journal_writes_total",
+		Help: "Writes of the in-flight operation journal.",
+	}))
+}
+
+// registerHealth registers the metrics of how the instance fares: panics,
+// calls that outlive a stop, leadership.
+func (m *metrics) registerHealth(rg *registrar) {
+	m.panics = registerAs(rg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "controller_panics_recovered_total",
+		Help: "Panics recovered in the provisioner's Provision or Delete, or in the controller's own sync, by operation.",
+	}, []string{"operation"}))
+	m.stopOverdue = registerAs(rg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "controller_stop_overdue_calls_total",
+		Help: "Provision and delete calls still running a stop grace period after a stop canceled their context (they ignore it), by operation.",
+	}, []string{"operation"}))
+	// client-go's leader election gauge (component-base registers it
+	// for the CSI sidecars), here on the controller's own registry.
+	m.leader = registerAs(rg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "leader_election_master_status",
+		Help: "1 while this instance holds the leader Lease, 0 while it stands by; name is the Lease's name.",
+	}, []string{"name"}))
 }
 
 // registrar registers collectors and gathers the errors.

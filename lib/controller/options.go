@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -157,6 +158,12 @@ func defaultConfig() config {
 
 // validate rejects combinations that cannot work, naming the option.
 func (c *config) validate() error {
+	return errors.Join(slices.Concat(c.workErrors(), c.leaderElectionErrors(), c.nameErrors(), c.stopErrors())...)
+}
+
+// workErrors checks the options of the workers: their number, retries,
+// thresholds and timeouts.
+func (c *config) workErrors() []error {
 	var errs []error
 	if c.threadiness < 1 {
 		errs = append(errs, fmt.Errorf("WithThreadiness: must be at least 1, got %d", c.threadiness))
@@ -173,15 +180,29 @@ func (c *config) validate() error {
 	if c.resyncPeriod < 0 {
 		errs = append(errs, fmt.Errorf("WithResyncPeriod: must be 0 (never) or more, got %v", c.resyncPeriod))
 	}
-	if c.leaderElection {
-		if c.leaderNamespace == "" {
-			errs = append(errs, errors.New("WithLeaderElection: namespace is required"))
-		}
-		if !(c.leaseDuration > c.renewDeadline && c.renewDeadline > c.retryPeriod && c.retryPeriod > 0) {
-			errs = append(errs, fmt.Errorf("WithLeaderElectionTimings: need lease duration > renew deadline > retry period > 0, got %v, %v, %v",
-				c.leaseDuration, c.renewDeadline, c.retryPeriod))
-		}
+	return errs
+}
+
+// leaderElectionErrors checks the options of leader election, when it is on.
+func (c *config) leaderElectionErrors() []error {
+	if !c.leaderElection {
+		return nil
 	}
+	var errs []error
+	if c.leaderNamespace == "" {
+		errs = append(errs, errors.New("WithLeaderElection: namespace is required"))
+	}
+	if !(c.leaseDuration > c.renewDeadline && c.renewDeadline > c.retryPeriod && c.retryPeriod > 0) {
+		errs = append(errs, fmt.Errorf("WithLeaderElectionTimings: need lease duration > renew deadline > retry period > 0, got %v, %v, %v",
+			c.leaseDuration, c.renewDeadline, c.retryPeriod))
+	}
+	return errs
+}
+
+// nameErrors checks the names the controller gives objects: the finalizer,
+// the Lease, the journal's ConfigMaps.
+func (c *config) nameErrors() []error {
+	var errs []error
 	if msgs := validation.IsQualifiedName(c.finalizer); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("WithFinalizerName: %q is not a valid finalizer: %s", c.finalizer, strings.Join(msgs, "; ")))
 	}
@@ -197,13 +218,19 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("WithJournal: name %q too long: the journal's last ConfigMap, %q, must have at most %d characters",
 			c.journalName, last, validation.DNS1123SubdomainMaxLength))
 	}
+	return errs
+}
+
+// stopErrors checks the periods of a stop and of event writes.
+func (c *config) stopErrors() []error {
+	var errs []error
 	if c.stopGracePeriod <= 0 {
 		errs = append(errs, fmt.Errorf("WithStopGracePeriod: must be more than 0, got %v", c.stopGracePeriod))
 	}
 	if c.eventFlushInterval <= 0 {
 		errs = append(errs, fmt.Errorf("WithEventFlushInterval: must be more than 0, got %v", c.eventFlushInterval))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // WithExtraProvisionerNames makes the controller also serve claims and

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kubeprov/external-storage/lib/gate"
-	"github.com/kubeprov/external-storage/lib/internal/events"
 	"github.com/kubeprov/external-storage/lib/internal/journal"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -51,10 +50,7 @@ func (c *ProvisionController) syncClaim(ctx context.Context, key string) error {
 
 // provisionClaim runs one provisioning attempt for a claim that exists.
 func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
-	if claim.Spec.VolumeName != "" || claim.DeletionTimestamp != nil || !c.claimIsOurs(claim) {
-		return nil
-	}
-	if c.failures.exhausted(claimFailures(claim), claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
+	if !c.wantsVolume(claim) {
 		return nil
 	}
 	class, err := c.claimClass(ctx, claim)
@@ -62,7 +58,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		return err
 	}
 	selectedNode := claim.Annotations[AnnSelectedNode]
-	if class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer && selectedNode == "" {
+	if waitsForNode(class, selectedNode) {
 		return nil
 	}
 	if !c.qualifies(ctx, claim) {
@@ -70,7 +66,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 	}
 	node, err := c.selectedNode(ctx, selectedNode)
 	if apierrors.IsNotFound(err) {
-		c.events.Event(events.ClaimReference(claim), class.Name, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, class.Name,
 			"Selected node %s no longer exists, asking the scheduler for another node", selectedNode)
 		return c.dropSelectedNode(ctx, claim)
 	}
@@ -85,6 +81,21 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		return nil
 	}
 	return c.provision(ctx, ProvisionOptions{StorageClass: class, PVName: pvName, PVC: claim, SelectedNodeName: selectedNode, SelectedNode: node})
+}
+
+// wantsVolume says whether a claim waits for a volume from this controller:
+// unbound, not being deleted, of this provisioner, and not given up on.
+func (c *ProvisionController) wantsVolume(claim *corev1.PersistentVolumeClaim) bool {
+	if claim.Spec.VolumeName != "" || claim.DeletionTimestamp != nil || !c.claimIsOurs(claim) {
+		return false
+	}
+	return !c.failures.exhausted(claimFailures(claim), claim.ResourceVersion, c.cfg.failedProvisionThreshold)
+}
+
+// waitsForNode says whether a claim of a WaitForFirstConsumer class still
+// waits for the scheduler to select a node.
+func waitsForNode(class *storagev1.StorageClass, selectedNode string) bool {
+	return class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer && selectedNode == ""
 }
 
 // claimClass returns the claim's StorageClass when this controller serves
@@ -109,15 +120,14 @@ func (c *ProvisionController) claimClass(ctx context.Context, claim *corev1.Pers
 // canServe says, with a Warning event, what of the claim no volume of this
 // provisioner can give: a selector, volumeMode Block, a data source.
 func (c *ProvisionController) canServe(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string) bool {
-	ref := events.ClaimReference(claim)
 	if claim.Spec.Selector != nil {
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, className,
 			"Claims with spec.selector cannot be dynamically provisioned: remove the selector, or bind the claim to an existing PersistentVolume")
 		return false
 	}
 	if claim.Spec.VolumeMode != nil && *claim.Spec.VolumeMode == corev1.PersistentVolumeBlock {
 		if b, ok := c.provisioner.(BlockProvisioner); !ok || !b.SupportsBlock(ctx) {
-			c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+			c.claimFailed(claim, className,
 				"Provisioner %s does not support volumeMode Block: use volumeMode Filesystem or another StorageClass", c.name)
 			return false
 		}
@@ -148,7 +158,7 @@ func (c *ProvisionController) provision(ctx context.Context, options ProvisionOp
 	// Recorded again under this term: whatever another holder did before,
 	// what follows is this instance's own operation.
 	op.leaseChange = ""
-	c.events.Event(events.ClaimReference(claim), class.Name, corev1.EventTypeNormal, EventProvisioning,
+	c.claimEvent(claim, class.Name, corev1.EventTypeNormal, EventProvisioning,
 		"External provisioner is provisioning volume for claim %q", claimKey(claim))
 	logger.V(2).Info("Provisioning")
 
@@ -171,17 +181,16 @@ func (c *ProvisionController) provision(ctx context.Context, options ProvisionOp
 // failure counted against the threshold.
 func (c *ProvisionController) provisionCallFailed(ctx context.Context, op *operation, options ProvisionOptions, state ProvisioningState, err error) error {
 	claim, className := options.PVC, options.StorageClass.Name
-	ref := events.ClaimReference(claim)
 	c.metrics.provisionFailed.WithLabelValues(className, sourceLabel(claim)).Inc()
 	c.settle(op, state)
 	if state == ProvisioningReschedule && options.SelectedNodeName != "" {
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, className,
 			"Failed to provision volume on node %s, asking the scheduler for another node: %v", options.SelectedNodeName, err)
 		return c.dropSelectedNode(ctx, claim)
 	}
 	if op.inBackground.Load() {
 		// The asset may still appear: retry forever, whatever the threshold.
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, className,
 			"Failed to provision volume with StorageClass %q (still in progress, will retry): %v", className, err)
 		return err
 	}
@@ -191,16 +200,15 @@ func (c *ProvisionController) provisionCallFailed(ctx context.Context, op *opera
 // refuseDataSource tells the user why a claim with a data source gets no
 // volume: an empty volume in place of their data would look like success.
 func (c *ProvisionController) refuseDataSource(claim *corev1.PersistentVolumeClaim, className string, source *corev1.TypedObjectReference) {
-	ref := events.ClaimReference(claim)
 	if label := sourceLabel(claim); label == "other" {
 		// A volume populator fills such claims through a claim of its own,
 		// which has no data source and is provisioned as usual.
-		c.events.Event(ref, className, corev1.EventTypeNormal, EventProvisioning,
+		c.claimEvent(claim, className, corev1.EventTypeNormal, EventProvisioning,
 			"Waiting for a volume populator to fill the volume from %s %q: provisioner %s does not provision claims with this data source itself",
 			source.Kind, source.Name, c.name)
 		return
 	}
-	c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+	c.claimFailed(claim, className,
 		"Provisioner %s cannot fill a volume from a data source (%s %q) and does not provision an empty one in its place: remove spec.dataSource and spec.dataSourceRef, or use a StorageClass whose provisioner supports %s",
 		c.name, source.Kind, source.Name, source.Kind)
 }
@@ -208,41 +216,39 @@ func (c *ProvisionController) refuseDataSource(claim *corev1.PersistentVolumeCla
 // recordFailed tells the user why their claim waits when its operation could
 // not be recorded in the journal.
 func (c *ProvisionController) recordFailed(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string, err error) error {
-	ref := events.ClaimReference(claim)
 	switch {
 	case errors.Is(err, journal.ErrEntrySize):
 		return c.provisionFailed(ctx, claim, className, Permanent(fmt.Errorf("cannot record the claim for provisioning: %w", err)))
 	case errors.Is(err, journal.ErrNamespaceFull):
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, className,
 			"Namespace %s has too many claims being provisioned at once; this one waits for them (will retry)", claim.Namespace)
 	case errors.Is(err, journal.ErrFull):
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, "%v", err)
+		c.claimFailed(claim, className, "%v", err)
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, journalForbiddenMessage, c.journal.Describe())
+		c.claimFailed(claim, className, journalForbiddenMessage, c.journal.Describe())
 	case gate.Refused(err) != "":
 		// The journal's key Secret is not one the provisioner made.
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, "Cannot record the claim for provisioning (will retry): %v", err)
+		c.claimFailed(claim, className, "Cannot record the claim for provisioning (will retry): %v", err)
 	}
 	return err
 }
 
 // provisionFailed tells the user and decides between retry and giving up.
 func (c *ProvisionController) provisionFailed(ctx context.Context, claim *corev1.PersistentVolumeClaim, className string, err error) error {
-	ref := events.ClaimReference(claim)
 	if IsPermanent(err) {
 		c.failures.giveUp(claimFailures(claim), claim.ResourceVersion)
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, className,
 			"%v; not retrying: fix the cause, then change the claim (for example add an annotation) or restart the provisioner", err)
 		return nil
 	}
 	if c.failures.record(claimFailures(claim), claim.ResourceVersion, c.cfg.failedProvisionThreshold) {
-		c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed,
+		c.claimFailed(claim, className,
 			"%v; giving up after %d attempts: fix the cause, then change the claim (for example add an annotation) or restart the provisioner to retry",
 			err, c.cfg.failedProvisionThreshold)
 		klog.FromContext(ctx).Info("Giving up provisioning", "claim", klog.KObj(claim), "err", err)
 		return nil
 	}
-	c.events.Event(ref, className, corev1.EventTypeWarning, EventProvisioningFailed, "%v", err)
+	c.claimFailed(claim, className, "%v", err)
 	return err
 }
 
@@ -294,12 +300,45 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 	logger := klog.FromContext(ctx).WithValues("claim", op.claimKey, "pv", op.pvName)
 	ctx = klog.NewContext(ctx, logger)
 	// A PV that exists is the normal release path's business, never ours.
-	if _, err := c.client.CoreV1().PersistentVolumes().Get(ctx, op.pvName, metav1.GetOptions{}); err == nil {
-		c.endOperation(op.pvName)
-		return nil
-	} else if !apierrors.IsNotFound(err) {
+	exists, err := c.volumeExists(ctx, op.pvName)
+	if err != nil {
 		return err
 	}
+	if exists {
+		c.endOperation(op.pvName)
+		return nil
+	}
+	class, name := c.orphanClass(op)
+	deleter, byID := c.provisioner.(RecordedAssetDeleter)
+	byID = byID && op.entry.AssetID != "" && class != nil
+	err = gate.FinishOrphan(gate.Orphan{ClaimIncomplete: op.entry.ClaimIncomplete, Recorded: op.entry.Class, Current: class,
+		LeaseChange: op.leaseChange, AssetIDRecorded: byID})
+	switch {
+	case c.leaveRefused(ctx, op, err):
+		return nil
+	case byID:
+		return c.deleteRecordedAsset(ctx, op, deleter, class)
+	case class == nil:
+		return fmt.Errorf("cannot finish provisioning %s for deleted claim %s: StorageClass %q is gone and was not recorded", op.pvName, op.claimKey, name)
+	}
+	return c.provisionToDelete(ctx, op, class)
+}
+
+// volumeExists says whether the PV of pvName exists, asking the API server.
+func (c *ProvisionController) volumeExists(ctx context.Context, pvName string) (bool, error) {
+	_, err := c.client.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+	if err == nil {
+		return true, nil
+	}
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return false, err
+}
+
+// orphanClass returns the class of an operation whose claim is gone: as it
+// is now, or else as recorded (nil if neither); and its name.
+func (c *ProvisionController) orphanClass(op *operation) (*storagev1.StorageClass, string) {
 	class := op.entry.Class
 	name := ClaimClass(op.entry.Claim)
 	if class != nil {
@@ -308,26 +347,32 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 	if current, err := c.classes.Get(name); err == nil {
 		class = current
 	}
-	deleter, byID := c.provisioner.(RecordedAssetDeleter)
-	byID = byID && op.entry.AssetID != "" && class != nil
-	err := gate.FinishOrphan(gate.Orphan{ClaimIncomplete: op.entry.ClaimIncomplete, Recorded: op.entry.Class, Current: class,
-		LeaseChange: op.leaseChange, AssetIDRecorded: byID})
+	return class, name
+}
+
+// leaveRefused ends, as the gate's refusal says, the operation of a claim
+// that is gone when the gate refuses to let it be finished; false when the
+// gate did not refuse.
+func (c *ProvisionController) leaveRefused(ctx context.Context, op *operation, err error) bool {
 	var refusal *gate.Refusal
-	switch {
-	case errors.As(err, &refusal) && refusal.Rule == gate.RuleWholeRecord:
-		c.leaveOrphan(ctx, op)
-		return nil
-	case errors.As(err, &refusal) && refusal.Rule == gate.RuleKeepRetained && op.leaseChange != "":
-		c.leaveStale(ctx, op, op.leaseChange+"; "+refusal.Reason)
-		return nil
-	case errors.As(err, &refusal):
-		c.leaveStale(ctx, op, refusal.Reason)
-		return nil
-	case byID:
-		return c.deleteRecordedAsset(ctx, op, deleter, class)
-	case class == nil:
-		return fmt.Errorf("cannot finish provisioning %s for deleted claim %s: StorageClass %q is gone and was not recorded", op.pvName, op.claimKey, name)
+	if !errors.As(err, &refusal) {
+		return false
 	}
+	switch {
+	case refusal.Rule == gate.RuleWholeRecord:
+		c.leaveOrphan(ctx, op)
+	case refusal.Rule == gate.RuleKeepRetained && op.leaseChange != "":
+		c.leaveStale(ctx, op, op.leaseChange+"; "+refusal.Reason)
+	default:
+		c.leaveStale(ctx, op, refusal.Reason)
+	}
+	return true
+}
+
+// provisionToDelete finishes the operation of a claim that is gone without
+// a recorded asset ID: Provision, idempotent, is called again to yield the
+// asset, which is then deleted.
+func (c *ProvisionController) provisionToDelete(ctx context.Context, op *operation, class *storagev1.StorageClass) error {
 	options := ProvisionOptions{StorageClass: class, PVName: op.pvName, PVC: op.entry.Claim, SelectedNodeName: op.entry.SelectedNode,
 		RecordAssetID: c.assetRecorder(ctx, op.pvName)}
 	if node, err := c.selectedNode(ctx, op.entry.SelectedNode); err == nil {
@@ -339,7 +384,7 @@ func (c *ProvisionController) finishOrphan(ctx context.Context, op *operation) e
 	} else {
 		why += " and no other identity held the Lease since"
 	}
-	logger.Info("Claim is gone; provisioning its volume again to find the asset and delete it", "reason", why)
+	klog.FromContext(ctx).Info("Claim is gone; provisioning its volume again to find the asset and delete it", "reason", why)
 	pv, state, err := c.callProvision(ctx, options)
 	if err != nil {
 		if IsIgnored(err) {
@@ -387,7 +432,7 @@ func (c *ProvisionController) deleteRecordedAsset(ctx context.Context, op *opera
 		return deleter.DeleteRecordedAsset(ctx, options, op.entry.AssetID)
 	})
 	if err != nil && !IsIgnored(err) {
-		c.events.Event(events.ClaimReference(op.entry.Claim), class.Name, corev1.EventTypeWarning, EventProvisioningCleanup,
+		c.claimEvent(op.entry.Claim, class.Name, corev1.EventTypeWarning, EventProvisioningCleanup,
 			"Claim was deleted during provisioning and deleting asset %s of volume %s failed (will retry): %v", op.entry.AssetID, op.pvName, err)
 		return err
 	}
@@ -407,7 +452,7 @@ func (c *ProvisionController) leaveStale(ctx context.Context, op *operation, rea
 	}
 	klog.FromContext(ctx).Error(nil, "Claim is gone and its interrupted provisioning is not finished: no asset is created or deleted on a guess",
 		"uid", op.entry.Claim.UID, "assetID", op.entry.AssetID, "reason", reason, "configMap", klog.KRef(c.journal.Namespace(), c.journal.Name()))
-	c.events.Event(events.ClaimReference(op.entry.Claim), className, corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
+	c.claimEvent(op.entry.Claim, className, corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
 		"Claim was deleted while provisioning volume %s was interrupted, and its provisioning is not finished: %s. If the backend still holds an asset for volume %s that no PersistentVolume uses, delete it there; then remove key %q from ConfigMap %s/%s",
 		op.pvName, reason, op.pvName, op.pvName, c.journal.Namespace(), c.journal.Name())
 	c.operations.end(op.pvName)
@@ -428,7 +473,7 @@ func (c *ProvisionController) leaveOrphan(ctx context.Context, op *operation) {
 	}
 	klog.FromContext(ctx).Error(nil, "Claim was deleted while its provisioning was interrupted; not finishing it on a guess: the asset made for this volume may be left",
 		"uid", op.entry.Claim.UID, "storageClass", className, "configMap", klog.KRef(c.journal.Namespace(), c.journal.Name()))
-	c.events.Event(events.ClaimReference(op.entry.Claim), className, corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
+	c.claimEvent(op.entry.Claim, className, corev1.EventTypeWarning, EventProvisioningCleanupSkipped,
 		"Claim was deleted while provisioning volume %s was interrupted, and provisioner %s does not declare which claim labels and annotations it reads (ClaimMetadataKeys), so it cannot be asked for the same asset again: an asset made for volume %s may be left on the backend. Delete it there, then remove key %q from ConfigMap %s/%s",
 		op.pvName, c.name, op.pvName, op.pvName, c.journal.Namespace(), c.journal.Name())
 	c.operations.end(op.pvName)
@@ -439,8 +484,7 @@ func (c *ProvisionController) leaveOrphan(ctx context.Context, op *operation) {
 // claim went away.
 func (c *ProvisionController) deleteUnsaved(ctx context.Context, op *operation, pv *corev1.PersistentVolume) error {
 	if err := c.callDelete(ctx, pv); err != nil && !IsIgnored(err) {
-		ref := events.ClaimReference(op.entry.Claim)
-		c.events.Event(ref, pv.Spec.StorageClassName, corev1.EventTypeWarning, EventProvisioningCleanup,
+		c.claimEvent(op.entry.Claim, pv.Spec.StorageClassName, corev1.EventTypeWarning, EventProvisioningCleanup,
 			"Claim was deleted during provisioning and deleting volume %s failed (will retry): %v", pv.Name, err)
 		return err
 	}
@@ -533,7 +577,7 @@ func (c *ProvisionController) volumeSaved(ctx context.Context, op *operation, pv
 	c.metrics.provisionDuration.WithLabelValues(className, sourceLabel(claim)).Observe(time.Since(op.started).Seconds())
 	c.failures.reset(claimFailures(claim))
 	c.endOperation(op.pvName)
-	c.events.Event(events.ClaimReference(claim), className, corev1.EventTypeNormal, EventProvisioningSucceeded,
+	c.claimEvent(claim, className, corev1.EventTypeNormal, EventProvisioningSucceeded,
 		"Successfully provisioned volume %s", pv.Name)
 	klog.FromContext(ctx).V(2).Info("Volume provisioned", "pv", pv.Name)
 }

@@ -124,15 +124,23 @@ func (w *keyWalker) arg(arg parse.Node) {
 	}
 }
 
+// identityFields are the fields of the claim and PV a template may read
+// whole.
+var identityFields = map[string]bool{".PVName": true, ".PVC.Name": true, ".PVC.Namespace": true, ".PVC.UID": true}
+
+// isClaimMap says whether ids start with PVC.Labels or PVC.Annotations.
+func isClaimMap(ids []string) bool {
+	return len(ids) >= 2 && ids[0] == "PVC" && (ids[1] == "Labels" || ids[1] == "Annotations")
+}
+
 // field checks a field path from the template's root.
 func (w *keyWalker) field(ids []string) {
 	path := "." + strings.Join(ids, ".")
 	switch {
-	case len(ids) == 1 && ids[0] == "PVName",
-		len(ids) == 2 && ids[0] == "PVC" && (ids[1] == "Name" || ids[1] == "Namespace" || ids[1] == "UID"):
-	case len(ids) == 3 && ids[0] == "PVC" && (ids[1] == "Labels" || ids[1] == "Annotations"):
+	case identityFields[path]:
+	case len(ids) == 3 && isClaimMap(ids):
 		w.add(ids[1], ids[2])
-	case len(ids) == 2 && ids[0] == "PVC" && (ids[1] == "Labels" || ids[1] == "Annotations"):
+	case len(ids) == 2 && isClaimMap(ids):
 		w.fail("%s reads all of the claim's %s: name one key (%s.KEY, or index %s \"KEY\")", path, strings.ToLower(ids[1]), path, path)
 	default:
 		if len(ids) == 0 {
@@ -174,7 +182,7 @@ func indexedKey(cmd *parse.CommandNode) (mapKey, bool) {
 		}
 		ids = m.Ident[1:]
 	}
-	if len(ids) != 2 || ids[0] != "PVC" || (ids[1] != "Labels" && ids[1] != "Annotations") {
+	if len(ids) != 2 || !isClaimMap(ids) {
 		return mapKey{}, false
 	}
 	return mapKey{field: ids[1], key: key.Text}, true

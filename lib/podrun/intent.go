@@ -149,6 +149,8 @@ func defaultPullPolicy(image string) corev1.PullPolicy {
 	return corev1.PullIfNotPresent
 }
 
+// defaultVolume applies the API server's defaults to a volume source: an
+// empty one is an emptyDir, and each kind gets its default mode or type.
 func defaultVolume(v *corev1.VolumeSource) {
 	if ptr.AllPtrFieldsNil(v) {
 		v.EmptyDir = &corev1.EmptyDirVolumeSource{}
@@ -163,22 +165,34 @@ func defaultVolume(v *corev1.VolumeSource) {
 		v.ConfigMap.DefaultMode = ptr.To(corev1.ConfigMapVolumeSourceDefaultMode)
 	}
 	if v.DownwardAPI != nil {
-		if v.DownwardAPI.DefaultMode == nil {
-			v.DownwardAPI.DefaultMode = ptr.To(corev1.DownwardAPIVolumeSourceDefaultMode)
-		}
-		defaultFieldRefs(v.DownwardAPI.Items)
+		defaultDownwardAPI(v.DownwardAPI)
 	}
-	if p := v.Projected; p != nil {
-		if p.DefaultMode == nil {
-			p.DefaultMode = ptr.To(corev1.ProjectedVolumeSourceDefaultMode)
+	if v.Projected != nil {
+		defaultProjected(v.Projected)
+	}
+}
+
+// defaultDownwardAPI applies the API server's defaults to a downwardAPI
+// volume: its mode and its field references' API version.
+func defaultDownwardAPI(d *corev1.DownwardAPIVolumeSource) {
+	if d.DefaultMode == nil {
+		d.DefaultMode = ptr.To(corev1.DownwardAPIVolumeSourceDefaultMode)
+	}
+	defaultFieldRefs(d.Items)
+}
+
+// defaultProjected applies the API server's defaults to a projected volume:
+// its mode, its tokens' expiry and its field references' API version.
+func defaultProjected(p *corev1.ProjectedVolumeSource) {
+	if p.DefaultMode == nil {
+		p.DefaultMode = ptr.To(corev1.ProjectedVolumeSourceDefaultMode)
+	}
+	for _, src := range p.Sources {
+		if t := src.ServiceAccountToken; t != nil && t.ExpirationSeconds == nil {
+			t.ExpirationSeconds = ptr.To[int64](3600)
 		}
-		for _, src := range p.Sources {
-			if t := src.ServiceAccountToken; t != nil && t.ExpirationSeconds == nil {
-				t.ExpirationSeconds = ptr.To[int64](3600)
-			}
-			if src.DownwardAPI != nil {
-				defaultFieldRefs(src.DownwardAPI.Items)
-			}
+		if src.DownwardAPI != nil {
+			defaultFieldRefs(src.DownwardAPI.Items)
 		}
 	}
 }
@@ -304,26 +318,45 @@ func difference(path string, a, b reflect.Value) string {
 	case a.Kind() == reflect.Pointer && !a.IsNil() && !b.IsNil():
 		return difference(path, a.Elem(), b.Elem())
 	case a.Kind() == reflect.Slice && a.Len() == b.Len():
-		for i := range a.Len() {
-			if d := difference(fmt.Sprintf("%s[%d]", path, i), a.Index(i), b.Index(i)); d != "" {
-				return d
-			}
+		if d := elementDifference(path, a, b); d != "" {
+			return d
 		}
 	case a.Kind() == reflect.Struct && a.Type().PkgPath() == reflect.TypeFor[corev1.PodSpec]().PkgPath():
-		for i := range a.NumField() {
-			f := a.Type().Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			p := path + "." + name
-			if name == "" { // inlined
-				p = path
-			}
-			if d := difference(p, a.Field(i), b.Field(i)); d != "" {
-				return d
-			}
+		if d := fieldDifference(path, a, b); d != "" {
+			return d
 		}
 	}
 	return path
+}
+
+// elementDifference is difference for the first element in which slices a
+// and b, of one length, differ.
+func elementDifference(path string, a, b reflect.Value) string {
+	for i := range a.Len() {
+		if d := difference(fmt.Sprintf("%s[%d]", path, i), a.Index(i), b.Index(i)); d != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+// fieldDifference is difference for the first exported field in which
+// structs a and b differ, named by its JSON name (an inlined one adds
+// none).
+func fieldDifference(path string, a, b reflect.Value) string {
+	for i := range a.NumField() {
+		f := a.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		p := path + "." + name
+		if name == "" { // inlined
+			p = path
+		}
+		if d := difference(p, a.Field(i), b.Field(i)); d != "" {
+			return d
+		}
+	}
+	return ""
 }

@@ -161,10 +161,7 @@ func decodeWhole(r io.Reader, list runtime.Object, keep func(runtime.Object) boo
 // item: decoders must copy what they keep (the generated Unmarshal and
 // readBoundVolume do).
 func readListStream(r *wireReader, kind string, listMeta *metav1.ListMeta, item func([]byte) error, reset func()) error {
-	var buf []byte
-	var typeMeta runtime.TypeMeta // the kind is checked; the version is the client's to check
-	var listErr error             // of the last list: an earlier one's does not count
-	lists := 0
+	s := &listStream{r: r, listMeta: listMeta, item: item, reset: reset}
 	for {
 		num, typ, err := r.field()
 		if errors.Is(err, io.EOF) {
@@ -173,41 +170,69 @@ func readListStream(r *wireReader, kind string, listMeta *metav1.ListMeta, item 
 		if err != nil {
 			return err
 		}
-		if typ != protowire.BytesType || num > 2 { // contentEncoding and contentType too, as the scheme's decoder
-			if err := r.skip(typ); err != nil {
-				return err
-			}
-			continue
-		}
-		n, err := r.length(num == 2)
-		if err != nil {
-			return err
-		}
-		if num == 1 { // typeMeta
-			if buf, err = r.bytes(buf, n); err != nil {
-				return err
-			}
-			if err := typeMeta.Unmarshal(buf); err != nil { // merged, as the generated decoder does
-				return fmt.Errorf("malformed type metadata: %w", err)
-			}
-			continue
-		}
-		// raw: the list, read field by field within its n bytes
-		if lists++; lists > 1 {
-			reset()
-		}
-		end := r.read + n
-		r.end = end
-		buf, listErr = readListMessage(r, buf, listMeta, item)
-		r.end = 0
-		if err := r.discard(end - r.read); err != nil {
+		if err := s.readField(num, typ); err != nil {
 			return err
 		}
 	}
-	if typeMeta.Kind != "" && typeMeta.Kind != kind {
-		return fmt.Errorf("the response is a %s, not a %s", typeMeta.Kind, kind)
+	if s.typeMeta.Kind != "" && s.typeMeta.Kind != kind {
+		return fmt.Errorf("the response is a %s, not a %s", s.typeMeta.Kind, kind)
 	}
-	return listErr // with no list field, an empty list, as the scheme's decoder has it
+	return s.listErr // with no list field, an empty list, as the scheme's decoder has it
+}
+
+// listStream is what readListStream has read so far.
+type listStream struct {
+	r        *wireReader
+	listMeta *metav1.ListMeta
+	item     func([]byte) error
+	reset    func()
+	buf      []byte
+	typeMeta runtime.TypeMeta // the kind is checked; the version is the client's to check
+	listErr  error            // of the last list: an earlier one's does not count
+	lists    int
+}
+
+// readField reads one field of the runtime.Unknown: its typeMeta or its raw
+// list; any other is skipped.
+func (s *listStream) readField(num protowire.Number, typ protowire.Type) error {
+	if typ != protowire.BytesType || num > 2 { // contentEncoding and contentType too, as the scheme's decoder
+		return s.r.skip(typ)
+	}
+	n, err := s.r.length(num == 2)
+	if err != nil {
+		return err
+	}
+	if num == 1 {
+		return s.readTypeMeta(n)
+	}
+	return s.readList(n)
+}
+
+// readTypeMeta reads the n bytes of typeMeta, merged into what earlier
+// ones said, as the generated decoder does.
+func (s *listStream) readTypeMeta(n uint64) error {
+	var err error
+	if s.buf, err = s.r.bytes(s.buf, n); err != nil {
+		return err
+	}
+	if err := s.typeMeta.Unmarshal(s.buf); err != nil {
+		return fmt.Errorf("malformed type metadata: %w", err)
+	}
+	return nil
+}
+
+// readList reads raw: the list, field by field within its n bytes. A later
+// list replaces an earlier one.
+func (s *listStream) readList(n uint64) error {
+	if s.lists++; s.lists > 1 {
+		s.reset()
+	}
+	r := s.r
+	end := r.read + n
+	r.end = end
+	s.buf, s.listErr = readListMessage(r, s.buf, s.listMeta, s.item)
+	r.end = 0
+	return r.discard(end - r.read)
 }
 
 // readListMessage reads a list message up to r's end: field 1 its

@@ -250,48 +250,67 @@ func (r *Recorder) Run(ctx context.Context) {
 // ended and nothing is left.
 func (r *Recorder) next(ctx context.Context) *pendingEvent {
 	for {
-		r.mu.Lock()
-		now := time.Now()
-		stopping := ctx.Err() != nil
-		horizon := eventBacklogMaxDelay
-		if stopping {
-			if r.stopBy.IsZero() {
-				r.stopBy = now.Add(FinalFlushTimeout)
-			}
-			horizon = max(r.stopBy.Sub(now), 0)
-		}
-		r.promote(now, stopping)
-		r.relieve(horizon)
-		e := r.pop()
-		var wait time.Duration = -1
-		if len(r.delayed) > 0 {
-			wait = max(r.delayed[0].due.Sub(now), 0)
-		}
-		more := len(r.warnings) > 0 || len(r.normal) > 0
-		r.mu.Unlock()
+		e, wait, stopping := r.take(ctx)
 		if e != nil {
-			if more {
-				r.poke() // another writer may take the next one
-			}
 			return e
 		}
 		if stopping {
 			return nil
 		}
-		var due <-chan time.Time
-		var timer *time.Timer
-		if wait >= 0 {
-			timer = time.NewTimer(wait)
-			due = timer.C
-		}
-		select {
-		case <-ctx.Done():
-		case <-r.kick:
-		case <-due:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
+		r.waitFor(ctx, wait)
+	}
+}
+
+// take takes the next event ready to be written (nil if none), after
+// promoting the delayed ones that are due and aggregating what the budget
+// cannot write in time. wait is how long until the next delayed event is
+// due (-1: there is none); stopping says ctx has ended.
+func (r *Recorder) take(ctx context.Context) (e *pendingEvent, wait time.Duration, stopping bool) {
+	r.mu.Lock()
+	now := time.Now()
+	stopping = ctx.Err() != nil
+	horizon := r.horizon(now, stopping)
+	r.promote(now, stopping)
+	r.relieve(horizon)
+	e = r.pop()
+	wait = -1
+	if len(r.delayed) > 0 {
+		wait = max(r.delayed[0].due.Sub(now), 0)
+	}
+	more := len(r.warnings) > 0 || len(r.normal) > 0
+	r.mu.Unlock()
+	if e != nil && more {
+		r.poke() // another writer may take the next one
+	}
+	return e, wait, stopping
+}
+
+// horizon is the time within which the Normal events waiting must be
+// written: eventBacklogMaxDelay, and when stopping what is left of the
+// final flush. r.mu is held.
+func (r *Recorder) horizon(now time.Time, stopping bool) time.Duration {
+	if !stopping {
+		return eventBacklogMaxDelay
+	}
+	if r.stopBy.IsZero() {
+		r.stopBy = now.Add(FinalFlushTimeout)
+	}
+	return max(r.stopBy.Sub(now), 0)
+}
+
+// waitFor waits until ctx ends, an event is queued (kick) or, unless wait
+// is negative, wait has passed.
+func (r *Recorder) waitFor(ctx context.Context, wait time.Duration) {
+	var due <-chan time.Time
+	if wait >= 0 {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		due = timer.C
+	}
+	select {
+	case <-ctx.Done():
+	case <-r.kick:
+	case <-due:
 	}
 }
 
@@ -321,9 +340,7 @@ func (r *Recorder) pop() *pendingEvent {
 		e := r.normal[0]
 		r.normal = r.normal[1:]
 		r.unqueued(e)
-		if e.reason == Provisioning && r.starting[e.ref.UID] == e {
-			delete(r.starting, e.ref.UID)
-		}
+		r.unstart(e)
 	}
 	list, i := r.fairest()
 	if list == nil {
@@ -344,10 +361,16 @@ func (r *Recorder) pop() *pendingEvent {
 	if e.eventType == corev1.EventTypeWarning {
 		delete(r.pendingWarnings, eventKey{uid: e.ref.UID, reason: e.reason, message: e.message})
 	}
+	r.unstart(e)
+	return e
+}
+
+// unstart forgets e as the "Provisioning" event its claim waits with, if it
+// is that one; r.mu is held.
+func (r *Recorder) unstart(e *pendingEvent) {
 	if e.reason == Provisioning && r.starting[e.ref.UID] == e {
 		delete(r.starting, e.ref.UID)
 	}
-	return e
 }
 
 // queued appends e to list, counting it in waiting; r.mu is held.
@@ -368,37 +391,53 @@ func (r *Recorder) unqueued(e *pendingEvent) {
 // namespace with events waiting has been seen: a burst of one namespace
 // costs one step, not one per event waiting.
 func (r *Recorder) fairest() (list *[]*pendingEvent, index int) {
-	var oldest uint64
-	seen := map[string]bool{}
+	s := fairestSearch{seen: map[string]bool{}}
 	for _, l := range []*[]*pendingEvent{&r.warnings, &r.normal} {
-		if len(seen) == len(r.waiting) {
+		if len(s.seen) == len(r.waiting) || r.scan(&s, l) {
 			break
 		}
-		previous, havePrevious := "", false
-		for i, e := range *l {
-			ns := e.ref.Namespace
-			// A burst comes in runs of one namespace: comparing with the
-			// previous event spares most map lookups.
-			if e.dropped || (havePrevious && ns == previous) {
-				continue
-			}
-			previous, havePrevious = ns, true
-			if seen[ns] {
-				continue
-			}
-			seen[ns] = true
-			if served := r.lastServed[ns]; list == nil || served < oldest {
-				list, index, oldest = l, i, served
-				if served == 0 {
-					return list, index // never served: none comes before it
-				}
-			}
-			if len(seen) == len(r.waiting) {
-				break
+	}
+	return s.list, s.index
+}
+
+// fairestSearch is where fairest's search stands: the best event found so
+// far (in list, at index), when its namespace was served, and the
+// namespaces seen.
+type fairestSearch struct {
+	list   *[]*pendingEvent
+	index  int
+	oldest uint64
+	seen   map[string]bool
+}
+
+// scan looks at the first event in l of each namespace not yet seen; it
+// reports whether the search is over: an event of a namespace never served
+// was found, and none comes before it. r.mu is held.
+func (r *Recorder) scan(s *fairestSearch, l *[]*pendingEvent) (over bool) {
+	previous, havePrevious := "", false
+	for i, e := range *l {
+		ns := e.ref.Namespace
+		// A burst comes in runs of one namespace: comparing with the
+		// previous event spares most map lookups.
+		if e.dropped || (havePrevious && ns == previous) {
+			continue
+		}
+		previous, havePrevious = ns, true
+		if s.seen[ns] {
+			continue
+		}
+		s.seen[ns] = true
+		if served := r.lastServed[ns]; s.list == nil || served < s.oldest {
+			s.list, s.index, s.oldest = l, i, served
+			if served == 0 {
+				return true // never served: none comes before it
 			}
 		}
+		if len(s.seen) == len(r.waiting) {
+			return false
+		}
 	}
-	return list, index
+	return false
 }
 
 // backlogCap is how many Normal events the budget writes within horizon.
@@ -427,9 +466,23 @@ func (r *Recorder) relieve(horizon time.Duration) {
 	if live <= limit {
 		return
 	}
-	var folded []*pendingEvent
-	kept := r.normal[:0:0]
-	for _, e := range r.normal {
+	folded, kept, live := foldStarting(r.normal, live, limit)
+	if live > limit {
+		folded, kept = foldLatest(folded, kept, limit)
+	}
+	for _, e := range folded {
+		r.unstart(e)
+	}
+	r.normal = append(aggregate(folded), kept...)
+	r.recount()
+}
+
+// foldStarting takes "Provisioning" events, earliest first, out of normal
+// until the live events left fit limit; dropped events go too. It returns
+// them, the events kept, and how many live events are left.
+func foldStarting(normal []*pendingEvent, live, limit int) (folded, kept []*pendingEvent, left int) {
+	kept = normal[:0:0]
+	for _, e := range normal {
 		switch {
 		case e.dropped:
 		case live > limit && e.reason == Provisioning && !e.aggregate:
@@ -439,28 +492,30 @@ func (r *Recorder) relieve(horizon time.Duration) {
 			kept = append(kept, e)
 		}
 	}
-	if live > limit {
-		// Keep the earliest `limit` single events (aggregates always stay).
-		var singles int
-		trimmed := kept[:0:0]
-		for _, e := range kept {
-			if e.aggregate || singles < limit {
-				if !e.aggregate {
-					singles++
-				}
-				trimmed = append(trimmed, e)
-				continue
+	return folded, kept, live
+}
+
+// foldLatest keeps the earliest limit single events of kept (aggregates
+// always stay) and adds the others to folded.
+func foldLatest(folded, kept []*pendingEvent, limit int) (moreFolded, trimmed []*pendingEvent) {
+	var singles int
+	trimmed = kept[:0:0]
+	for _, e := range kept {
+		if e.aggregate || singles < limit {
+			if !e.aggregate {
+				singles++
 			}
-			folded = append(folded, e)
+			trimmed = append(trimmed, e)
+			continue
 		}
-		kept = trimmed
+		folded = append(folded, e)
 	}
-	for _, e := range folded {
-		if e.reason == Provisioning && r.starting[e.ref.UID] == e {
-			delete(r.starting, e.ref.UID)
-		}
-	}
-	r.normal = append(aggregate(folded), kept...)
+	return folded, trimmed
+}
+
+// recount counts the events of warnings and normal by namespace again;
+// r.mu is held.
+func (r *Recorder) recount() {
 	clear(r.waiting)
 	for _, l := range [][]*pendingEvent{r.warnings, r.normal} {
 		for _, e := range l {
