@@ -22,6 +22,9 @@ for m in "$@"; do
   # Run from the module so that its own go.mod (inside the workspace) decides
   # the packages; paths in the config are relative to the repository root.
   # shellcheck disable=SC2086 # LINT_FLAGS is a list of flags
-  (cd "$root/$m" && "$bin" run --config "$root/.golangci.yml" ${LINT_FLAGS:-} ./...) || status=1
+  # --allow-serial-runners: a second lint on this machine (another clone, a
+  # CI run beside a developer's) waits for golangci-lint's lock instead of
+  # failing with "parallel golangci-lint is running".
+  (cd "$root/$m" && "$bin" run --config "$root/.golangci.yml" --allow-serial-runners ${LINT_FLAGS:-} ./...) || status=1
 done
 exit $status
