@@ -168,7 +168,9 @@ func unpackDeb(deb string, tree map[string]*entry, newest *time.Time) error {
 			break
 		}
 		if err := addEntry(tree, hdr, name, data, newest); err != nil {
-			return err
+			// Stopped and reaped like a read error: no dpkg-deb is left behind.
+			readErr = err
+			break
 		}
 	}
 	if readErr != nil {
