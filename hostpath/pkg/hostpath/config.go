@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
 )
 
@@ -44,11 +45,17 @@ type fileConfig struct {
 type classPaths struct {
 	NodePathMap          []nodePaths `json:"nodePathMap"`
 	SharedFileSystemPath string      `json:"sharedFileSystemPath"`
+	// SharedFileSystemCapacity is ours: the budget of the
+	// sharedFileSystemPath, a quantity such as "500Gi".
+	SharedFileSystemCapacity string `json:"sharedFileSystemCapacity"`
 }
 
 type nodePaths struct {
 	Node  string   `json:"node"`
 	Paths []string `json:"paths"`
+	// PathCapacity is ours: the budget of some of Paths, by path, as
+	// quantities ("500Gi"); a path without one has its filesystem's size.
+	PathCapacity map[string]string `json:"pathCapacity"`
 }
 
 // PathMap is a checked configuration: where volumes go on each node, or the
@@ -56,9 +63,13 @@ type nodePaths struct {
 // storageClassConfigs, one such configuration per StorageClass (ForClass).
 type PathMap struct {
 	// Shared is the sharedFileSystemPath; when set, nodes is empty.
-	Shared  string
-	nodes   map[string][]string
-	classes map[string]*PathMap
+	Shared string
+	nodes  map[string][]string
+	// capacities are the configured budgets, in bytes, by node (or
+	// DefaultNode) and path; sharedCapacity is Shared's (0: none).
+	capacities     map[string]map[string]int64
+	sharedCapacity int64
+	classes        map[string]*PathMap
 	// Scripts are local-path's setup and teardown, if configured: the
 	// same for every class.
 	Scripts *Scripts
@@ -105,6 +116,21 @@ func (m *PathMap) PathsFor(node string) ([]string, bool) {
 	return paths, len(paths) > 0
 }
 
+// CapacityOf returns the configured budget of path on node in bytes, and
+// false when the configuration sets none (the filesystem's size is then
+// the budget).
+func (m *PathMap) CapacityOf(node, path string) (int64, bool) {
+	if m.Shared != "" {
+		return m.sharedCapacity, m.sharedCapacity > 0 && path == m.Shared
+	}
+	entry := node
+	if _, listed := m.nodes[node]; !listed {
+		entry = DefaultNode
+	}
+	c, ok := m.capacities[entry][path]
+	return c, ok
+}
+
 // AllPaths returns every configured path, of every class, sorted, for
 // helper pods and deletion checks.
 func (m *PathMap) AllPaths() []string {
@@ -133,7 +159,7 @@ func ParseConfig(data []byte) (*PathMap, error) {
 	var fc fileConfig
 	if err := dec.Decode(&fc); err != nil {
 		if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return nil, fmt.Errorf("%w: unknown key %s: hostpath-provisioner understands nodePathMap, sharedFileSystemPath, storageClassConfigs, setupCommand, teardownCommand and cmdTimeoutSeconds", ErrConfig, field)
+			return nil, fmt.Errorf("%w: unknown key %s: hostpath-provisioner understands nodePathMap (node, paths, pathCapacity), sharedFileSystemPath, sharedFileSystemCapacity, storageClassConfigs, setupCommand, teardownCommand and cmdTimeoutSeconds", ErrConfig, field)
 		}
 		return nil, fmt.Errorf("%w: not valid JSON: %w", ErrConfig, err)
 	}
@@ -177,13 +203,24 @@ func parsePaths(cp classPaths, where string) (*PathMap, []error) {
 		if err := checkPath(cp.SharedFileSystemPath); err != nil {
 			return nil, []error{fmt.Errorf("%ssharedFileSystemPath %w", where, err)}
 		}
-		return &PathMap{Shared: filepath.Clean(cp.SharedFileSystemPath)}, nil
+		m := &PathMap{Shared: filepath.Clean(cp.SharedFileSystemPath)}
+		if cp.SharedFileSystemCapacity != "" {
+			c, err := parseCapacity(cp.SharedFileSystemCapacity)
+			if err != nil {
+				return nil, []error{fmt.Errorf("%ssharedFileSystemCapacity %w", where, err)}
+			}
+			m.sharedCapacity = c
+		}
+		return m, nil
 	}
 	if len(cp.NodePathMap) == 0 {
 		return nil, []error{fmt.Errorf("%sneither nodePathMap nor sharedFileSystemPath is set", where)}
 	}
+	if cp.SharedFileSystemCapacity != "" {
+		return nil, []error{fmt.Errorf("%ssharedFileSystemCapacity is set without a sharedFileSystemPath: give each node path its budget with pathCapacity", where)}
+	}
 	var errs []error
-	m := &PathMap{nodes: map[string][]string{}}
+	m := &PathMap{nodes: map[string][]string{}, capacities: map[string]map[string]int64{}}
 	for _, np := range cp.NodePathMap {
 		if np.Node == "" {
 			errs = append(errs, fmt.Errorf("%sa nodePathMap entry has no node: name a node or %s", where, DefaultNode))
@@ -193,22 +230,67 @@ func parsePaths(cp classPaths, where string) (*PathMap, []error) {
 			errs = append(errs, fmt.Errorf("%snode %s is listed twice in nodePathMap", where, np.Node))
 			continue
 		}
-		paths := []string{}
-		for _, p := range np.Paths {
-			if err := checkPath(p); err != nil {
-				errs = append(errs, fmt.Errorf("%snode %s: path %w", where, np.Node, err))
-				continue
-			}
-			p = filepath.Clean(p)
-			if slices.Contains(paths, p) {
-				errs = append(errs, fmt.Errorf("%snode %s: path %s is listed twice", where, np.Node, p))
-				continue
-			}
-			paths = append(paths, p)
-		}
+		paths, pathErrs := parseNodePaths(np, where)
+		errs = append(errs, pathErrs...)
 		m.nodes[np.Node] = paths
+		caps, capErrs := parsePathCapacity(np, paths, where)
+		errs = append(errs, capErrs...)
+		m.capacities[np.Node] = caps
 	}
 	return m, errs
+}
+
+// parseNodePaths checks and cleans the paths of one nodePathMap entry.
+func parseNodePaths(np nodePaths, where string) ([]string, []error) {
+	var errs []error
+	paths := []string{}
+	for _, p := range np.Paths {
+		if err := checkPath(p); err != nil {
+			errs = append(errs, fmt.Errorf("%snode %s: path %w", where, np.Node, err))
+			continue
+		}
+		p = filepath.Clean(p)
+		if slices.Contains(paths, p) {
+			errs = append(errs, fmt.Errorf("%snode %s: path %s is listed twice", where, np.Node, p))
+			continue
+		}
+		paths = append(paths, p)
+	}
+	return paths, errs
+}
+
+// parsePathCapacity reads the budgets of one nodePathMap entry: each must
+// be of one of its paths (a typo would otherwise leave a path unbudgeted).
+func parsePathCapacity(np nodePaths, paths []string, where string) (map[string]int64, []error) {
+	var errs []error
+	caps := map[string]int64{}
+	for _, p := range slices.Sorted(maps.Keys(np.PathCapacity)) {
+		clean := filepath.Clean(p)
+		if !slices.Contains(paths, clean) {
+			errs = append(errs, fmt.Errorf("%snode %s: pathCapacity names %q, which is not one of its paths %v", where, np.Node, p, paths))
+			continue
+		}
+		c, err := parseCapacity(np.PathCapacity[p])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%snode %s: pathCapacity of %s %w", where, np.Node, clean, err))
+			continue
+		}
+		caps[clean] = c
+	}
+	return caps, errs
+}
+
+// parseCapacity reads a budget: a positive quantity of bytes, as a claim
+// writes its request.
+func parseCapacity(s string) (int64, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a quantity (write it as a claim's request, e.g. \"500Gi\"): %w", s, err)
+	}
+	if q.Sign() <= 0 {
+		return 0, fmt.Errorf("%q must be more than zero", s)
+	}
+	return q.Value(), nil
 }
 
 func checkPath(p string) error {

@@ -73,7 +73,10 @@ type LocalDirs struct {
 	FreeBytes func(path string) (uint64, error)
 }
 
-var _ Dirs = LocalDirs{}
+var (
+	_ Dirs  = LocalDirs{}
+	_ Sizer = LocalDirs{}
+)
 
 // statfsFree is the space an unprivileged user may still write under path.
 func statfsFree(path string) (uint64, error) {
@@ -82,6 +85,16 @@ func statfsFree(path string) (uint64, error) {
 		return 0, err
 	}
 	return st.Bavail * uint64(st.Bsize), nil //nolint:gosec // block size is positive
+}
+
+// FilesystemSize implements Sizer: the size of path's filesystem, as df
+// reports it.
+func (LocalDirs) FilesystemSize(path string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Blocks) * st.Bsize, nil //nolint:gosec // a filesystem's size fits int64
 }
 
 // Create implements Dirs.

@@ -43,7 +43,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -151,6 +150,8 @@ type Provisioner struct {
 	// inUse holds the directories of provisions under way and of volumes
 	// whose PVs may not be in the Volumes cache yet, by node.
 	inUse pathpattern.InUse
+	// ledger holds the room of the same volumes, against the budgets.
+	ledger ledger
 }
 
 // The interfaces the controller looks for.
@@ -272,6 +273,9 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 			return nil, controller.ProvisioningFinished, err
 		}
 	}
+	if roots, state, err = p.placeInBudget(o, paths, node, roots); err != nil {
+		return nil, state, err
+	}
 	path, state, err := p.createDir(ctx, o, paths, node, roots, vp)
 	if err != nil {
 		return nil, state, err
@@ -309,6 +313,23 @@ func volumeRoots(o controller.ProvisionOptions, paths *PathMap, node, nodePath s
 	return []string{filepath.Clean(nodePath)}, controller.ProvisioningFinished, nil
 }
 
+// placeInBudget narrows roots to where the claim's request fits the
+// budgets (placeVolume) and holds its room there. A claim that fits
+// nowhere on the node the scheduler selected goes back to the scheduler,
+// which may find a node with room.
+func (p *Provisioner) placeInBudget(o controller.ProvisionOptions, paths *PathMap, node string, roots []string) ([]string, controller.ProvisioningState, error) {
+	scope, _ := volumeScope(node, paths.Shared != "")
+	size := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
+	roots, err := p.placeVolume(paths, node, scope, roots, o.PVName, size.Value())
+	switch {
+	case err == nil:
+		return roots, controller.ProvisioningFinished, nil
+	case errors.Is(err, ErrNoRoom) && o.SelectedNodeName != "" && paths.Shared == "":
+		return nil, controller.ProvisioningReschedule, fmt.Errorf("%w; the claim goes back to the scheduler", err)
+	}
+	return nil, controller.ProvisioningFinished, err
+}
+
 // createDir reserves the volume's directory under every root, so that no
 // other volume takes it meanwhile, has Dirs make it under one of them, and
 // keeps only that one's reservation; it returns the directory's path.
@@ -316,6 +337,7 @@ func (p *Provisioner) createDir(ctx context.Context, o controller.ProvisionOptio
 	scope, where := volumeScope(node, paths.Shared != "")
 	candidates, err := p.reserve(scope, where, roots, vp.rel, o.PVName)
 	if err != nil {
+		p.settleHold(scope, o.PVName, "")
 		return "", controller.ProvisioningFinished, err
 	}
 	size := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
@@ -329,6 +351,10 @@ func (p *Provisioner) createDir(ctx context.Context, o controller.ProvisionOptio
 			p.inUse.Release(scope, c, o.PVName)
 		}
 	}
+	if err != nil {
+		root = ""
+	}
+	p.settleHold(scope, o.PVName, root)
 	if err != nil {
 		return "", createState(err), err
 	}
@@ -637,6 +663,7 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 		return fmt.Errorf("removing volume directory %s on node %s: %w", full, node, err)
 	}
 	p.inUse.Release(scope, full, pv.Name)
+	p.releaseHold(scope, pv.Name)
 	return nil
 }
 
@@ -701,30 +728,22 @@ func (p *Provisioner) reserve(scope, where string, roots []string, rel, pvName s
 
 // volumes are the directories of the PVs of this provisioner in scope.
 func (p *Provisioner) volumes(scope string) ([]pathpattern.Volume, error) {
-	if p.cfg.Volumes == nil {
-		return nil, nil
-	}
-	pvs, err := p.cfg.Volumes.List(labels.Everything())
+	pvs, err := p.listVolumes()
 	if err != nil {
-		return nil, fmt.Errorf("listing PersistentVolumes: %w", err)
+		return nil, err
 	}
 	var vols []pathpattern.Volume
 	for _, pv := range pvs {
-		path := volumePathOf(pv)
-		if path == "" || pv.Annotations[AnnNode] == "" {
-			// Not one of ours: no directory of this provisioner.
-			continue
-		}
 		if s, _ := volumeScope(pv.Annotations[AnnNode], pv.Annotations[AnnShared] == "true"); s == scope {
-			vols = append(vols, pathpattern.Volume{PV: pv.Name, Dir: filepath.Clean(path)})
+			vols = append(vols, pathpattern.Volume{PV: pv.Name, Dir: filepath.Clean(volumePathOf(pv))})
 		}
 	}
 	return vols, nil
 }
 
 // KeepVolume copies into a bound PV's cached form (controller.
-// NewInformerFactory) what Config.Volumes is read for: the node, and the
-// volume's path.
+// NewInformerFactory) what Config.Volumes is read for: the node, the
+// volume's path and its capacity (the budgets).
 func KeepVolume(full, cached *corev1.PersistentVolume) {
 	// The cached annotations may be a map shared by every cached PV.
 	kept := make(map[string]string, len(cached.Annotations)+2)
@@ -737,6 +756,7 @@ func KeepVolume(full, cached *corev1.PersistentVolume) {
 	cached.Annotations = kept
 	cached.Spec.HostPath = full.Spec.HostPath
 	cached.Spec.Local = full.Spec.Local
+	cached.Spec.Capacity = full.Spec.Capacity
 }
 
 // checkName checks a PV name used as a directory name. Kubernetes object
