@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,9 +64,12 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	go p.WatchConfig(ctx)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(p.Collector())
 	ro := cli.RunOptions{
 		Ready:      map[string]httpendpoint.Check{"pv-dir": o.checkPVDir},
 		Controller: []controller.Option{controller.WithInformerFactory(factory)},
+		Registry:   registry,
 	}
 	if o.NodeLocal {
 		// Instances on different nodes run side by side, each with its own
@@ -74,6 +78,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	klog.FromContext(ctx).Info("Starting", "provisioner", o.Provisioner, "node", o.NodeName, "pvDir", o.PVDir, "config", o.Config,
 		"dirMode", fmt.Sprintf("%#o", uint32(o.DirMode)), "nodeLocal", o.NodeLocal, "helperPods", o.HelperPods)
+	klog.FromContext(ctx).Info("Volume sizes are accounted, not enforced: each claim must fit its path's budget (pathCapacity, or the filesystem's size), but a pod can write more than its request")
 	return o.Common.Run(ctx, clients, o.Provisioner, p, ro)
 }
 

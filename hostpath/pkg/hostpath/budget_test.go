@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -198,5 +199,30 @@ func TestBudgetFilesystemSize(t *testing.T) {
 	want := fmt.Sprintf("%s has %s left of %s (the size of its filesystem)", dir, bytesString(size), bytesString(size))
 	if !errors.Is(err, ErrNoRoom) || !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v, want ErrNoRoom containing %q", err, want)
+	}
+}
+
+// TestBudgetMetrics: the gauges show each path's budget and what its
+// volumes, cached or held, take of it.
+func TestBudgetMetrics(t *testing.T) {
+	pvs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	p, d := budgetProvisioner(t, pvs, 10, 5)
+	if err := pvs.Add(provision(t, p, sized("a", "4Gi"))); err != nil {
+		t.Fatal(err)
+	}
+	provision(t, p, sized("b", "3Gi")) // held, not cached: d[1] has 5Gi left against d[0]'s 6Gi
+	provision(t, p, sized("c", "3Gi"))
+	want := fmt.Sprintf(`
+# HELP hostpath_path_allocated_bytes The capacity of the volumes on a node path, and of those being created or expanded there.
+# TYPE hostpath_path_allocated_bytes gauge
+hostpath_path_allocated_bytes{node=%[1]q,path=%[2]q} %[4]d
+hostpath_path_allocated_bytes{node=%[1]q,path=%[3]q} %[5]d
+# HELP hostpath_path_capacity_bytes The budget of a node path: its pathCapacity or sharedFileSystemCapacity, else its filesystem's size (absent when neither is known).
+# TYPE hostpath_path_capacity_bytes gauge
+hostpath_path_capacity_bytes{node=%[1]q,path=%[2]q} %[6]d
+hostpath_path_capacity_bytes{node=%[1]q,path=%[3]q} %[7]d
+`, node, d[0], d[1], int64(7<<30), int64(3<<30), int64(10<<30), int64(5<<30))
+	if err := testutil.CollectAndCompare(p.Collector(), strings.NewReader(want)); err != nil {
+		t.Error(err)
 	}
 }
