@@ -21,7 +21,7 @@ import (
 // gauge is the value of an unlabelled gauge the process serves, or an error
 // naming what is missing.
 func gauge(p *framework.Process, name string) (float64, error) {
-	rsp, err := scrapeFamilies("http://" + p.Endpoint + "/metrics")
+	rsp, err := framework.ScrapeMetrics("http://" + p.Endpoint + "/metrics")
 	if err != nil {
 		return 0, err
 	}

@@ -5,8 +5,6 @@ package csi
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -15,12 +13,11 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeprov/external-storage/csi/app"
 	"github.com/kubeprov/external-storage/test/csidriver"
+	"github.com/kubeprov/external-storage/test/framework"
 )
 
 // upstreamArgs are the csi-provisioner arguments of a driver's Deployment
@@ -212,29 +209,11 @@ func checkJSONLog(t *testing.T, log string) {
 
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
-	families, err := scrapeFamilies(url)
+	families, err := framework.ScrapeMetrics(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return families
-}
-
-func scrapeFamilies(url string) (map[string]*dto.MetricFamily, error) {
-	rsp, err := http.Get(url) //nolint:gosec,noctx // a loopback URL of the test's own process
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rsp.Body.Close() }()
-	if rsp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(rsp.Body)
-		return nil, fmt.Errorf("GET %s: %d %s", url, rsp.StatusCode, body)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(rsp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", url, err)
-	}
-	return families, nil
 }
 
 func hasSeries(f *dto.MetricFamily, match map[string]string) bool {

@@ -90,9 +90,9 @@ func TestConfigNodePathMap(t *testing.T) {
 	}
 }
 
-// TestCapacityWarning: a claim larger than the free space of every path of
-// the node gets a Warning event naming the node, the path and the numbers,
-// and nothing is created.
+// TestCapacityWarning: a claim larger than the budget of every path of the
+// node (here its filesystem's size) gets a Warning event naming the node,
+// the path and the numbers, and nothing is created.
 func TestCapacityWarning(t *testing.T) {
 	ctx := framework.TestContext(t, time.Minute)
 	e := setup(t, "capacity", nil)
@@ -104,8 +104,8 @@ func TestCapacityWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "not enough free space on node " + node + ": the claim requests 1152921504606846976 bytes, " + e.pvDir + " has "
-	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, want) || !strings.Contains(ev.Message, "bytes free") {
+	want := "no room on node " + node + " for a request of 1Ei: " + e.pvDir + " has "
+	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, want) || !strings.Contains(ev.Message, "(the size of its filesystem)") {
 		t.Errorf("event %s %q, want a Warning containing %q", ev.Type, ev.Message, want)
 	}
 	if got := entries(t, e.pvDir); len(got) != 0 {
