@@ -59,10 +59,13 @@ This chart's own helpers (the shared ones are charts/common's).
 {{- with .Values.sharedFileSystemPath }}
 {{- $_ := set $config "sharedFileSystemPath" . }}
 {{- end }}
+{{- with .Values.sharedFileSystemCapacity }}
+{{- $_ := set $config "sharedFileSystemCapacity" . }}
+{{- end }}
 {{- with .Values.storageClassConfigs }}
 {{- $classes := dict }}
 {{- range $name, $class := . }}
-{{- $_ := set $classes $name (pick $class "nodePathMap" "sharedFileSystemPath") }}
+{{- $_ := set $classes $name (pick $class "nodePathMap" "sharedFileSystemPath" "sharedFileSystemCapacity") }}
 {{- end }}
 {{- $_ := set $config "storageClassConfigs" $classes }}
 {{- end }}

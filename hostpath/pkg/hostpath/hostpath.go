@@ -24,9 +24,10 @@
 // local, pathPattern in either spelling, and helper pods that make the
 // directories on other nodes (helper.go).
 //
-// It sets no size limit: the capacity on the PV is the claim's request, and a
-// pod can write more than that. It only checks, before creating a volume,
-// that the chosen path has that much space free.
+// Each node path has a budget (budget.go): a claim goes to the path with
+// the most room left, and one that fits nowhere goes back to the
+// scheduler. Sizes are accounted, not enforced: a pod can write more than
+// its claim's request.
 package hostpath
 
 import (

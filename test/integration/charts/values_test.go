@@ -265,6 +265,27 @@ func TestChartSpecificValues(t *testing.T) {
 			}
 			t.Error("nodePathMap: no ConfigMap rendered")
 		}},
+		{chart: "hostpath", values: map[string]any{"nodePathMap": []any{
+			map[string]any{"node": "worker-1", "paths": []any{"/mnt/disk1", "/mnt/disk2"}, "pathCapacity": map[string]any{"/mnt/disk1": "500Gi"}},
+		}}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			// The budget reaches the binary as it reads config.json.
+			m := renderedConfig(t, objs)
+			if got, ok := m.CapacityOf("worker-1", "/mnt/disk1"); !ok || got != 500<<30 {
+				t.Errorf("pathCapacity of /mnt/disk1: %d %v, want 500Gi", got, ok)
+			}
+			if _, ok := m.CapacityOf("worker-1", "/mnt/disk2"); ok {
+				t.Error("/mnt/disk2 has a budget none was given")
+			}
+		}},
+		{chart: "hostpath", values: map[string]any{"nodePathMap": []any{
+			map[string]any{"node": "worker-1", "paths": []any{"/mnt/disk1"}, "pathCapacity": map[string]any{"/mnt/disk1": "500 gigs"}},
+		}}, wantErr: "pathCapacity"},
+		{chart: "hostpath", values: map[string]any{"mode": "single-node", "nodePathMap": nil, "sharedFileSystemPath": "/mnt/shared", "sharedFileSystemCapacity": "2Ti"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			if got, ok := renderedConfig(t, objs).CapacityOf("any", "/mnt/shared"); !ok || got != 2<<40 {
+				t.Errorf("sharedFileSystemCapacity: %d %v, want 2Ti", got, ok)
+			}
+		}},
+		{chart: "hostpath", values: map[string]any{"sharedFileSystemCapacity": "lots"}, wantErr: "sharedFileSystemCapacity"},
 		{chart: "hostpath", values: map[string]any{"mode": "everywhere"}, wantErr: "mode"},
 		{chart: "hostpath", values: map[string]any{"pvDir": "/mnt/volumes"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			spec, c := pod(t, objs)
@@ -428,4 +449,19 @@ func TestChartsShareHelpers(t *testing.T) {
 			t.Errorf("charts/%s/Chart.yaml: version %s, appVersion %s; want %s and %s (versions.yaml's %s)", p.chart, ch.Metadata.Version, ch.Metadata.AppVersion, strings.TrimPrefix(version, "v"), version, module)
 		}
 	}
+}
+
+// renderedConfig is the config.json a render holds, as the binary reads it.
+func renderedConfig(t *testing.T, objs []*unstructured.Unstructured) *hostpath.PathMap {
+	t.Helper()
+	for _, o := range ofKind(objs, "ConfigMap") {
+		data, _, _ := unstructured.NestedString(o.Object, "data", "config.json")
+		m, err := hostpath.ParseConfig([]byte(data))
+		if err != nil {
+			t.Fatalf("config.json the chart renders:\n%s\nis refused: %v", data, err)
+		}
+		return m
+	}
+	t.Fatal("no ConfigMap rendered")
+	return nil
 }
