@@ -270,3 +270,44 @@ func volumeCapacity(pv *corev1.PersistentVolume) int64 {
 func bytesString(n int64) string {
 	return resource.NewQuantity(n, resource.BinarySI).String()
 }
+
+// NodeRoom is what the paths of node left for volumes of StorageClass
+// class: the most any one has (the largest volume that fits) and their
+// sum. known is false when a path's budget is unknown (helper pods, no
+// pathCapacity): then nothing can be promised.
+func (p *Provisioner) NodeRoom(class, node string) (largest, total int64, known bool, err error) {
+	paths, err := p.Paths().ForClass(class)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	roots, ok := paths.PathsFor(node)
+	if !ok {
+		return 0, 0, true, nil
+	}
+	scope, _ := volumeScope(node, paths.Shared != "")
+	p.ledger.mu.Lock()
+	defer p.ledger.mu.Unlock()
+	budgets, err := p.budgets(paths, node, scope, roots, "")
+	if err != nil {
+		return 0, 0, false, err
+	}
+	for _, b := range budgets {
+		if !b.known() {
+			return 0, 0, false, nil
+		}
+		largest = max(largest, b.left())
+		total += b.left()
+	}
+	return largest, total, true, nil
+}
+
+// ServedNodes are the nodes this instance makes volumes of class on: its
+// own, or with helper pods every node the configuration names or a PV of
+// this provisioner is on.
+func (p *Provisioner) ServedNodes(class string) ([]string, error) {
+	paths, err := p.Paths().ForClass(class)
+	if err != nil {
+		return nil, err
+	}
+	return p.servedNodes(paths), nil
+}

@@ -226,3 +226,18 @@ hostpath_path_capacity_bytes{node=%[1]q,path=%[3]q} %[7]d
 		t.Error(err)
 	}
 }
+
+// TestNodeRoom: what a node offers a class is its paths' room: the largest
+// and the sum.
+func TestNodeRoom(t *testing.T) {
+	pvs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	p, _ := budgetProvisioner(t, pvs, 10, 5)
+	provision(t, p, sized("a", "4Gi")) // on the 10Gi path: 6Gi and 5Gi left
+	largest, total, known, err := p.NodeRoom("hostpath", node)
+	if err != nil || !known || largest != 6<<30 || total != 11<<30 {
+		t.Errorf("NodeRoom = %d, %d, %v, %v; want 6Gi, 11Gi, known", largest, total, known, err)
+	}
+	if nodes, err := p.ServedNodes("hostpath"); err != nil || len(nodes) != 1 || nodes[0] != node {
+		t.Errorf("ServedNodes = %v, %v; want [%s]", nodes, err, node)
+	}
+}
