@@ -102,8 +102,8 @@ func (p *Provisioner) capacityOf(paths *PathMap, node, root string) (int64, stri
 }
 
 // allocated sums, for each of roots, the capacity of the PVs of ours on it
-// and the holds of scope other than except's; it ends the holds the PVs
-// now show.
+// and the holds of scope, leaving out the PV named except and its hold; it
+// ends the holds the PVs now show.
 func (p *Provisioner) allocated(scope string, roots []string, except string) (map[string]int64, error) {
 	out := map[string]int64{}
 	pvs, err := p.listVolumes()
@@ -118,7 +118,7 @@ func (p *Provisioner) allocated(scope string, roots []string, except string) (ma
 		}
 		size := volumeCapacity(pv)
 		cached[pv.Name] = size
-		if r := rootUnder(roots, volumePathOf(pv)); r != "" {
+		if r := rootUnder(roots, volumePathOf(pv)); r != "" && pv.Name != except {
 			out[r] += size
 		}
 	}
@@ -310,4 +310,36 @@ func (p *Provisioner) ServedNodes(class string) ([]string, error) {
 		return nil, err
 	}
 	return p.servedNodes(paths), nil
+}
+
+// holdExpansion checks that pv's volume can grow to newBytes on its path
+// and holds the increase there until the PV shows it; ErrNoRoom names the
+// numbers when it cannot.
+func (p *Provisioner) holdExpansion(pv *corev1.PersistentVolume, newBytes int64) error {
+	node, shared := pv.Annotations[AnnNode], pv.Annotations[AnnShared] == "true"
+	paths, err := p.Paths().ForClass(pv.Spec.StorageClassName)
+	if err != nil {
+		return err
+	}
+	roots, _ := paths.PathsFor(node)
+	root := rootUnder(roots, volumePathOf(pv))
+	if root == "" {
+		return fmt.Errorf("the volume's path %s is under no path of node %s in the configuration (%v)", quoted(volumePathOf(pv)), node, roots)
+	}
+	scope, _ := volumeScope(node, shared)
+	p.ledger.mu.Lock()
+	defer p.ledger.mu.Unlock()
+	budgets, err := p.budgets(paths, node, scope, []string{root}, pv.Name)
+	if err != nil {
+		return err
+	}
+	if b := budgets[0]; b.known() && b.left() < newBytes {
+		where := "node " + node
+		if shared {
+			where = "the shared file system"
+		}
+		return fmt.Errorf("%w on %s to grow %s to %s: %s, besides this volume", ErrNoRoom, where, pv.Name, bytesString(newBytes), b)
+	}
+	p.holdLocked(scope, pv.Name, hold{roots: []string{root}, bytes: newBytes - volumeCapacity(pv), until: newBytes})
+	return nil
 }

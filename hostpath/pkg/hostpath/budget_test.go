@@ -241,3 +241,32 @@ func TestNodeRoom(t *testing.T) {
 		t.Errorf("ServedNodes = %v, %v; want [%s]", nodes, err, node)
 	}
 }
+
+// TestBudgetExpansion: a volume grows while its path has the room besides
+// it; the increase is held until the PV shows it, so a new claim cannot
+// take it meanwhile.
+func TestBudgetExpansion(t *testing.T) {
+	pvs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	p, d := budgetProvisioner(t, pvs, 10)
+	pv := provision(t, p, sized("a", "4Gi"))
+	if err := pvs.Add(pv); err != nil {
+		t.Fatal(err)
+	}
+	err := p.holdExpansion(pv, 11<<30)
+	want := fmt.Sprintf("no room on node %s to grow %s to 11Gi: %s has 10Gi left of 10Gi (its capacity in the configuration), besides this volume", node, pv.Name, d[0])
+	if !errors.Is(err, ErrNoRoom) || err.Error() != want {
+		t.Errorf("growing 4Gi to 11Gi in 10Gi: %v, want %q", err, want)
+	}
+	if err := p.holdExpansion(pv, 9<<30); err != nil {
+		t.Fatalf("growing 4Gi to 9Gi in 10Gi: %v", err)
+	}
+	if _, _, err := p.Provision(t.Context(), sized("b", "2Gi")); !errors.Is(err, ErrNoRoom) {
+		t.Errorf("a 2Gi claim while 9Gi of 10Gi are promised: %v, want ErrNoRoom", err)
+	}
+	grown := pv.DeepCopy()
+	grown.Spec.Capacity[corev1.ResourceStorage] = resource.MustParse("9Gi")
+	if err := pvs.Update(grown); err != nil {
+		t.Fatal(err)
+	}
+	provision(t, p, sized("c", "1Gi")) // 9Gi + 1Gi: the hold ended, nothing counts twice
+}
