@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/hostpath/pkg/hostpath"
+	"github.com/kubeprov/external-storage/hostpath/pkg/resize"
 	"github.com/kubeprov/external-storage/lib/cli"
 	"github.com/kubeprov/external-storage/lib/controller"
 	"github.com/kubeprov/external-storage/lib/httpendpoint"
@@ -71,15 +72,45 @@ func (o *Options) Run(ctx context.Context) error {
 		Controller: []controller.Option{controller.WithInformerFactory(factory)},
 		Registry:   registry,
 	}
+	if o.EnableResizer {
+		task, err := o.resizeTask(ctx, clients, p)
+		if err != nil {
+			return err
+		}
+		ro.Controller = append(ro.Controller, controller.WithActiveTask(task))
+	}
 	if o.NodeLocal {
 		// Instances on different nodes run side by side, each with its own
 		// in-flight operations: they must not share one journal.
 		ro.Controller = append(ro.Controller, controller.WithJournal(o.Namespace(), controller.JournalName(o.Provisioner, o.NodeName)))
 	}
 	klog.FromContext(ctx).Info("Starting", "provisioner", o.Provisioner, "node", o.NodeName, "pvDir", o.PVDir, "config", o.Config,
-		"dirMode", fmt.Sprintf("%#o", uint32(o.DirMode)), "nodeLocal", o.NodeLocal, "helperPods", o.HelperPods)
+		"dirMode", fmt.Sprintf("%#o", uint32(o.DirMode)), "nodeLocal", o.NodeLocal, "helperPods", o.HelperPods, "resizer", o.EnableResizer)
 	klog.FromContext(ctx).Info("Volume sizes are accounted, not enforced: each claim must fit its path's budget (pathCapacity, or the filesystem's size), but a pod can write more than its request")
 	return o.Common.Run(ctx, clients, o.Provisioner, p, ro)
+}
+
+// resizeTask returns the resizer of the volumes p owns, as a task of the
+// active instance: with leader election only the leader resizes; with
+// --node-local every node's instance resizes its node's volumes. Its
+// informers are its own: the controller's cache leaves bound claims out.
+func (o *Options) resizeTask(ctx context.Context, clients *cli.Clients, p *hostpath.Provisioner) (func(context.Context), error) {
+	instance, err := os.Hostname()
+	if err != nil || instance == "" {
+		instance = o.NodeName
+	}
+	r, err := resize.New(clients.Kube, resize.NewInformerFactory(clients.Kube, controller.DefaultResyncPeriod), p,
+		resize.NewEventRecorder(ctx, clients.Events, o.Provisioner, instance),
+		resize.WithProvisionerNames(o.Provisioner), resize.WithRetryInterval(o.RetryIntervalStart, o.RetryIntervalMax),
+		resize.WithExpandTimeout(o.Timeout))
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) {
+		if err := r.Run(ctx, o.WorkerThreads); err != nil {
+			klog.FromContext(ctx).Error(err, "Resizer failed")
+		}
+	}, nil
 }
 
 // checkPVDir fails readiness while --pv-dir is not a directory (for example

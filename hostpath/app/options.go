@@ -24,6 +24,9 @@ import (
 const (
 	DefaultProvisioner = "kubeprov.io/hostpath"
 	DefaultPVDir       = "/tmp/hostpath-provisioner"
+	// DefaultEnableResizer: the provisioner expands its volumes; a
+	// StorageClass's allowVolumeExpansion decides whether claims may ask.
+	DefaultEnableResizer = true
 )
 
 // Options are the flags of hostpath-provisioner.
@@ -44,6 +47,7 @@ type Options struct {
 	HelperPodsPerNS      int
 	HelperNodeSelector   map[string]string
 	HelperTolerations    []string
+	EnableResizer        bool
 }
 
 // NewOptions returns the options with their defaults.
@@ -57,6 +61,7 @@ func NewOptions() *Options {
 		HelperTimeout:        hostpath.DefaultHelperTimeout,
 		HelperPullPolicy:     string(corev1.PullIfNotPresent),
 		HelperPodsPerNS:      hostpath.DefaultHelperPodsPerNamespace,
+		EnableResizer:        DefaultEnableResizer,
 	}
 }
 
@@ -88,6 +93,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"nodeSelector of helper pods (key=value,...): a claim whose selected node lacks these labels gets a Warning event and no pod.")
 	fs.StringArrayVar(&o.HelperTolerations, "helper-toleration", o.HelperTolerations,
 		"A taint helper pods tolerate, as KEY[=VALUE][:EFFECT] (repeat the flag for more); none by default: a node with a NoSchedule or NoExecute taint not listed (control-plane nodes) gets no helper pod.")
+	fs.BoolVar(&o.EnableResizer, "enable-resizer", o.EnableResizer,
+		"Expand the volumes of bound claims whose request grows (StorageClasses with allowVolumeExpansion: true), as the external resizer kube-controller-manager waits for; with leader election only the leader resizes.")
 }
 
 // Validate checks the flags, naming the flag at fault.

@@ -627,11 +627,10 @@ func nodeAffinity(key, value string) *corev1.VolumeNodeAffinity {
 
 // Delete removes the directory of a released volume of this node.
 func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
-	shared := pv.Annotations[AnnShared] == "true" && !p.cfg.NodeLocal
-	if node := pv.Annotations[AnnNode]; node != p.cfg.Node && !shared && !p.anyNode {
+	node := pv.Annotations[AnnNode]
+	if !p.servesVolume(pv) {
 		return controller.Ignore("volume %s is on node %q, this instance serves node %s", pv.Name, node, p.cfg.Node)
 	}
-	node := pv.Annotations[AnnNode]
 	rel, err := volumeRel(pv)
 	if err != nil {
 		return err

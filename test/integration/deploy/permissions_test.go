@@ -63,6 +63,10 @@ var libPermissions = []permission{
 // permissions per provisioner directory, on top of libPermissions.
 var permissions = map[string][]permission{
 	"hostpath": {
+		{group: "", resource: "persistentvolumes", verbs: []string{"patch"}, scope: cluster, unless: "--enable-resizer=false",
+			why: "hostpath/pkg/resize sync.go setVolumeCapacity: the expanded volume's new spec.capacity"},
+		{group: "", resource: "persistentvolumeclaims/status", verbs: []string{"patch"}, scope: cluster, unless: "--enable-resizer=false",
+			why: "hostpath/pkg/resize sync.go patchClaimStatus: allocatedResources, allocatedResourceStatuses, conditions and capacity of a resized claim"},
 		{group: "", resource: "pods", verbs: []string{"get", "list", "watch", "create", "delete"}, scope: own, when: "--helper-pods",
 			why: "hostpath/pkg/hostpath helper.go: one helper pod per mkdir or rm on a node; hostpath/app command.go: get the own pod for its image"},
 		{group: "", resource: "nodes", verbs: []string{"get"}, scope: cluster, when: "--helper-pods",

@@ -36,7 +36,7 @@ const deployDir = "../../../hostpath/deploy"
 // TestManifests installs each mode from deploy/ as a user would and runs
 // the binary with its workload's own arguments and environment, as its
 // ServiceAccount: the least-privilege RBAC must be enough for provisioning,
-// events, the journal and leader election. Then it applies deploy/example
+// expansion, events, the journal and leader election. Then it applies deploy/example
 // and follows the claim from Bound to deleted.
 func TestManifests(t *testing.T) {
 	for _, tc := range []struct {
@@ -91,6 +91,9 @@ func TestManifests(t *testing.T) {
 			if _, err := framework.WaitForEvent(ctx, cp.Client, pvc, "ProvisioningSucceeded"); err != nil {
 				t.Error(err)
 			}
+			// Expansion, through the ServiceAccount's RBAC, once the class allows it.
+			allowExpansion(ctx, t, *pvc.Spec.StorageClassName)
+			expandClaim(ctx, t, pvc.Namespace, pvc.Name, "2Gi")
 			// What the example pod does, as the user it runs as.
 			writeAs(t, *user.Spec.Containers[0].SecurityContext.RunAsUser, filepath.Join(pv.Spec.HostPath.Path, "SUCCESS"))
 
