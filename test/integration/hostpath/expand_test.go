@@ -120,3 +120,40 @@ func allowExpansion(ctx context.Context, t *testing.T, class string) {
 		t.Fatal(err)
 	}
 }
+
+// TestExpandBeyondBudget: a claim asking to grow past its path's budget
+// gets a VolumeResizeFailed Warning with the numbers and the resize status
+// Kubernetes expects (ControllerResizeInfeasible, the PV untouched); the
+// user lowers the request to what fits and the volume grows to it; the
+// grown volume counts against the budget.
+func TestExpandBeyondBudget(t *testing.T) {
+	ctx := framework.TestContext(t, 2*time.Minute)
+	e := setup(t, "expand-budget", func(sc *storagev1.StorageClass) { sc.AllowVolumeExpansion = ptr.To(true) })
+	startProvisioner(t, e.env(), e.args(node, "--config="+budgetConfig(t, e.pvDir, "3Gi"))...)
+	e.createPVC(t, "a", nil)
+	e.createPVC(t, "b", nil)
+	pv := bound(ctx, t, e.ns, "a")
+	bound(ctx, t, e.ns, "b")
+
+	patch := `{"spec":{"resources":{"requests":{"storage":"3Gi"}}}}`
+	if _, err := cp.Client.CoreV1().PersistentVolumeClaims(e.ns).Patch(ctx, "a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "a"}}
+	waitForWarning(ctx, t, claim, fmt.Sprintf("no room on node %s to grow %s to 3Gi: %s has 2Gi left of 3Gi (its capacity in the configuration), besides this volume", node, pv.Name, e.pvDir))
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := cp.Client.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, "a", metav1.GetOptions{})
+		return err == nil && c.Status.AllocatedResourceStatuses[corev1.ResourceStorage] == corev1.PersistentVolumeClaimControllerResizeInfeasible, nil
+	})
+	if err != nil {
+		t.Errorf("claim a: resize status not %s", corev1.PersistentVolumeClaimControllerResizeInfeasible)
+	}
+	if got := volume(ctx, t, pv.Name).Spec.Capacity[corev1.ResourceStorage]; got.String() != "1Gi" {
+		t.Errorf("PV %s: capacity %s after a refused resize, want 1Gi", pv.Name, got.String())
+	}
+
+	// Lowered to what fits, as RecoverVolumeExpansionFailure allows.
+	expandClaim(ctx, t, e.ns, "a", "2Gi")
+	c := e.createPVC(t, "c", nil)
+	waitForWarning(ctx, t, c, fmt.Sprintf("no room on node %s for a request of 1Gi: %s has 0 left of 3Gi", node, e.pvDir))
+}
