@@ -176,6 +176,7 @@ func main() {
 	flag.DurationVar(&c.cpuProfileFor, "cpuprofile-for", 20*time.Second, "length of each -cpuprofile profile, in whole seconds")
 	flag.IntVar(&c.inflight, "inflight", 0, "lib only: claims a slow backend keeps \"in background\" (-inflight-hold) while 100 more claims are measured (0 skips it)")
 	flag.DurationVar(&c.inflightHold, "inflight-hold", 90*time.Second, "lib only: how long the slow backend takes for each of -inflight's claims")
+	budgetClaims := flag.Int("budget", 0, "instead of the other measurements: hostpath-provisioner's budgets, this many claims over 4 node-local instances of 2 paths, with and without pathCapacity (see budget.go)")
 	flag.Parse()
 	var err error
 	if c.backends, err = all.Parse(backends, libName); err == nil && len(c.backends) == 0 {
@@ -196,7 +197,11 @@ func main() {
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err = run(ctx, c, os.Stdout)
+	if *budgetClaims > 0 {
+		err = runBudget(ctx, c, *budgetClaims, os.Stdout)
+	} else {
+		err = run(ctx, c, os.Stdout)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
