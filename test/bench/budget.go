@@ -49,7 +49,7 @@ type budgetRun struct {
 
 // runBudget measures both modes and prints their table.
 func runBudget(ctx context.Context, c config, n int, out io.Writer) error {
-	fmt.Fprintf(out, "# Budget benchmark\n\n%s\n\n", machine(c))
+	fmt.Fprintf(out, "# Budget benchmark\n\n%s\n\n", machineWith(c, fmt.Sprintf("hostpath-provisioner --node-local, %d instances, on one control plane per mode", budgetNodes)))
 	var runs []budgetRun
 	for _, budgets := range []bool{true, false} {
 		r, err := measureBudget(ctx, c, n, budgets)

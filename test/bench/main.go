@@ -354,6 +354,17 @@ func measure(ctx context.Context, name string, c config, out io.Writer) (*result
 
 // machine describes where the numbers come from.
 func machine(c config) string {
+	provisioners := "test/cmd/faultprovisioner (lib's controller with an in-memory provisioner)"
+	if !c.libOnly() {
+		provisioners = "each on a control plane of its own: " + strings.Join(c.backends, ", ") +
+			" (lib: test/cmd/faultprovisioner, lib's controller with an in-memory provisioner; the others: the project's binaries with their real storage, see test/backend)"
+	}
+	return machineWith(c, provisioners)
+}
+
+// machineWith describes the machine and the control plane the provisioners
+// described run on.
+func machineWith(c config, provisioners string) string {
 	model := "unknown CPU"
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
@@ -369,11 +380,6 @@ func machine(c config) string {
 			kb, _ := strconv.ParseFloat(f[1], 64)
 			mem = fmt.Sprintf(", %.0f GiB", kb/1024/1024)
 		}
-	}
-	provisioners := "test/cmd/faultprovisioner (lib's controller with an in-memory provisioner)"
-	if !c.libOnly() {
-		provisioners = "each on a control plane of its own: " + strings.Join(c.backends, ", ") +
-			" (lib: test/cmd/faultprovisioner, lib's controller with an in-memory provisioner; the others: the project's binaries with their real storage, see test/backend)"
 	}
 	return fmt.Sprintf("Machine: %d cores (%s)%s, %s. Real etcd, kube-apiserver and kube-controller-manager v1.36.3 on loopback "+
 		"(kube-controller-manager at --kube-api-qps=%d so that its binder does not mask the provisioner). "+
