@@ -454,14 +454,14 @@ func TestChartsShareHelpers(t *testing.T) {
 // renderedConfig is the config.json a render holds, as the binary reads it.
 func renderedConfig(t *testing.T, objs []*unstructured.Unstructured) *hostpath.PathMap {
 	t.Helper()
-	for _, o := range ofKind(objs, "ConfigMap") {
-		data, _, _ := unstructured.NestedString(o.Object, "data", "config.json")
-		m, err := hostpath.ParseConfig([]byte(data))
-		if err != nil {
-			t.Fatalf("config.json the chart renders:\n%s\nis refused: %v", data, err)
-		}
-		return m
+	maps := ofKind(objs, "ConfigMap")
+	if len(maps) == 0 {
+		t.Fatal("no ConfigMap rendered")
 	}
-	t.Fatal("no ConfigMap rendered")
-	return nil
+	data, _, _ := unstructured.NestedString(maps[0].Object, "data", "config.json")
+	m, err := hostpath.ParseConfig([]byte(data))
+	if err != nil {
+		t.Fatalf("config.json the chart renders:\n%s\nis refused: %v", data, err)
+	}
+	return m
 }
