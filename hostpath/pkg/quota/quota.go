@@ -160,8 +160,8 @@ func limit(fd int, full string, limitBytes int64) error {
 // Used is the bytes the subvolume rel under root references: its data and
 // its own metadata, what the limit is compared with. btrfs updates the
 // number when it commits a transaction (every 30 s by default, the commit=
-// mount option, or on sync), so it lags writes by up to that; after a
-// subvolume is made it may read 0 or be missing until the first commit.
+// mount option, a sync, or an fsync that commits), so it may lag writes
+// by up to that; a new subvolume reads 0.
 // While quotas are marked inconsistent (after enabling them on a full
 // filesystem, until their rescan ends) it is wrong.
 func Used(root, rel string) (int64, error) {
@@ -218,10 +218,10 @@ func Remove(root, rel string) error {
 
 // dropQgroup removes qgroup 0/id of a deleted subvolume once it counts no
 // bytes. Right after the delete it still counts the subvolume's until the
-// cleaner thread has dropped it and a transaction committed: kernels since
-// 6.8 or so then remove it themselves, and refuse to remove it before
-// (EBUSY, seen on 6.18); some earlier ones removed it with a warning and
-// marked every qgroup's numbers inconsistent until a rescan. So it is
+// cleaner thread has dropped it and a transaction committed: recent
+// kernels then remove it themselves, and refuse to remove it before
+// (EBUSY; both seen on 6.18); some earlier ones removed it with a warning
+// and marked every qgroup's numbers inconsistent until a rescan. So it is
 // removed only when empty, and otherwise left to the kernel; a kernel that
 // leaves it keeps an empty qgroup of an id never used again, which limits
 // nothing.
