@@ -135,6 +135,35 @@ func inExistingParent(root, rel string, f func(parent int, leaf string) error) e
 	return f(parent, leaf)
 }
 
+// OpenParent opens the directory that holds rel's last component under
+// root, each component reached without following a link, and returns its
+// file descriptor (the caller closes it) with that last component. It is
+// for operations this package does not make, such as a filesystem's own
+// ioctls on a directory, which must act on the directory reached here and
+// not on whatever the path names by the time they run. With o, missing
+// parents are made as MkdirAll makes them (o.ParentMode; existing ones
+// must not be writable by others unless o.AnyParents); with o nil, a
+// missing parent is fs.ErrNotExist.
+func OpenParent(root, rel string, o *MkdirOptions) (fd int, leaf string, err error) {
+	if err := pathpattern.ValidateRelative(rel); err != nil {
+		return -1, "", err
+	}
+	return openParent(root, rel, o)
+}
+
+// Open opens rel under root as a directory without following a link in
+// any component, rel itself included (ErrSymlink, ErrNotDir; a missing
+// component is fs.ErrNotExist), and returns its file descriptor, which the
+// caller closes.
+func Open(root, rel string) (int, error) {
+	parent, leaf, err := OpenParent(root, rel, nil)
+	if err != nil {
+		return -1, err
+	}
+	defer closeFD(parent)
+	return openAt(parent, leaf, rel)
+}
+
 // Check reports whether rel under root is reached without a link: each
 // existing component a directory, none a link (ErrSymlink, ErrNotDir). A
 // missing component ends the walk without error: what a program then

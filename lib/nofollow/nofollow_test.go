@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -173,5 +174,49 @@ func TestModeBitsAndRename(t *testing.T) {
 	}
 	if !exists(filepath.Join(victim, "v")) {
 		t.Error("renamed what the link points at")
+	}
+}
+
+func TestOpenParentAndOpenNeverFollowLinks(t *testing.T) {
+	root := t.TempDir()
+	outside := t.TempDir()
+	mkdir(t, filepath.Join(root, "a"), 0o755)
+	if err := os.Symlink(outside, filepath.Join(root, "a/x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := OpenParent(root, "a/x/new", &MkdirOptions{ParentMode: 0o755}); !errors.Is(err, ErrSymlink) {
+		t.Errorf("OpenParent through a link = %v; want ErrSymlink", err)
+	}
+	if _, err := Open(root, "a/x"); !errors.Is(err, ErrSymlink) {
+		t.Errorf("Open of a link = %v; want ErrSymlink", err)
+	}
+	if _, err := Open(root, "a/missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open of a missing directory = %v; want fs.ErrNotExist", err)
+	}
+	if _, _, err := OpenParent(root, "b/c/d", nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("OpenParent without options, parent missing = %v; want fs.ErrNotExist", err)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("something was made through the link: %v", entries)
+	}
+
+	fd, leaf, err := OpenParent(root, "b/c/d", &MkdirOptions{ParentMode: 0o750})
+	if err != nil {
+		t.Fatalf("OpenParent = %v", err)
+	}
+	defer func() { _ = syscall.Close(fd) }()
+	if leaf != "d" {
+		t.Errorf("leaf = %q; want d", leaf)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.Stat(filepath.Join(root, "b/c"))
+	if err != nil || st.Ino != want.Sys().(*syscall.Stat_t).Ino || want.Mode().Perm() != 0o750 {
+		t.Errorf("OpenParent opened inode %d; want b/c (%v, %v) with mode 0750", st.Ino, want, err)
+	}
+	if exists(filepath.Join(root, "b/c/d")) {
+		t.Error("OpenParent made the last component")
 	}
 }
