@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -64,6 +66,7 @@ func (o *Options) Run(ctx context.Context) error {
 			return fmt.Errorf("--pv-dir: %w", err)
 		}
 	}
+	enforcement := p.Enforcement()
 	go p.WatchConfig(ctx)
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(p.Collector())
@@ -86,7 +89,9 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	klog.FromContext(ctx).Info("Starting", "provisioner", o.Provisioner, "node", o.NodeName, "pvDir", o.PVDir, "config", o.Config,
 		"dirMode", fmt.Sprintf("%#o", uint32(o.DirMode)), "nodeLocal", o.NodeLocal, "helperPods", o.HelperPods, "resizer", o.EnableResizer)
-	klog.FromContext(ctx).Info("Volume sizes are accounted, not enforced: each claim must fit its path's budget (pathCapacity, or the filesystem's size), but a pod can write more than its request")
+	for _, path := range slices.Sorted(maps.Keys(enforcement)) {
+		klog.FromContext(ctx).Info("Volume sizes", "path", path, "are", enforcement[path])
+	}
 	return o.Common.Run(ctx, clients, o.Provisioner, p, ro)
 }
 

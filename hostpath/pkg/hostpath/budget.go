@@ -315,31 +315,31 @@ func (p *Provisioner) ServedNodes(class string) ([]string, error) {
 // holdExpansion checks that pv's volume can grow to newBytes on its path
 // and holds the increase there until the PV shows it; ErrNoRoom names the
 // numbers when it cannot.
-func (p *Provisioner) holdExpansion(pv *corev1.PersistentVolume, newBytes int64) error {
+func (p *Provisioner) holdExpansion(pv *corev1.PersistentVolume, newBytes int64) (root string, err error) {
 	node, shared := pv.Annotations[AnnNode], pv.Annotations[AnnShared] == "true"
 	paths, err := p.Paths().ForClass(pv.Spec.StorageClassName)
 	if err != nil {
-		return err
+		return "", err
 	}
 	roots, _ := paths.PathsFor(node)
-	root := rootUnder(roots, volumePathOf(pv))
+	root = rootUnder(roots, volumePathOf(pv))
 	if root == "" {
-		return fmt.Errorf("the volume's path %s is under no path of node %s in the configuration (%v)", quoted(volumePathOf(pv)), node, roots)
+		return "", fmt.Errorf("the volume's path %s is under no path of node %s in the configuration (%v)", quoted(volumePathOf(pv)), node, roots)
 	}
 	scope, _ := volumeScope(node, shared)
 	p.ledger.mu.Lock()
 	defer p.ledger.mu.Unlock()
 	budgets, err := p.budgets(paths, node, scope, []string{root}, pv.Name)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if b := budgets[0]; b.known() && b.left() < newBytes {
 		where := "node " + node
 		if shared {
 			where = "the shared file system"
 		}
-		return fmt.Errorf("%w on %s to grow %s to %s: %s, besides this volume", ErrNoRoom, where, pv.Name, bytesString(newBytes), b)
+		return "", fmt.Errorf("%w on %s to grow %s to %s: %s, besides this volume", ErrNoRoom, where, pv.Name, bytesString(newBytes), b)
 	}
 	p.holdLocked(scope, pv.Name, hold{roots: []string{root}, bytes: newBytes - volumeCapacity(pv), until: newBytes})
-	return nil
+	return root, nil
 }

@@ -252,12 +252,12 @@ func TestBudgetExpansion(t *testing.T) {
 	if err := pvs.Add(pv); err != nil {
 		t.Fatal(err)
 	}
-	err := p.holdExpansion(pv, 11<<30)
+	_, err := p.holdExpansion(pv, 11<<30)
 	want := fmt.Sprintf("no room on node %s to grow %s to 11Gi: %s has 10Gi left of 10Gi (its capacity in the configuration), besides this volume", node, pv.Name, d[0])
 	if !errors.Is(err, ErrNoRoom) || err.Error() != want {
 		t.Errorf("growing 4Gi to 11Gi in 10Gi: %v, want %q", err, want)
 	}
-	if err := p.holdExpansion(pv, 9<<30); err != nil {
+	if _, err := p.holdExpansion(pv, 9<<30); err != nil {
 		t.Fatalf("growing 4Gi to 9Gi in 10Gi: %v", err)
 	}
 	if _, _, err := p.Provision(t.Context(), sized("b", "2Gi")); !errors.Is(err, ErrNoRoom) {

@@ -48,7 +48,23 @@ type classPaths struct {
 	// SharedFileSystemCapacity is ours: the budget of the
 	// sharedFileSystemPath, a quantity such as "500Gi".
 	SharedFileSystemCapacity string `json:"sharedFileSystemCapacity"`
+	// EnforceCapacity is ours: whether volumes get a size limit equal to
+	// their request (EnforceAuto, EnforceAlways, EnforceNever).
+	EnforceCapacity string `json:"enforceCapacity"`
 }
+
+// The values of enforceCapacity.
+const (
+	// EnforceAuto, the default, limits each volume's size where its
+	// path's filesystem can (btrfs with quotas), and only accounts it
+	// elsewhere.
+	EnforceAuto = "auto"
+	// EnforceAlways refuses to make a volume on a path whose filesystem
+	// cannot limit it.
+	EnforceAlways = "always"
+	// EnforceNever makes plain directories everywhere.
+	EnforceNever = "never"
+)
 
 type nodePaths struct {
 	Node  string   `json:"node"`
@@ -69,7 +85,9 @@ type PathMap struct {
 	// DefaultNode) and path; sharedCapacity is Shared's (0: none).
 	capacities     map[string]map[string]int64
 	sharedCapacity int64
-	classes        map[string]*PathMap
+	// Enforce is enforceCapacity, EnforceAuto when not given.
+	Enforce string
+	classes map[string]*PathMap
 	// Scripts are local-path's setup and teardown, if configured: the
 	// same for every class.
 	Scripts *Scripts
@@ -86,7 +104,7 @@ func (m *PathMap) setScripts(s *Scripts) {
 
 // SinglePath is the configuration of --pv-dir alone: one path on every node.
 func SinglePath(dir string) *PathMap {
-	return &PathMap{nodes: map[string][]string{DefaultNode: {filepath.Clean(dir)}}}
+	return &PathMap{nodes: map[string][]string{DefaultNode: {filepath.Clean(dir)}}, Enforce: EnforceAuto}
 }
 
 // ForClass returns the paths of the volumes of StorageClass class: its
@@ -159,7 +177,7 @@ func ParseConfig(data []byte) (*PathMap, error) {
 	var fc fileConfig
 	if err := dec.Decode(&fc); err != nil {
 		if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return nil, fmt.Errorf("%w: unknown key %s: hostpath-provisioner understands nodePathMap (node, paths, pathCapacity), sharedFileSystemPath, sharedFileSystemCapacity, storageClassConfigs, setupCommand, teardownCommand and cmdTimeoutSeconds", ErrConfig, field)
+			return nil, fmt.Errorf("%w: unknown key %s: hostpath-provisioner understands nodePathMap (node, paths, pathCapacity), sharedFileSystemPath, sharedFileSystemCapacity, enforceCapacity, storageClassConfigs, setupCommand, teardownCommand and cmdTimeoutSeconds", ErrConfig, field)
 		}
 		return nil, fmt.Errorf("%w: not valid JSON: %w", ErrConfig, err)
 	}
@@ -176,6 +194,9 @@ func ParseConfig(data []byte) (*PathMap, error) {
 	}
 	if len(fc.NodePathMap) > 0 || fc.SharedFileSystemPath != "" {
 		return nil, fmt.Errorf("%w: storageClassConfigs excludes a top-level nodePathMap and sharedFileSystemPath: set nodePathMap to [], and move the paths into the classes' entries", ErrConfig)
+	}
+	if fc.SharedFileSystemCapacity != "" || fc.EnforceCapacity != "" {
+		return nil, fmt.Errorf("%w: with storageClassConfigs, sharedFileSystemCapacity and enforceCapacity go into the classes' entries", ErrConfig)
 	}
 	if len(fc.StorageClassConfigs) == 0 {
 		return nil, fmt.Errorf("%w: storageClassConfigs is empty: give an entry per StorageClass, or remove it and set nodePathMap", ErrConfig)
@@ -196,6 +217,30 @@ func ParseConfig(data []byte) (*PathMap, error) {
 // parsePaths checks one nodePathMap or sharedFileSystemPath; where prefixes
 // its messages.
 func parsePaths(cp classPaths, where string) (*PathMap, []error) {
+	m, errs := parseLocations(cp, where)
+	enforce, err := parseEnforce(cp.EnforceCapacity)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s%w", where, err))
+	}
+	if m != nil {
+		m.Enforce = enforce
+	}
+	return m, errs
+}
+
+// parseEnforce reads enforceCapacity; empty is EnforceAuto.
+func parseEnforce(v string) (string, error) {
+	switch v {
+	case "":
+		return EnforceAuto, nil
+	case EnforceAuto, EnforceAlways, EnforceNever:
+		return v, nil
+	}
+	return "", fmt.Errorf("enforceCapacity %q must be %s, %s or %s", v, EnforceAuto, EnforceAlways, EnforceNever)
+}
+
+// parseLocations checks one nodePathMap or sharedFileSystemPath.
+func parseLocations(cp classPaths, where string) (*PathMap, []error) {
 	if cp.SharedFileSystemPath != "" {
 		if len(cp.NodePathMap) > 0 {
 			return nil, []error{fmt.Errorf("%snodePathMap and sharedFileSystemPath exclude each other: set nodePathMap to [] to use sharedFileSystemPath", where)}

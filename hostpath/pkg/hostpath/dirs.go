@@ -40,6 +40,9 @@ type CreateRequest struct {
 	MustBeEmpty bool
 	// Scripts, if set, make it: the setup script (helper pods only).
 	Scripts *Scripts
+	// Enforce is the configuration's enforceCapacity; empty makes a
+	// plain directory, as EnforceNever does.
+	Enforce string
 }
 
 // Dirs creates and removes volume directories on nodes. LocalDirs does it in
@@ -127,7 +130,7 @@ func (d LocalDirs) Create(_ context.Context, r CreateRequest) (string, error) {
 		return "", fmt.Errorf("%w on node %s: the claim requests %d bytes, %s has %d bytes free (the most of %v)",
 			ErrInsufficientSpace, r.Node, r.SizeBytes, root, best, r.Roots)
 	}
-	return root, makeDir(root, r.Rel, r.Mode, r.MustBeEmpty)
+	return root, makeVolume(root, r)
 }
 
 // makeDir creates rel under root, and any missing parents, without
@@ -176,14 +179,18 @@ func (LocalDirs) Remove(_ context.Context, req RemoveRequest) error {
 	if err := scriptsNeedHelperPods(req.Scripts); err != nil {
 		return err
 	}
-	return removeDir(req.Root, req.Rel)
+	return removeVolume(req.Root, req.Rel)
 }
 
 // removeDir removes rel under root without following a symbolic link in
 // any component: a link in rel's place or inside it is removed as a link,
 // a link in a parent is an error and nothing is removed.
 func removeDir(root, rel string) error {
-	err := nofollow.RemoveAll(root, rel)
+	return removeError(nofollow.RemoveAll(root, rel))
+}
+
+// removeError says what to do about a removal refused for a link.
+func removeError(err error) error {
 	if errors.Is(err, nofollow.ErrSymlink) {
 		return fmt.Errorf("%w; symbolic links are never followed (a pod may have replaced a directory by one): nothing was removed; remove the volume's data yourself, then delete the PersistentVolume", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -35,17 +36,29 @@ func (p *Provisioner) servesVolume(pv *corev1.PersistentVolume) bool {
 
 // ExpandVolume implements resize.Expander: the volume's path must have the
 // room for the new size besides the volume itself (holdExpansion, which
-// holds it until the PV shows the new capacity); a directory needs nothing
-// else to grow while sizes are not enforced.
+// holds it until the PV shows the new capacity), and a volume made with a
+// size limit gets the new size as its limit.
 func (p *Provisioner) ExpandVolume(_ context.Context, pv *corev1.PersistentVolume, newBytes int64) error {
 	if !p.OwnsVolume(pv) {
 		return fmt.Errorf("volume %s is not served by this instance (node %s)", pv.Name, p.cfg.Node)
 	}
-	if err := p.holdExpansion(pv, newBytes); err != nil {
+	root, err := p.holdExpansion(pv, newBytes)
+	if err != nil {
 		if errors.Is(err, ErrNoRoom) {
 			return fmt.Errorf("%w: %w", resize.ErrDoesNotFit, err)
 		}
 		return err
+	}
+	limiter, ok := p.cfg.Dirs.(Limiter)
+	if !ok {
+		return nil
+	}
+	rel, err := volumeRel(pv)
+	if err != nil {
+		return err
+	}
+	if err := limiter.SetLimit(root, rel, newBytes); err != nil {
+		return fmt.Errorf("raising the size limit of %s to %s: %w", filepath.Join(root, rel), bytesString(newBytes), err)
 	}
 	return nil
 }

@@ -344,7 +344,7 @@ func (p *Provisioner) createDir(ctx context.Context, o controller.ProvisionOptio
 	size := o.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
 	root, err := p.cfg.Dirs.Create(ctx, CreateRequest{
 		Node: node, PV: o.PVName, Namespace: o.PVC.Namespace, Roots: roots, Rel: vp.rel, Mode: p.cfg.DirMode, SizeBytes: size.Value(), MustBeEmpty: mustBeEmpty(vp),
-		Scripts: paths.Scripts,
+		Scripts: paths.Scripts, Enforce: paths.Enforce,
 	})
 	path := filepath.Join(root, vp.rel)
 	for _, c := range candidates {
@@ -442,6 +442,10 @@ func (p *Provisioner) parse(o controller.ProvisionOptions, paths *PathMap) (volu
 			return vp, err
 		}
 		vp.rel = o.PVName
+	}
+	if _, ok := p.cfg.Dirs.(Limiter); !ok && paths.Enforce == EnforceAlways {
+		return vp, fmt.Errorf("%w: enforceCapacity is %q, and helper pods make plain directories (they run without the privilege btrfs limits need): set enforceCapacity to %q, or run the provisioner on each node (--node-local)",
+			ErrCannotEnforce, EnforceAlways, EnforceAuto)
 	}
 	// Claims with a data source never get here either: the controller
 	// refuses them for provisioners that are no DataSourceProvisioner.

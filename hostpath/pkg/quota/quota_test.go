@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kubeprov/external-storage/hostpath/pkg/quota/quotatest"
 	"github.com/kubeprov/external-storage/lib/nofollow"
 )
 
@@ -32,7 +32,6 @@ func TestIoctlABI(t *testing.T) {
 		"btrfs_ioctl_ino_lookup_args":    {unsafe.Sizeof(inoLookupArgs{}), 4096},
 		"btrfs_ioctl_search_key":         {unsafe.Sizeof(searchKey{}), 104},
 		"btrfs_ioctl_search_args":        {unsafe.Sizeof(searchArgs{}), 4096},
-		"btrfs_ioctl_quota_ctl_args":     {unsafe.Sizeof(quotaCtlArgs{}), 16},
 		"qgroupLimitArgs.lim offset":     {unsafe.Offsetof(qgroupLimitArgs{}.lim), 8},
 		"searchKey.minType offset":       {unsafe.Offsetof(searchKey{}.minType), 56},
 		"searchKey.nrItems offset":       {unsafe.Offsetof(searchKey{}.nrItems), 64},
@@ -49,7 +48,6 @@ func TestIoctlABI(t *testing.T) {
 		"BTRFS_IOC_SNAP_DESTROY":  {iocSnapDestroy, 0x5000940f},
 		"BTRFS_IOC_TREE_SEARCH":   {iocTreeSearch, 0xd0009411},
 		"BTRFS_IOC_INO_LOOKUP":    {iocInoLookup, 0xd0009412},
-		"BTRFS_IOC_QUOTA_CTL":     {iocQuotaCtl, 0xc0109428},
 		"BTRFS_IOC_QGROUP_CREATE": {iocQgroupCreate, 0x4010942a},
 		"BTRFS_IOC_QGROUP_LIMIT":  {iocQgroupLimit, 0x8030942b},
 	} {
@@ -60,8 +58,8 @@ func TestIoctlABI(t *testing.T) {
 }
 
 func TestProbe(t *testing.T) {
-	withQuota := mountBtrfs(t, true)
-	without := mountBtrfs(t, false)
+	withQuota := quotatest.MountBtrfs(t, true)
+	without := quotatest.MountBtrfs(t, false)
 	other := t.TempDir()
 	cases := []struct {
 		dir, kind, reason string
@@ -89,7 +87,7 @@ func TestProbe(t *testing.T) {
 
 // A pod writing past its claim gets EDQUOT; an expanded claim gets the room.
 func TestLimitIsEnforcedAndRaised(t *testing.T) {
-	root := mountBtrfs(t, true)
+	root := quotatest.MountBtrfs(t, true)
 	if err := Create(root, "ns/vol", 0o777, 16*mib); err != nil {
 		t.Fatalf("Create = %v", err)
 	}
@@ -119,7 +117,7 @@ func TestLimitIsEnforcedAndRaised(t *testing.T) {
 // Provision is repeated after restarts: an existing subvolume is success
 // and gets the limit and mode asked for; a plain directory is refused.
 func TestCreateIsIdempotentAndSetsMode(t *testing.T) {
-	root := mountBtrfs(t, true)
+	root := quotatest.MountBtrfs(t, true)
 	old := unix.Umask(0o077)
 	defer unix.Umask(old)
 	for range 2 {
@@ -170,7 +168,7 @@ func TestCreateIsIdempotentAndSetsMode(t *testing.T) {
 // write below would not fit the filesystem. Its qgroup goes too, or at
 // least counts nothing.
 func TestRemoveFreesTheRoom(t *testing.T) {
-	root := mountBtrfs(t, true)
+	root := quotatest.MountBtrfs(t, true)
 	size := freeBytes(t, root) * 6 / 10 / mib * mib
 	var ids []uint64
 	for _, rel := range []string{"a/vol", "b/vol"} {
@@ -216,7 +214,7 @@ func TestRemoveFreesTheRoom(t *testing.T) {
 // A link planted in a volume's path is never followed: nothing is made,
 // limited or removed through it.
 func TestLinksAreRefused(t *testing.T) {
-	root := mountBtrfs(t, true)
+	root := quotatest.MountBtrfs(t, true)
 	outside := t.TempDir()
 	if err := os.Mkdir(filepath.Join(root, "ns"), 0o755); err != nil {
 		t.Fatal(err)
@@ -248,110 +246,9 @@ func TestLinksAreRefused(t *testing.T) {
 	}
 }
 
-// quotaCtlArgs is struct btrfs_ioctl_quota_ctl_args (16 bytes), for the
-// tests' EnableQuota: the provisioner never turns quotas on itself
-// (enabling them scans the whole filesystem and costs every later write),
-// it tells the administrator to.
-type quotaCtlArgs struct {
-	cmd uint64
-	_   uint64 // status
-}
-
 const (
-	iocQuotaCtl         = (iocRead|iocWrite)<<iocDirShift | unsafe.Sizeof(quotaCtlArgs{})<<16 | btrfsIoctlMagic<<8 | 40
-	iocQuotaRescanWait  = iocNone<<iocDirShift | btrfsIoctlMagic<<8 | 46
-	iocSync             = iocNone<<iocDirShift | btrfsIoctlMagic<<8 | 8
-	quotaCtlEnable      = 1
-	btrfsTestImageBytes = 256 * mib
+	iocSync = iocNone<<iocDirShift | btrfsIoctlMagic<<8 | 8
 )
-
-// enableQuota is `btrfs quota enable mnt`, then waits for the rescan it
-// starts.
-func enableQuota(t *testing.T, mnt string) {
-	t.Helper()
-	fd, err := unix.Open(mnt, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeFD(fd)
-	if err := ioctl(fd, iocQuotaCtl, &quotaCtlArgs{cmd: quotaCtlEnable}); err != nil {
-		t.Fatalf("BTRFS_IOC_QUOTA_CTL enable on %s: %v", mnt, err)
-	}
-	var none struct{}
-	if err := ioctl(fd, iocQuotaRescanWait, &none); err != nil {
-		t.Fatalf("BTRFS_IOC_QUOTA_RESCAN_WAIT on %s: %v", mnt, err)
-	}
-}
-
-// requireTools fails under CI (CI=true, as .ci/run sets it) and skips
-// elsewhere when the tests cannot make a btrfs filesystem: they need root
-// and btrfs-progs, which `make test` installs (hack/deps/hostpath.sh).
-func requireTools(t *testing.T) {
-	t.Helper()
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root (to mount a loop device)")
-	}
-	for _, tool := range []string{"mkfs.btrfs", "btrfs"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing = append(missing, tool+" (apt-get install btrfs-progs)")
-		}
-	}
-	if _, err := exec.LookPath("losetup"); err != nil {
-		missing = append(missing, "losetup (apt-get install mount)")
-	}
-	if len(missing) == 0 {
-		return
-	}
-	msg := "btrfs tests need " + strings.Join(missing, ", ")
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
-
-// mountBtrfs makes a btrfs filesystem in a file, mounts it through a loop
-// device in a temporary directory, and undoes all of it when the test ends.
-func mountBtrfs(t *testing.T, quota bool) string {
-	t.Helper()
-	requireTools(t)
-	dir := t.TempDir()
-	img := filepath.Join(dir, "btrfs.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, btrfsTestImageBytes); err != nil {
-		t.Fatal(err)
-	}
-	run(t, "mkfs.btrfs", "-q", img)
-	dev := strings.TrimSpace(run(t, "losetup", "--find", "--show", img))
-	t.Cleanup(func() { run(t, "losetup", "--detach", dev) })
-	mnt := filepath.Join(dir, "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount(dev, mnt, "btrfs", 0, ""); err != nil {
-		t.Fatalf("mounting %s on %s: %v", dev, mnt, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(mnt, 0); err != nil {
-			t.Errorf("unmounting %s: %v", mnt, err)
-		}
-	})
-	if quota {
-		enableQuota(t, mnt)
-	}
-	return mnt
-}
-
-func run(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
 
 // writeFile writes n bytes into a new file p and syncs it, returning the
 // first error, as a pod's write would see it.
@@ -404,7 +301,7 @@ func waitForCleaner(t *testing.T, mnt string) {
 	if err := ioctl(fd, iocSync, &none); err != nil {
 		t.Fatalf("BTRFS_IOC_SYNC on %s: %v", mnt, err)
 	}
-	run(t, "btrfs", "subvolume", "sync", mnt)
+	quotatest.Run(t, "btrfs", "subvolume", "sync", mnt)
 	syncFS(t, mnt)
 }
 
