@@ -168,9 +168,7 @@ func (f *fixture) writes() []string {
 		}
 		name := ""
 		switch a := a.(type) {
-		case k8stesting.CreateAction:
-			name = a.GetObject().(*storagev1.CSIStorageCapacity).Name
-		case k8stesting.UpdateAction:
+		case k8stesting.CreateAction: // and UpdateAction, the same methods
 			name = a.GetObject().(*storagev1.CSIStorageCapacity).Name
 		case k8stesting.DeleteAction:
 			name = a.GetName()
