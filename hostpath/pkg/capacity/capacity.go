@@ -435,7 +435,7 @@ type room struct {
 func (p *Publisher) desired(it item) (r room, ok bool, why string, err error) {
 	class, err := p.classes.Get(it.class)
 	if err != nil || !p.classWanted(class) {
-		return room{}, false, "", nil //nolint:nilerr // a class gone, or not ours: no object
+		return room{}, false, "", nil // a class gone, or not ours: no object
 	}
 	nodes, err := p.cfg.Source.ServedNodes(it.class)
 	if err != nil {
