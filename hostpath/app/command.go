@@ -16,9 +16,11 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/kubeprov/external-storage/hostpath/pkg/capacity"
 	"github.com/kubeprov/external-storage/hostpath/pkg/hostpath"
 	"github.com/kubeprov/external-storage/hostpath/pkg/resize"
 	"github.com/kubeprov/external-storage/lib/cli"
@@ -82,6 +84,13 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		ro.Controller = append(ro.Controller, controller.WithActiveTask(task))
 	}
+	if o.EnableCapacity {
+		task, err := o.capacityTask(ctx, clients.Kube, factory, p, registry)
+		if err != nil {
+			return err
+		}
+		ro.Controller = append(ro.Controller, task)
+	}
 	if o.NodeLocal {
 		// Instances on different nodes run side by side, each with its own
 		// in-flight operations: they must not share one journal.
@@ -116,6 +125,34 @@ func (o *Options) resizeTask(ctx context.Context, clients *cli.Clients, p *hostp
 			klog.FromContext(ctx).Error(err, "Resizer failed")
 		}
 	}, nil
+}
+
+// The provisioner tells the capacity publisher what it needs.
+var _ capacity.Source = (*hostpath.Provisioner)(nil)
+
+// capacityTask is the controller option that publishes CSIStorageCapacity
+// objects (--enable-capacity) while this instance is the active one: the
+// leader, or with --node-local every instance, each for its own node.
+func (o *Options) capacityTask(ctx context.Context, client kubernetes.Interface, factory informers.SharedInformerFactory,
+	p *hostpath.Provisioner, registry prometheus.Registerer) (controller.Option, error) {
+	var node string
+	if o.NodeLocal {
+		node = o.NodeName
+	}
+	publisher, err := capacity.New(capacity.Config{
+		Provisioner: o.Provisioner, Namespace: o.Namespace(), Client: client, Informers: factory, Source: p,
+		Node: node, NodeLabelKey: o.NodeLabelKey, PollInterval: o.CapacityPollInterval, Registerer: registry,
+	})
+	if err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).Info("Storage capacity tracking enabled: kube-scheduler reads it only if a CSIDriver named after the provisioner has storageCapacity: true",
+		"namespace", o.Namespace(), "csiDriver", o.Provisioner, "pollInterval", o.CapacityPollInterval)
+	return controller.WithActiveTask(func(ctx context.Context) {
+		if err := publisher.Run(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Storage capacity tracking stopped")
+		}
+	}), nil
 }
 
 // checkPVDir fails readiness while --pv-dir is not a directory (for example

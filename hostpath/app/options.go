@@ -11,11 +11,14 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kubeprov/external-storage/hostpath/pkg/capacity"
 	"github.com/kubeprov/external-storage/hostpath/pkg/hostpath"
 	"github.com/kubeprov/external-storage/lib/cli"
 )
@@ -48,6 +51,8 @@ type Options struct {
 	HelperNodeSelector   map[string]string
 	HelperTolerations    []string
 	EnableResizer        bool
+	EnableCapacity       bool
+	CapacityPollInterval time.Duration
 }
 
 // NewOptions returns the options with their defaults.
@@ -62,6 +67,7 @@ func NewOptions() *Options {
 		HelperPullPolicy:     string(corev1.PullIfNotPresent),
 		HelperPodsPerNS:      hostpath.DefaultHelperPodsPerNamespace,
 		EnableResizer:        DefaultEnableResizer,
+		CapacityPollInterval: capacity.DefaultPollInterval,
 	}
 }
 
@@ -95,6 +101,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"A taint helper pods tolerate, as KEY[=VALUE][:EFFECT] (repeat the flag for more); none by default: a node with a NoSchedule or NoExecute taint not listed (control-plane nodes) gets no helper pod.")
 	fs.BoolVar(&o.EnableResizer, "enable-resizer", o.EnableResizer,
 		"Expand the volumes of bound claims whose request grows (StorageClasses with allowVolumeExpansion: true), as the external resizer kube-controller-manager waits for; with leader election only the leader resizes.")
+	fs.BoolVar(&o.EnableCapacity, "enable-capacity", o.EnableCapacity,
+		"Publish the room left on each node as CSIStorageCapacity objects (per WaitForFirstConsumer StorageClass and node), so that kube-scheduler avoids full nodes; needs a --provisioner that is a DNS subdomain and a CSIDriver of that name with storageCapacity: true.")
+	fs.DurationVar(&o.CapacityPollInterval, "capacity-poll-interval", o.CapacityPollInterval,
+		"How often every CSIStorageCapacity object is refreshed with --enable-capacity; a volume created or deleted refreshes its node's at once.")
 }
 
 // Validate checks the flags, naming the flag at fault.
@@ -122,7 +132,25 @@ func (o *Options) Validate() error {
 	if o.HelperPods {
 		errs = append(errs, o.validateHelperPods()...)
 	}
+	if o.EnableCapacity {
+		errs = append(errs, o.validateCapacity()...)
+	}
 	return errors.Join(errs...)
+}
+
+// validateCapacity checks the flags that matter with --enable-capacity.
+// kube-scheduler looks up the CSIDriver named by a class's provisioner,
+// and CSIDriver names are DNS subdomains.
+func (o *Options) validateCapacity() []error {
+	var errs []error
+	if msgs := validation.IsDNS1123Subdomain(o.Provisioner); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--enable-capacity needs a --provisioner that can name a CSIDriver object (a DNS subdomain such as hostpath.example.com), got %q: %s; "+
+			"set --provisioner (and the StorageClasses' provisioner) to such a name, or drop --enable-capacity", o.Provisioner, strings.Join(msgs, "; ")))
+	}
+	if o.CapacityPollInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--capacity-poll-interval must be positive, got %s", o.CapacityPollInterval))
+	}
+	return errs
 }
 
 // validateHelperPods checks the flags that matter with --helper-pods.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -66,11 +67,27 @@ func TestValidate(t *testing.T) {
 		{[]string{"--node-name=n", "--dir-mode=1777"}, "only permission bits (0000 to 0777) are allowed"},
 		{[]string{"--node-name=n", "--dir-mode=rwx"}, `"rwx" is not an octal number`},
 		{[]string{"--node-name=n", "--worker-threads=0"}, "--worker-threads must be at least 1"},
+		{[]string{"--node-name=n", "--enable-capacity"}, `--enable-capacity needs a --provisioner that can name a CSIDriver object (a DNS subdomain such as hostpath.example.com), got "kubeprov.io/hostpath"`},
+		{[]string{"--node-name=n", "--enable-capacity", "--provisioner=Hostpath.Example"}, "set --provisioner (and the StorageClasses' provisioner) to such a name, or drop --enable-capacity"},
+		{[]string{"--node-name=n", "--enable-capacity", "--provisioner=hostpath.example.com", "--capacity-poll-interval=0"}, "--capacity-poll-interval must be positive"},
 	} {
 		_, err := parse(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want an error containing %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+func TestCapacityFlags(t *testing.T) {
+	o, err := parse(t, "--node-name=n", "--enable-capacity", "--provisioner=hostpath.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.EnableCapacity || o.CapacityPollInterval != time.Minute {
+		t.Errorf("--enable-capacity %v, --capacity-poll-interval %v: want true and the CSI sidecar's default, 1m", o.EnableCapacity, o.CapacityPollInterval)
+	}
+	if o, err = parse(t, "--node-name=n"); err != nil || o.EnableCapacity {
+		t.Errorf("default --enable-capacity = %v (%v), want false", o.EnableCapacity, err)
 	}
 }
 

@@ -73,6 +73,9 @@ type Overlay struct {
 	// Patches are strategic merge patches (whole objects naming their
 	// target by kind, name and namespace).
 	Patches []string
+	// Components are kustomize components, relative to the repository's
+	// root (hostpath/deploy/components/capacity).
+	Components []string
 }
 
 // RenderOverlay builds the kustomization at <repo>/<dir> as the only
@@ -82,6 +85,11 @@ func RenderOverlay(dir string, o Overlay) ([]*unstructured.Unstructured, error) 
 	if err != nil {
 		return nil, err
 	}
+	components := make([]string, len(o.Components))
+	for i, comp := range o.Components {
+		components[i] = filepath.Join(root, comp)
+	}
+	o.Components = components
 	return kustomize(filepath.Join(root, dir), nil, o)
 }
 
@@ -133,7 +141,15 @@ func kustomize(dir string, objs []*unstructured.Unstructured, o Overlay) ([]*uns
 		Resources  []string `json:"resources"`
 		Images     []image  `json:"images,omitempty"`
 		Patches    []patch  `json:"patches,omitempty"`
+		Components []string `json:"components,omitempty"`
 	}{APIVersion: "kustomize.config.k8s.io/v1beta1", Kind: "Kustomization", Resources: []string{resource}}
+	for _, comp := range o.Components {
+		rel, err := filepath.Rel(tmp, comp)
+		if err != nil {
+			return nil, err
+		}
+		k.Components = append(k.Components, rel)
+	}
 	for _, img := range o.Images {
 		newName, tag := splitImageRef(img.NewRef)
 		k.Images = append(k.Images, image{Name: img.Name, NewName: newName, NewTag: tag})

@@ -147,3 +147,18 @@ Call with (dict "probe" $given "default" $ours).
 {{- end }}
 {{- .key }}{{ with .value }}={{ . }}{{ end }}{{ with .effect }}:{{ . }}{{ end }}
 {{- end }}
+
+{{/*
+capacity.enabled: kube-scheduler reads the CSIStorageCapacity objects only
+through a CSIDriver named after the provisioner, and CSIDriver names are
+DNS subdomains; hostpath-provisioner refuses --enable-capacity otherwise,
+so refuse it here, with the same advice, rather than crash-loop.
+*/}}
+{{- define "hostpath.checkCapacity" -}}
+{{- if .Values.capacity.enabled }}
+{{- $provisioner := include "kubeprov.provisionerName" (dict "ctx" . "default" "kubeprov.io/hostpath") }}
+{{- if or (gt (len $provisioner) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $provisioner)) }}
+{{- fail (printf "capacity.enabled needs a provisioner name that can name a CSIDriver object (a DNS subdomain such as hostpath.kubeprov.io), got %q: set provisionerName" $provisioner) }}
+{{- end }}
+{{- end }}
+{{- end }}

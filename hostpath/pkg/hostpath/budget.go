@@ -343,3 +343,23 @@ func (p *Provisioner) holdExpansion(pv *corev1.PersistentVolume, newBytes int64)
 	p.holdLocked(scope, pv.Name, hold{roots: []string{root}, bytes: newBytes - volumeCapacity(pv), until: newBytes})
 	return root, nil
 }
+
+// SharedClass says whether the volumes of class are on the shared file
+// system: reachable from every node, so their room is every node's.
+func (p *Provisioner) SharedClass(class string) bool {
+	paths, err := p.Paths().ForClass(class)
+	return err == nil && paths.Shared != ""
+}
+
+// IsVolume says whether pv is a volume of a hostpath provisioner, and the
+// node whose room it takes (empty on the shared file system).
+func (p *Provisioner) IsVolume(pv *corev1.PersistentVolume) (node string, ok bool) {
+	node, ok = pv.Annotations[AnnNode]
+	if !ok || volumePathOf(pv) == "" {
+		return "", false
+	}
+	if pv.Annotations[AnnShared] == "true" {
+		return "", true
+	}
+	return node, true
+}

@@ -270,3 +270,27 @@ func TestBudgetExpansion(t *testing.T) {
 	}
 	provision(t, p, sized("c", "1Gi")) // 9Gi + 1Gi: the hold ended, nothing counts twice
 }
+
+// TestIsVolumeAndSharedClass: what the capacity publisher asks of a PV (is
+// it ours, on which node) and of a class (on the shared path or not).
+func TestIsVolumeAndSharedClass(t *testing.T) {
+	pvs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	p, _ := budgetProvisioner(t, pvs, 10)
+	pv := provision(t, p, sized("a", "1Gi"))
+	if got, ok := p.IsVolume(pv); !ok || got != node {
+		t.Errorf("IsVolume(our PV) = %q, %v; want %s, true", got, ok, node)
+	}
+	shared := pv.DeepCopy()
+	shared.Annotations[AnnShared] = "true"
+	if got, ok := p.IsVolume(shared); !ok || got != "" {
+		t.Errorf("IsVolume(a shared PV) = %q, %v; want \"\", true (every node's room)", got, ok)
+	}
+	other := &corev1.PersistentVolume{Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: "/somewhere"}}}}
+	if _, ok := p.IsVolume(other); ok {
+		t.Error("IsVolume(a PV without our node annotation) = true")
+	}
+	if p.SharedClass("hostpath") {
+		t.Error("SharedClass of a nodePathMap class = true")
+	}
+}

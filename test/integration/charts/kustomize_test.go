@@ -38,6 +38,7 @@ var pairings = []pairing{
 	{chart: "hostpath", kustomize: "hostpath/deploy"},
 	{chart: "hostpath", values: map[string]any{"mode": "single-node"}, kustomize: "hostpath/deploy/single-node"},
 	{chart: "hostpath", values: map[string]any{"mode": "helper-pods"}, kustomize: "hostpath/deploy/helper-pods"},
+	{chart: "hostpath", values: map[string]any{"capacity": map[string]any{"enabled": true}, "provisionerName": "hostpath.kubeprov.io"}, kustomize: "hostpath/deploy/capacity"},
 	{chart: "csi", kustomize: "csi/deploy"},
 	{chart: "csi", values: map[string]any{"mode": "node"}, kustomize: "csi/deploy/node-deployment"},
 	{chart: "cinder", kustomize: "cinder/deploy"},

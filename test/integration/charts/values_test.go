@@ -15,8 +15,10 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeprov/external-storage/hostpath/pkg/hostpath"
 	"github.com/kubeprov/external-storage/test/framework/helm"
@@ -286,6 +288,9 @@ func TestChartSpecificValues(t *testing.T) {
 			}
 		}},
 		{chart: "hostpath", values: map[string]any{"sharedFileSystemCapacity": "lots"}, wantErr: "sharedFileSystemCapacity"},
+		{chart: "hostpath", values: map[string]any{"capacity": map[string]any{"enabled": true}, "provisionerName": "hostpath.kubeprov.io"}, check: checkCapacityValues(true)},
+		{chart: "hostpath", values: map[string]any{"capacity": map[string]any{"enabled": true, "csiDriver": map[string]any{"create": false}}, "provisionerName": "hostpath.kubeprov.io"}, check: checkCapacityValues(false)},
+		{chart: "hostpath", values: map[string]any{"capacity": map[string]any{"enabled": true}}, wantErr: `capacity.enabled needs a provisioner name that can name a CSIDriver object (a DNS subdomain such as hostpath.kubeprov.io), got "kubeprov.io/hostpath": set provisionerName`},
 		{chart: "hostpath", values: map[string]any{"mode": "everywhere"}, wantErr: "mode"},
 		{chart: "hostpath", values: map[string]any{"pvDir": "/mnt/volumes"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			spec, c := pod(t, objs)
@@ -388,6 +393,47 @@ func TestChartSpecificValues(t *testing.T) {
 			}
 			tc.check(t, objs)
 		})
+	}
+}
+
+// checkCapacityValues checks charts/hostpath with capacity.enabled: the
+// flag, the Role's rule on CSIStorageCapacity objects, and the CSIDriver
+// (when it is to be created) named after the provisioner with what the
+// README says it holds.
+func checkCapacityValues(driver bool) func(t *testing.T, objs []*unstructured.Unstructured) {
+	return func(t *testing.T, objs []*unstructured.Unstructured) {
+		t.Helper()
+		if _, c := pod(t, objs); !slices.Contains(c.Args, "--enable-capacity") || !slices.Contains(c.Args, "--provisioner=hostpath.kubeprov.io") {
+			t.Errorf("capacity.enabled: args %v, want --enable-capacity and --provisioner=hostpath.kubeprov.io", c.Args)
+		}
+		sa := serviceAccountOf(t, onlyWorkload(t, objs))
+		var got []string
+		for _, g := range permissions(t, objs, testNamespace, sa)[testNamespace] {
+			if g.group == "storage.k8s.io" && g.resource == "csistoragecapacities" {
+				got = append(got, g.verb)
+			}
+		}
+		slices.Sort(got)
+		if want := []string{"create", "delete", "list", "update", "watch"}; !slices.Equal(got, want) {
+			t.Errorf("capacity.enabled: verbs on csistoragecapacities in the release namespace %v, want %v", got, want)
+		}
+		drivers := ofKind(objs, "CSIDriver")
+		if !driver {
+			if len(drivers) != 0 {
+				t.Errorf("capacity.csiDriver.create false: %d CSIDriver rendered", len(drivers))
+			}
+			return
+		}
+		if len(drivers) != 1 {
+			t.Fatalf("%d CSIDriver rendered, want 1", len(drivers))
+		}
+		var d storagev1.CSIDriver
+		fromUnstructured(t, drivers[0], &d)
+		s := d.Spec
+		if d.Name != "hostpath.kubeprov.io" || !ptr.Deref(s.StorageCapacity, false) || ptr.Deref(s.AttachRequired, true) || ptr.Deref(s.PodInfoOnMount, true) ||
+			!slices.Equal(s.VolumeLifecycleModes, []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}) {
+			t.Errorf("CSIDriver %s: %+v, want storageCapacity true, attachRequired false, podInfoOnMount false, volumeLifecycleModes [Persistent]", d.Name, s)
+		}
 	}
 }
 

@@ -71,6 +71,8 @@ var permissions = map[string][]permission{
 			why: "hostpath/pkg/hostpath helper.go: one helper pod per mkdir or rm on a node; hostpath/app command.go: get the own pod for its image"},
 		{group: "", resource: "nodes", verbs: []string{"get"}, scope: cluster, when: "--helper-pods",
 			why: "hostpath/pkg/hostpath helpernodes.go checkNode: the node must exist, be schedulable and Ready, and allow helper pods before one is made"},
+		{group: "storage.k8s.io", resource: "csistoragecapacities", verbs: []string{"list", "watch", "create", "update", "delete"}, scope: own, when: "--enable-capacity",
+			why: "hostpath/pkg/capacity: the CSIStorageCapacity objects it publishes (an informer; create, update on change, delete when no longer served)"},
 	},
 	"nfs": {
 		{group: "", resource: "services", verbs: []string{"get"}, scope: own, nameFlag: "--service-name", when: "--service-name",
