@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 	"k8s.io/client-go/tools/cache"
 
@@ -65,6 +66,10 @@ func TestSizeEnforcedOnBtrfs(t *testing.T) {
 	}
 	if err := writeBytes(filepath.Join(path, "b"), 8*mib); !errors.Is(err, unix.EDQUOT) {
 		t.Fatalf("writing 20Mi into a 16Mi volume: %v, want EDQUOT (disk quota exceeded)", err)
+	}
+	quotatest.Run(t, "btrfs", "filesystem", "sync", dir)
+	if used := usedGauge(t, p, dir); used < 12*mib || used > 16*mib {
+		t.Errorf("hostpath_path_used_bytes of %s = %v, want the 12Mi written (at most the 16Mi limit)", dir, used)
 	}
 	if err := p.ExpandVolume(t.Context(), pv, 48*mib); err != nil {
 		t.Fatalf("ExpandVolume to 48Mi: %v", err)
@@ -131,4 +136,29 @@ func TestEnforceCapacitySettings(t *testing.T) {
 	if _, err := ParseConfig([]byte(config("/a", "alway"))); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `enforceCapacity "alway" must be auto, always or never`) {
 		t.Errorf("a misspelled enforceCapacity: %v", err)
 	}
+}
+
+// usedGauge is what hostpath_path_used_bytes says of path.
+func usedGauge(t *testing.T, p *Provisioner, path string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(p.Collector())
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "hostpath_path_used_bytes" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "path" && l.GetValue() == path {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no hostpath_path_used_bytes for %s", path)
+	return 0
 }
