@@ -125,13 +125,26 @@ func describeCapacities(list []storagev1.CSIStorageCapacity) []string {
 // writes by verb.
 func checkCapacityWrites(t *testing.T, p *framework.Process, want map[string]float64) {
 	t.Helper()
-	families, err := framework.ScrapeMetrics("http://" + p.Endpoint + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for verb, n := range want {
-		if got, err := framework.MetricValue(families, "hostpath_csistoragecapacity_writes_total", map[string]string{"verb": verb}); err != nil || got != n {
-			t.Errorf("hostpath_csistoragecapacity_writes_total{verb=%q} = %v (%v), want %v", verb, got, err, n)
+	// The publisher counts a write once kube-apiserver has answered it: the
+	// object the test saw may be a moment ahead of the counter, as it may
+	// be of a scrape.
+	got := map[string]float64{}
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		families, err := framework.ScrapeMetrics("http://" + p.Endpoint + "/metrics")
+		if err != nil {
+			return false, err
 		}
+		for verb, n := range want {
+			if got[verb], err = framework.MetricValue(families, "hostpath_csistoragecapacity_writes_total", map[string]string{"verb": verb}); err != nil {
+				return false, nil
+			}
+			if got[verb] > n {
+				return false, fmt.Errorf("more writes than the changes called for")
+			}
+		}
+		return maps.Equal(got, want), nil
+	})
+	if err != nil {
+		t.Errorf("hostpath_csistoragecapacity_writes_total = %v, want %v: %v", got, want, err)
 	}
 }
