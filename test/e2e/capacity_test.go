@@ -69,8 +69,7 @@ data:
 
 	ns := c.CreateTestNamespace(t, "capacity")
 	const name = "big"
-	claim, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, framework.NewPVC(ns, name, class, "2Gi"), metav1.CreateOptions{})
-	if err != nil {
+	if _, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, framework.NewPVC(ns, name, class, "2Gi"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pod := writerPod(name, c.Image(cluster.BusyboxImage))
