@@ -63,6 +63,8 @@ var libPermissions = []permission{
 // permissions per provisioner directory, on top of libPermissions.
 var permissions = map[string][]permission{
 	"hostpath": {
+		{group: "", resource: "persistentvolumeclaims", verbs: []string{"patch"}, scope: cluster,
+			why: "controller: dropSelectedNode on ProvisioningReschedule (hostpath/pkg/hostpath hostpath.go volumeRoots, placeInBudget: no room on the selected node)"},
 		{group: "", resource: "persistentvolumes", verbs: []string{"patch"}, scope: cluster, unless: "--enable-resizer=false",
 			why: "hostpath/pkg/resize sync.go setVolumeCapacity: the expanded volume's new spec.capacity"},
 		{group: "", resource: "persistentvolumeclaims/status", verbs: []string{"patch"}, scope: cluster, unless: "--enable-resizer=false",
