@@ -102,7 +102,7 @@ func MkdirAll(root, rel string, o MkdirOptions) (created bool, err error) {
 	// Mkdirat's mode is filtered by the umask; fchmod is not, and acts on
 	// the directory opened, not on whatever the path names by now.
 	if created || !o.LeaveExisting {
-		if err := unix.Fchmod(fd, unixMode(o.Mode)); err != nil {
+		if err := Fchmod(fd, o.Mode); err != nil {
 			return created, fmt.Errorf("setting the mode of %s under %s: %w", rel, root, err)
 		}
 	}
@@ -241,7 +241,7 @@ func openParent(root, rel string, o *MkdirOptions) (fd int, leaf string, err err
 			continue
 		}
 		if made {
-			err = unix.Fchmod(fd, unixMode(o.ParentMode))
+			err = Fchmod(fd, o.ParentMode)
 		} else if !o.AnyParents {
 			err = checkParent(fd, at)
 		}
@@ -368,6 +368,11 @@ func Rename(root, rel, newName string) error {
 	}
 	return nil
 }
+
+// Fchmod sets the mode of the file fd is open on to m's permission,
+// setuid, setgid and sticky bits, whatever the umask: for a directory
+// reached with OpenParent or Open and made by other means (an ioctl).
+func Fchmod(fd int, m fs.FileMode) error { return unix.Fchmod(fd, unixMode(m)) }
 
 // unixMode is m's permission, setuid, setgid and sticky bits for chmod.
 func unixMode(m fs.FileMode) uint32 {

@@ -123,7 +123,7 @@ func Create(root, rel string, mode fs.FileMode, limitBytes int64) error {
 	defer closeFD(fd)
 	// The subvolume's root directory is made with the process's umask
 	// applied; fchmod is not filtered by it.
-	if err := unix.Fchmod(fd, unixMode(mode)); err != nil {
+	if err := nofollow.Fchmod(fd, mode); err != nil {
 		return fmt.Errorf("setting the mode of %s: %w", full, err)
 	}
 	return limit(fd, full, limitBytes)
@@ -361,20 +361,5 @@ func fsName(t uint32) string {
 
 // zfsSuperMagic is OpenZFS's statfs type, which Linux's headers lack.
 const zfsSuperMagic = 0x2fc12fc1
-
-// unixMode is m's permission, setuid, setgid and sticky bits for chmod.
-func unixMode(m fs.FileMode) uint32 {
-	mode := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		mode |= unix.S_ISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		mode |= unix.S_ISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		mode |= unix.S_ISVTX
-	}
-	return mode
-}
 
 func closeFD(fd int) { _ = unix.Close(fd) }
