@@ -56,6 +56,10 @@ const (
 	// RuleOwnSnapshot: a finalizer other provisioners also use is removed
 	// only from an object of the provisioner's own driver (SweepFinalizer).
 	RuleOwnSnapshot Rule = "own-snapshot"
+	// RuleOneAssetPerVolume: of the assets made for one volume, only those
+	// the volume does not use, and nothing else uses, are deleted as
+	// duplicates (DeleteDuplicate).
+	RuleOneAssetPerVolume Rule = "one-asset-per-volume"
 )
 
 // Refusal is a rule's answer when the action must not happen.
@@ -283,6 +287,49 @@ func SweepFinalizer(object, boundTo, driver, ours string) error {
 		return refuse(RuleOwnSnapshot, "%s has no content bound to it (content refers to %q)", object, boundTo)
 	case driver != ours:
 		return refuse(RuleOwnSnapshot, "%s belongs to driver %q, not %q", object, driver, ours)
+	}
+	return nil
+}
+
+// Duplicate is what is known of an asset found beside the one a volume
+// uses, under the same name.
+type Duplicate struct {
+	// Asset is the duplicate's ID on the backend.
+	Asset string
+	// MadeFor is the volume the asset's own metadata says it was made for,
+	// written by this provisioner when it created the asset; "" when that
+	// metadata names another provisioner or no volume.
+	MadeFor string
+	// Volume is the PV both assets are named after.
+	Volume string
+	// Kept is the asset the volume uses: the one its PV records, or the one
+	// Provision is about to return.
+	Kept string
+	// InUse says the backend reports the asset attached or in use by
+	// something other than this provisioner's own connection.
+	InUse bool
+}
+
+// DeleteDuplicate is the rule for deleting a second asset made for one
+// volume. A create whose answer never came (the replica was killed, the
+// request timed out) may be carried out after a retry has looked for it and
+// made another; the first is then nobody's and would be leaked. It may be
+// deleted when its own metadata says this provisioner made it for this
+// volume, the volume uses another asset, and nothing uses it.
+//
+// Source: the asset as the backend reports it (its metadata and its
+// state); Kept from the PV's record or from Provision's own answer. Never
+// the asset's name alone: anyone may name a volume after a PV.
+func DeleteDuplicate(d Duplicate) error {
+	switch {
+	case d.Kept == "":
+		return refuse(RuleOneAssetPerVolume, "%s: no asset of volume %s is known to be kept", d.Asset, d.Volume)
+	case d.Asset == d.Kept:
+		return refuse(RuleOneAssetPerVolume, "%s is the asset volume %s uses", d.Asset, d.Volume)
+	case d.MadeFor != d.Volume:
+		return refuse(RuleOneAssetPerVolume, "%s was not made by this provisioner for volume %s (its metadata says %q)", d.Asset, d.Volume, d.MadeFor)
+	case d.InUse:
+		return refuse(RuleOneAssetPerVolume, "%s is in use", d.Asset)
 	}
 	return nil
 }

@@ -143,3 +143,25 @@ func TestSweepFinalizer(t *testing.T) {
 		}
 	}
 }
+
+func TestDeleteDuplicate(t *testing.T) {
+	dup := Duplicate{Asset: "vol-2", MadeFor: "pvc-1", Volume: "pvc-1", Kept: "vol-1"}
+	for _, tc := range []struct {
+		name string
+		edit func(*Duplicate)
+		want Rule
+	}{
+		{"made for this volume by us, unused, another kept", func(*Duplicate) {}, ""},
+		{"nothing known to be kept", func(d *Duplicate) { d.Kept = "" }, RuleOneAssetPerVolume},
+		{"the kept asset itself", func(d *Duplicate) { d.Asset = "vol-1" }, RuleOneAssetPerVolume},
+		{"made for another volume", func(d *Duplicate) { d.MadeFor = "pvc-9" }, RuleOneAssetPerVolume},
+		{"another provisioner's, same name", func(d *Duplicate) { d.MadeFor = "" }, RuleOneAssetPerVolume},
+		{"in use", func(d *Duplicate) { d.InUse = true }, RuleOneAssetPerVolume},
+	} {
+		d := dup
+		tc.edit(&d)
+		if got := Refused(DeleteDuplicate(d)); got != tc.want {
+			t.Errorf("%s: refused by %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -50,6 +50,9 @@ type fakeCinder struct {
 	// the volume gets (allow_availability_zone_fallback).
 	defaultZone string
 	zones       map[string]string
+	// afterList runs once, after the next list is answered, with f.mu
+	// held: what Cinder does between a list and the next call.
+	afterList func(f *fakeCinder)
 }
 
 type fakeVolume struct {
@@ -190,6 +193,10 @@ func (f *fakeCinder) list(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"volumes": out})
+	if hook := f.afterList; hook != nil {
+		f.afterList = nil
+		hook(f)
+	}
 }
 
 func (f *fakeCinder) create(w http.ResponseWriter, r *http.Request) {

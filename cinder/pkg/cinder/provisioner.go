@@ -227,6 +227,7 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	if err != nil {
 		return op.fail(ctx, err)
 	}
+	p.deleteDuplicatesNow(ctx, o.PVName, id)
 	volZone := volumeZone(logger, vol, req.zone)
 	logger.V(2).Info("Provisioned Cinder volume", "sizeGiB", vol.Size, "zone", volZone)
 	return o.NewVolume(controller.VolumeSpec{
@@ -401,20 +402,22 @@ func (p *Provisioner) findOrCreate(ctx context.Context, o controller.ProvisionOp
 	if err != nil {
 		return nil, time.Time{}, controller.ProvisioningNoChange, fmt.Errorf("listing Cinder volumes named %s: %w", o.PVName, cinderError(err))
 	}
-	var ours, others []string
-	var vol *volumes.Volume
-	for i := range found {
-		if found[i].Metadata[MetaIdentity] == p.identity {
-			ours = append(ours, found[i].ID)
-			vol = &found[i]
+	var ours []volumes.Volume
+	var others []string
+	for _, v := range found {
+		if v.Metadata[MetaIdentity] == p.identity {
+			ours = append(ours, v)
 		} else {
-			others = append(others, found[i].ID)
+			others = append(others, v.ID)
 		}
 	}
 	switch {
-	case len(ours) > 1:
-		return nil, time.Time{}, controller.ProvisioningNoChange, fmt.Errorf("several Cinder volumes named %s belong to this provisioner (%v): delete all but one", o.PVName, ours)
-	case len(ours) == 1:
+	case len(ours) > 0:
+		vol := keeperOf(ours)
+		if len(ours) > 1 {
+			// Provision deletes the others once this one is ready.
+			logger.Info("Found several Cinder volumes of this provisioner for the PV; going on with one, deleting the others", "volumes", len(ours), "volumeID", vol.ID)
+		}
 		stuckAt := p.stuckAt(vol, o.PVName)
 		if stuckAt.IsZero() || time.Now().Before(stuckAt) {
 			logger.V(2).Info("Found the Cinder volume of an earlier attempt", "volumeID", vol.ID, "status", vol.Status)
@@ -440,7 +443,7 @@ func (p *Provisioner) findOrCreate(ctx context.Context, o controller.ProvisionOp
 			MetaIdentity: p.identity,
 		},
 	}
-	vol, err = volumes.Create(ctx, p.volumes, opts, nil).Extract()
+	vol, err := volumes.Create(ctx, p.volumes, opts, nil).Extract()
 	if err != nil {
 		state := controller.ProvisioningFinished
 		if !refused(err) {
@@ -547,6 +550,9 @@ func (p *Provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	conn := p.connectorOf(logger, pv)
 	vol, gone, err := p.ownVolume(ctx, id, pv.Name)
 	if err != nil {
+		return err
+	}
+	if err := p.deleteDuplicates(ctx, conn, pv.Name, id); err != nil {
 		return err
 	}
 	if ref := pv.Annotations[AnnAuthSecret]; ref != "" {

@@ -102,7 +102,7 @@ func TestProvisionISCSI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Provision: %v (state %s)", err, state)
 	}
-	assertCalls(t, e.cinder, "list", "create", "reserve", "initialize")
+	assertCalls(t, e.cinder, "list", "create", "reserve", "initialize", "list")
 
 	// The volume: named after the PV, size rounded up, zone left to Cinder.
 	create := e.cinder.creates[0]
@@ -351,7 +351,7 @@ func TestProvisionRetryFindsVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Already reserved by the earlier attempt: no second create, no reserve.
-	assertCalls(t, e.cinder, "list", "initialize")
+	assertCalls(t, e.cinder, "list", "initialize", "list")
 	if pv.Annotations[AnnVolumeID] != v.ID {
 		t.Errorf("volume id = %s, want %s", pv.Annotations[AnnVolumeID], v.ID)
 	}
@@ -518,7 +518,7 @@ func TestDelete(t *testing.T) {
 	if err := later.Delete(ctx(t), pv); err != nil {
 		t.Fatal(err)
 	}
-	assertCalls(t, e.cinder, "terminate", "unreserve", "delete")
+	assertCalls(t, e.cinder, "list", "terminate", "unreserve", "delete")
 	if got := e.cinder.connectors[len(e.cinder.connectors)-1]["initiator"]; got != testInitiator {
 		t.Errorf("terminate connector initiator = %v, want %s", got, testInitiator)
 	}
@@ -534,7 +534,7 @@ func TestDelete(t *testing.T) {
 	if err := later.Delete(ctx(t), pv); err != nil {
 		t.Fatal(err)
 	}
-	assertCalls(t, e.cinder)
+	assertCalls(t, e.cinder, "list")
 }
 
 func TestDeleteAvailableVolumeSkipsConnection(t *testing.T) {
@@ -544,7 +544,7 @@ func TestDeleteAvailableVolumeSkipsConnection(t *testing.T) {
 	if err := e.p.Delete(ctx(t), pv); err != nil {
 		t.Fatal(err)
 	}
-	assertCalls(t, e.cinder, "delete")
+	assertCalls(t, e.cinder, "list", "delete")
 }
 
 func TestDeleteFailureNamesStep(t *testing.T) {

@@ -33,7 +33,7 @@ func TestProvisionReplacesStuckVolume(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Provision: %v (state %s)", err, state)
 	}
-	assertCalls(t, e.cinder, "list", "force-delete", "create", "reserve", "initialize")
+	assertCalls(t, e.cinder, "list", "force-delete", "create", "reserve", "initialize", "list")
 	if e.cinder.volume(stuck.ID) != nil {
 		t.Errorf("stuck volume %s still there", stuck.ID)
 	}
@@ -70,7 +70,7 @@ func TestProvisionWaitEndsWhenStuck(t *testing.T) {
 	if err != nil {
 		t.Fatalf("retry: %v (state %s)", err, state)
 	}
-	assertCalls(t, e.cinder, "list", "force-delete", "create", "reserve", "initialize")
+	assertCalls(t, e.cinder, "list", "force-delete", "create", "reserve", "initialize", "list")
 	if got := pv.Annotations[AnnVolumeID]; got != "vol-2" || e.cinder.count() != 1 {
 		t.Errorf("PV names %s, %d volumes; want vol-2 alone", got, e.cinder.count())
 	}
@@ -82,7 +82,7 @@ func TestProvisionNeverForceDeletes(t *testing.T) {
 	young := cinderTime(time.Now().Add(-time.Minute))
 	otherPV := ourMetadata()
 	otherPV[MetaPVName] = "pvc-other"
-	adopted := []string{"list", "reserve", "initialize"}
+	adopted := []string{"list", "reserve", "initialize", "list"}
 	cases := map[string]struct {
 		vol       fakeVolume
 		wantState controller.ProvisioningState
@@ -193,7 +193,7 @@ func TestProvisionStuckNeverScheduledWithoutAdmin(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Provision: %v (state %s)", err, state)
 	}
-	assertCalls(t, e.cinder, "list", "force-delete", "delete", "create", "reserve", "initialize")
+	assertCalls(t, e.cinder, "list", "force-delete", "delete", "create", "reserve", "initialize", "list")
 	if e.cinder.volume(stuck.ID) != nil || pv.Annotations[AnnVolumeID] == stuck.ID || e.cinder.count() != 1 {
 		t.Errorf("stuck volume %s kept or reused; %d volumes", stuck.ID, e.cinder.count())
 	}
