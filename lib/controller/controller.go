@@ -70,6 +70,7 @@ type ProvisionController struct {
 	failures   failures
 	syncLog    *syncFailures
 	deleted    deletedVolumes
+	saved      savedVolumes
 
 	synced chan struct{} // closed once the informer caches have synced
 	// leaderHealth watches the elector once leader election runs.
@@ -772,6 +773,7 @@ func (c *ProvisionController) volumeChanged(obj any) {
 		unexpectedObject("volume changed", obj)
 		return
 	}
+	c.saved.remove(pv.Name)
 	if !c.volumeIsOurs(pv) {
 		return
 	}
@@ -793,6 +795,7 @@ func (c *ProvisionController) volumeDeleted(obj any) {
 		return
 	}
 	c.deleted.remove(pv.UID)
+	c.saved.remove(pv.Name)
 	c.failures.reset(volumeFailures(pv))
 }
 

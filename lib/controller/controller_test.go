@@ -331,6 +331,44 @@ func TestProvisionSavesCompletePV(t *testing.T) {
 	}
 }
 
+// A claim synced after its PV was saved but before the informer saw the PV
+// (an update of the claim, a retry) is not recorded and provisioned again:
+// one Provision, one journal write, one ProvisioningSucceeded. Once the
+// informer has seen the PV come and go, the claim is provisioned again.
+func TestClaimSyncedBeforeItsPVIsCached(t *testing.T) {
+	f := newFixture(t, newStore(t), nil, class("gold"), claim("data", "gold"))
+	for range 2 {
+		if err := f.c.syncClaim(f.ctx, "ns/data"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.store.provisionCount(); n != 1 {
+		t.Errorf("Provision called %d times, want 1", n)
+	}
+	if n := f.writes("create", "configmaps") + f.writes("update", "configmaps"); n != 1 {
+		t.Errorf("journal writes = %d, want 1", n)
+	}
+	succeeded := 0
+	for _, e := range f.pendingEvents() {
+		if e.Reason == EventProvisioningSucceeded {
+			succeeded++
+		}
+	}
+	if succeeded != 1 {
+		t.Errorf("%d ProvisioningSucceeded events, want 1", succeeded)
+	}
+
+	pv := f.pv("pvc-uid-data")
+	f.c.volumeChanged(pv)
+	f.c.volumeDeleted(pv)
+	if err := f.c.syncClaim(f.ctx, "ns/data"); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.store.provisionCount(); n != 2 {
+		t.Errorf("after the PV was seen and deleted, Provision called %d times in all, want 2", n)
+	}
+}
+
 func TestClaimsNotToProvision(t *testing.T) {
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer
 	other := class("other", func(sc *storagev1.StorageClass) { sc.Provisioner = "someone.else/x" })

@@ -184,3 +184,44 @@ func (d *deletedVolumes) has(uid types.UID) bool {
 	defer d.mu.Unlock()
 	return d.uids.Has(uid)
 }
+
+// savedVolumeTTL bounds how long a saved PV's name is kept for the informer
+// to see it: a PV deleted at once may never reach the cache.
+const savedVolumeTTL = time.Minute
+
+// savedVolumes are the names of PVs this controller saved, until the
+// informer sees them: a claim synced in between (an update, a retry) finds
+// its PV neither in the cache nor among the pending saves, and would be
+// recorded and provisioned again, with a second ProvisioningSucceeded.
+type savedVolumes struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (s *savedVolumes) add(pvName string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at == nil {
+		s.at = map[string]time.Time{}
+	}
+	s.at[pvName] = time.Now()
+}
+
+func (s *savedVolumes) remove(pvName string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.at, pvName)
+}
+
+// has says whether pvName was saved less than savedVolumeTTL ago and the
+// informer has not seen it since.
+func (s *savedVolumes) has(pvName string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.at[pvName]
+	if ok && time.Since(at) >= savedVolumeTTL {
+		delete(s.at, pvName)
+		return false
+	}
+	return ok
+}

@@ -74,7 +74,7 @@ func (c *ProvisionController) provisionClaim(ctx context.Context, claim *corev1.
 		return err
 	}
 	pvName := c.cfg.volumeName(claim)
-	if _, err := c.volumes.Get(pvName); err == nil || c.saves.get(pvName) != nil {
+	if _, err := c.volumes.Get(pvName); err == nil || c.saves.get(pvName) != nil || c.saved.has(pvName) {
 		return nil
 	}
 	if !c.canServe(ctx, claim, class.Name) {
@@ -576,6 +576,7 @@ func (c *ProvisionController) volumeSaved(ctx context.Context, op *operation, pv
 	c.metrics.provisionTotal.WithLabelValues(className, sourceLabel(claim)).Inc()
 	c.metrics.provisionDuration.WithLabelValues(className, sourceLabel(claim)).Observe(time.Since(op.started).Seconds())
 	c.failures.reset(claimFailures(claim))
+	c.saved.add(pv.Name)
 	c.endOperation(op.pvName)
 	c.claimEvent(claim, className, corev1.EventTypeNormal, EventProvisioningSucceeded,
 		"Successfully provisioned volume %s", pv.Name)
