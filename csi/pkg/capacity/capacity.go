@@ -50,6 +50,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/csi/pkg/provisioner"
+	"github.com/kubeprov/external-storage/lib/workloop"
 )
 
 // The labels of the objects the controller manages, as the upstream
@@ -286,8 +287,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.enqueueAll()
 	logger.Info("Publishing storage capacity", "namespace", c.cfg.Namespace, "selector", selector,
 		"pollInterval", c.cfg.PollInterval, "workers", c.cfg.Workers, "topology", c.cfg.Topology)
-	c.work(ctx)
-	return nil
+	return workloop.Run(ctx, c.queue, workloop.Config[item]{
+		Workers:       c.cfg.Workers,
+		Sync:          c.sync,
+		ErrorMessage:  "Could not update CSIStorageCapacity, will retry",
+		KeysAndValues: func(it item) []any { return []any{"class", it.class, "segment", it.segment} },
+		ResyncPeriod:  c.cfg.PollInterval,
+		Resync:        c.enqueueAll,
+	})
 }
 
 // watchCapacities makes the informer of the controller's objects, indexed
@@ -341,47 +348,6 @@ func (c *Controller) addHandlers(ctx context.Context, capInformer cache.SharedIn
 		removers = append(removers, func() { _ = inf.RemoveEventHandler(reg) })
 	}
 	return remove, nil
-}
-
-// work runs the workers and the poll until ctx ends.
-func (c *Controller) work(ctx context.Context) {
-	var wg sync.WaitGroup
-	for range c.cfg.Workers {
-		wg.Go(func() {
-			for c.processNextItem(ctx) {
-			}
-		})
-	}
-	wg.Go(func() {
-		ticker := time.NewTicker(c.cfg.PollInterval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-				c.enqueueAll()
-			}
-		}
-	})
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-}
-
-func (c *Controller) processNextItem(ctx context.Context) bool {
-	it, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(it)
-	if err := c.sync(ctx, it); err != nil {
-		klog.FromContext(ctx).Error(err, "Could not update CSIStorageCapacity, will retry", "class", it.class, "segment", it.segment)
-		c.queue.AddRateLimited(it)
-		return true
-	}
-	c.queue.Forget(it)
-	return true
 }
 
 // enqueueAll queues every wanted item and every existing object's item:

@@ -48,6 +48,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/kubeprov/external-storage/lib/workloop"
 )
 
 // DefaultPollInterval is how often every object is refreshed, as the CSI
@@ -281,8 +283,16 @@ func (p *Publisher) Run(ctx context.Context) error {
 	logger.Info("Publishing storage capacity", "namespace", p.cfg.Namespace, "selector", selector,
 		"pollInterval", p.cfg.PollInterval, "nodeLabelKey", p.cfg.NodeLabelKey)
 	p.enqueueAll()
-	p.work(ctx)
-	return nil
+	// One worker: the objects are few, and each sync reads caches only
+	// before its one write.
+	return workloop.Run(ctx, p.queue, workloop.Config[item]{
+		Workers:       1,
+		Sync:          p.sync,
+		ErrorMessage:  "Could not publish storage capacity, will retry",
+		KeysAndValues: func(it item) []any { return []any{"storageClass", it.class, "node", it.node} },
+		ResyncPeriod:  p.cfg.PollInterval,
+		Resync:        p.enqueueAll,
+	})
 }
 
 // addHandlers registers the event handlers; the function returned removes
@@ -316,46 +326,6 @@ func (p *Publisher) addHandlers(objects cache.SharedIndexInformer) (func(), erro
 		removers = append(removers, func() { _ = h.inf.RemoveEventHandler(reg) })
 	}
 	return remove, nil
-}
-
-// work runs one worker and the poll until ctx ends: the objects are few,
-// and each sync reads caches only before its one write.
-func (p *Publisher) work(ctx context.Context) {
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for p.processNextItem(ctx) {
-		}
-	})
-	wg.Go(func() {
-		ticker := time.NewTicker(p.cfg.PollInterval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-				p.enqueueAll()
-			}
-		}
-	})
-	<-ctx.Done()
-	p.queue.ShutDown()
-	wg.Wait()
-}
-
-func (p *Publisher) processNextItem(ctx context.Context) bool {
-	it, shutdown := p.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer p.queue.Done(it)
-	if err := p.sync(ctx, it); err != nil {
-		klog.FromContext(ctx).Error(err, "Could not publish storage capacity, will retry", "storageClass", it.class, "node", it.node)
-		p.queue.AddRateLimited(it)
-		return true
-	}
-	p.queue.Forget(it)
-	return true
 }
 
 // enqueueAll queues every item that should have an object and every

@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +33,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubeprov/external-storage/lib/controller"
+	"github.com/kubeprov/external-storage/lib/workloop"
 )
 
 // Expander does the volume's part of an expansion.
@@ -199,34 +199,16 @@ func (r *Resizer) Run(ctx context.Context, workers int) error {
 		return nil // stopped before anything started
 	}
 	logger.Info("Starting resizer", "workers", workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for r.processNextWorkItem(ctx) {
-			}
-		})
+	if err := workloop.Run(ctx, r.queue, workloop.Config[string]{
+		Workers:       workers,
+		Sync:          r.sync,
+		ErrorMessage:  "Resize failed, will retry",
+		KeysAndValues: func(key string) []any { return []any{"claim", key} },
+	}); err != nil {
+		return err
 	}
-	<-ctx.Done()
-	r.queue.ShutDown()
-	wg.Wait()
 	logger.Info("Resizer stopped")
 	return nil
-}
-
-// processNextWorkItem syncs one claim; false when the queue is shut down.
-func (r *Resizer) processNextWorkItem(ctx context.Context) bool {
-	key, quit := r.queue.Get()
-	if quit {
-		return false
-	}
-	defer r.queue.Done(key)
-	if err := r.sync(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "Resize failed, will retry", "claim", key)
-		r.queue.AddRateLimited(key)
-		return true
-	}
-	r.queue.Forget(key)
-	return true
 }
 
 // claimChanged queues a bound claim that asks for more than it has.

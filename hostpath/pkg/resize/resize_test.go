@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -275,23 +276,47 @@ func TestResizeMarksInProgress(t *testing.T) {
 	expectFinished(t, f.claim(), "2Gi")
 }
 
-// TestResizeRetriesWithBackoff: a failed sync is queued again, rate limited.
+// flakyExpander fails its first failures calls, recording how often the
+// queue had requeued the claim by each call.
+type flakyExpander struct {
+	fakeExpander
+	queue    interface{ NumRequeues(string) int }
+	failures int
+
+	mu       sync.Mutex
+	requeues []int
+}
+
+func (f *flakyExpander) ExpandVolume(context.Context, *corev1.PersistentVolume, int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requeues = append(f.requeues, f.queue.NumRequeues(claimKey))
+	if len(f.requeues) <= f.failures {
+		return errors.New("disk busy")
+	}
+	return nil
+}
+
+// TestResizeRetriesWithBackoff: a failed resize is queued again, rate
+// limited, until it succeeds, and then forgotten.
 func TestResizeRetriesWithBackoff(t *testing.T) {
-	f := newFixture(t, &fakeExpander{err: errors.New("disk busy")}, newClaim("2Gi", "1Gi"), newVolume("1Gi"),
+	client := fake.NewClientset(newClaim("2Gi", "1Gi"), newVolume("1Gi"))
+	expander := &flakyExpander{failures: 2}
+	r, err := New(client, informers.NewSharedInformerFactory(client, 0), expander, record.NewFakeRecorder(10),
 		WithRetryInterval(time.Millisecond, 10*time.Millisecond))
-	f.resizer.queue.Add(claimKey)
-	for range 2 {
-		if !f.resizer.processNextWorkItem(f.ctx) {
-			t.Fatal("queue shut down")
-		}
-		f.cache(f.claim())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := f.resizer.queue.NumRequeues(claimKey); n != 2 {
-		t.Errorf("requeues %d, want 2", n)
+	expander.queue = r.queue
+	runUntilResized(t, r, client)
+	expander.mu.Lock()
+	defer expander.mu.Unlock()
+	// Each retry follows one more rate-limited requeue (a status write may
+	// also queue the claim, and a failure before the expansion counts too).
+	if got := expander.requeues; len(got) != 3 || got[0] != 0 || got[1] <= got[0] || got[2] <= got[1] {
+		t.Errorf("requeues seen by the expansions %v, want 3 expansions, each after more requeues", got)
 	}
-	f.expander.err = nil
-	f.resizer.processNextWorkItem(f.ctx)
-	if n := f.resizer.queue.NumRequeues(claimKey); n != 0 {
+	if n := r.queue.NumRequeues(claimKey); n != 0 {
 		t.Errorf("requeues after success %d, want 0 (forgotten)", n)
 	}
 }
@@ -445,16 +470,23 @@ func TestNewRejectsBadOptions(t *testing.T) {
 // TestRun: the informers queue a claim whose request grew, the workers
 // resize it, and Run returns once its context ends.
 func TestRun(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset(newClaim("2Gi", "1Gi"), newVolume("1Gi"))
 	r, err := New(client, informers.NewSharedInformerFactory(client, 0), &fakeExpander{}, record.NewFakeRecorder(10))
 	if err != nil {
 		t.Fatal(err)
 	}
+	runUntilResized(t, r, client)
+}
+
+// runUntilResized runs r with two workers until the claim's status says
+// 2Gi, then stops it and checks that Run returns nil.
+func runUntilResized(t *testing.T, r *Resizer, client *fake.Clientset) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- r.Run(ctx, 2) }()
-	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		c, err := client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "data", metav1.GetOptions{})
 		size := c.Status.Capacity[corev1.ResourceStorage]
 		return err == nil && size.Cmp(resource.MustParse("2Gi")) == 0, err
