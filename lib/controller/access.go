@@ -13,6 +13,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 )
@@ -155,4 +156,54 @@ func (c *ProvisionController) observeLease(ctx context.Context, lease string, er
 	told := c.warnWaitingClaims(journalForbiddenMessage, lease)
 	klog.FromContext(ctx).Error(err, "Cannot take the leader Lease for lack of permission: this instance will never lead until its RBAC grants it",
 		"lease", lease, "waitingClaimsWarned", told)
+}
+
+// reportRefusedLists makes a list or watch the API server refuses, before
+// the caches first sync, an access problem naming the resource: a replica
+// whose RBAC lacks it (the library's rules never added, see
+// journalForbiddenMessage) then says so in its readiness and log instead of
+// only "informer caches not synced". The problems end when the caches sync;
+// a refusal after that is client-go's to log and retry, as before.
+func (c *ProvisionController) reportRefusedLists() {
+	for resource, inf := range c.listedResources() {
+		// Fails only for an informer already started (an injected factory):
+		// it keeps client-go's handler.
+		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			select {
+			case <-c.synced:
+			default:
+				if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+					c.access.observe(ctx, listProblem(resource), err)
+				}
+			}
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		})
+	}
+}
+
+// listedResources are the resources the informers list, with their informer.
+func (c *ProvisionController) listedResources() map[string]cache.SharedIndexInformer {
+	m := map[string]cache.SharedIndexInformer{
+		"persistentvolumeclaims":        c.claimInformer,
+		"persistentvolumes":             c.volumeInformer,
+		"storageclasses.storage.k8s.io": c.classInformer,
+	}
+	if c.nodeInformer != nil {
+		m["nodes"] = c.nodeInformer
+	}
+	return m
+}
+
+// listProblem names what a refused informer needs, as an access problem.
+func listProblem(resource string) string {
+	return resource + " (list, watch; the ClusterRole labeled " + RBACRoleLabel + ": cluster gets them from lib/deploy/rbac)"
+}
+
+// listsSynced ends the problems reportRefusedLists recorded.
+func (c *ProvisionController) listsSynced(ctx context.Context) {
+	for resource := range c.listedResources() {
+		if c.access.has(listProblem(resource)) {
+			c.access.observe(ctx, listProblem(resource), nil)
+		}
+	}
 }

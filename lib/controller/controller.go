@@ -269,7 +269,8 @@ func (c *ProvisionController) NotReadyReason() error {
 	select {
 	case <-c.synced:
 	default:
-		return errors.New("informer caches not synced")
+		// With what keeps them from syncing, if it is a permission.
+		return errors.Join(errors.New("informer caches not synced"), c.access.reason())
 	}
 	return c.access.reason()
 }
@@ -296,6 +297,7 @@ func (c *ProvisionController) Run(ctx context.Context) error {
 	defer c.volumeQueue.ShutDown()
 	defer c.saveQueue.ShutDown()
 
+	c.reportRefusedLists()
 	c.factory.Start(ctx.Done())
 	var synced []cache.InformerSynced
 	for _, inf := range c.informers() {
@@ -305,6 +307,7 @@ func (c *ProvisionController) Run(ctx context.Context) error {
 		return nil // ctx ended before anything started: a stop, not a failure
 	}
 	close(c.synced)
+	c.listsSynced(ctx)
 	// Events run while Run does, not only while this instance leads: a
 	// replica that cannot take the Lease tells the waiting claims why.
 	eventsCtx, stopEvents := context.WithCancel(ctx)
@@ -623,7 +626,17 @@ func claimName(claim *corev1.PersistentVolumeClaim) string {
 	return claim.Namespace + "/" + claim.Name + " (uid " + string(claim.UID) + ")"
 }
 
-const journalForbiddenMessage = "The provisioner is not allowed to use its %s, so it cannot provision (will retry): grant its ServiceAccount these permissions"
+// journalForbiddenMessage says what to grant, and the one way the library's
+// own RBAC component adds nothing without an error (a label it selects on
+// added by the same kustomization that lists it).
+const journalForbiddenMessage = "The provisioner is not allowed to use its %s, so it cannot provision (will retry): grant its ServiceAccount these permissions" +
+	" (the kustomize component lib/deploy/rbac grants them to the Role labeled " + RBACRoleLabel + ": namespace only if that label is in the Role's own YAML or a resource's kustomization:" +
+	" a label added by patches or labels: of the kustomization listing the component comes too late, and it adds nothing)"
+
+// RBACRoleLabel is the label the kustomize component lib/deploy/rbac selects
+// the provisioner's ClusterRole (value "cluster") and Role (value
+// "namespace") by, to append the library's rules to them.
+const RBACRoleLabel = "rbac.kubeprov.io/lib"
 
 // warnWaitingClaims tells every claim waiting for this provisioner why it
 // cannot work (the message, formatted with args): otherwise they would wait

@@ -4,12 +4,15 @@
 package lib
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeprov/external-storage/lib/controller"
@@ -86,4 +89,69 @@ func TestLibraryRBACIsEnough(t *testing.T) {
 		t.Errorf("assets left: %v", assets)
 	}
 	cp.ExpectNoForbidden(t, user)
+}
+
+// TestLateRBACLabelsFailLoudly: the labels lib/deploy/rbac selects on, added
+// by patches beside the component (testdata/rbac-late-label), come too late:
+// kustomize adds none of the library's rules, without an error. The
+// controller run with that RBAC is not ready, and its readiness names each
+// resource it cannot list and the label that would have granted it.
+func TestLateRBACLabelsFailLoudly(t *testing.T) {
+	ctx := framework.TestContext(t, 2*time.Minute)
+	const user = "kubeprov-lib-late-label" // the subject in testdata/rbac-late-label
+	objs, err := manifests.RBAC("testdata/rbac-late-label")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		switch o := obj.(type) {
+		case *rbacv1.ClusterRole:
+			if o.Labels[controller.RBACRoleLabel] != "cluster" || len(o.Rules) != 0 {
+				t.Fatalf("ClusterRole: labels %v, %d rules; want the late label and none of the library's rules", o.Labels, len(o.Rules))
+			}
+		case *rbacv1.Role:
+			if o.Labels[controller.RBACRoleLabel] != "namespace" || len(o.Rules) != 0 {
+				t.Fatalf("Role: labels %v, %d rules; want the late label and none of the library's rules", o.Labels, len(o.Rules))
+			}
+		}
+	}
+	home := cp.CreateTestNamespace(t, "lib-late-label")
+	cp.CreateTestRBACObjects(t, "testdata/rbac-late-label", objs, func(obj runtime.Object) {
+		switch o := obj.(type) {
+		case *rbacv1.Role:
+			o.Namespace = home
+		case *rbacv1.RoleBinding:
+			o.Namespace = home
+		}
+	})
+	cfg, _, err := cp.AddUser(user, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := startControllerAs(t, kubernetes.NewForConfigOrDie(cfg), uniqueName("late-label"), newStore(t),
+		controller.WithJournal(home, "lib-late-label-inflight"))
+
+	want := []string{"persistentvolumeclaims (list, watch", "persistentvolumes (list, watch", "storageclasses.storage.k8s.io (list, watch",
+		controller.RBACRoleLabel + ": cluster", "lib/deploy/rbac"}
+	var reason error
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+		reason = c.NotReadyReason()
+		return reason != nil && containsAll(reason.Error(), want), nil
+	})
+	if err != nil {
+		t.Fatalf("not-ready reason %v; want it to name %q", reason, want)
+	}
+	t.Logf("Not ready: %v", reason)
+	if c.Ready() {
+		t.Error("a replica that cannot list its objects reports ready")
+	}
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }
