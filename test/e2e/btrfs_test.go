@@ -145,24 +145,9 @@ echo "second: 8Mi written"`))
 // path config.json names).
 func installBtrfsProvisioner(ctx context.Context, t *testing.T, node string) {
 	t.Helper()
-	const dir = "hostpath/deploy/local-path-config"
 	config := fmt.Sprintf(`{"nodePathMap":[{"node":%q,"paths":[%q],"pathCapacity":{%[2]q:%q}}],"enforceCapacity":"always"}`,
 		node, btrfsDir, btrfsBudget)
-	ref, err := PushImage(ctx, c, "hostpath")
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := RenderOverlay(dir, Overlay{
-		Images:     []ImageOverride{{hostpathImage, ref}},
-		Components: []string{"hostpath/deploy/components/size-limits"},
-		Patches: []string{`apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: hostpath-config
-  namespace: ` + hostpathNS + `
-data:
-  config.json: '` + config + `'
-`, `apiVersion: apps/v1
+	mount := `apiVersion: apps/v1
 kind: DaemonSet
 metadata:
   name: hostpath-provisioner
@@ -180,15 +165,8 @@ spec:
           hostPath:
             path: ` + btrfsDir + `
             type: DirectoryOrCreate
-`},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	installObjects(t, dir, objs)
-	if err := c.WaitDaemonSetReady(ctx, hostpathNS, "hostpath-provisioner"); err != nil {
-		t.Fatal(err)
-	}
+`
+	installLocalPathConfig(ctx, t, config, []string{"hostpath/deploy/components/size-limits"}, mount)
 }
 
 // mountBtrfsOnNode does on node what an administrator does to give it a

@@ -34,35 +34,10 @@ func TestHostpathCapacityScheduling(t *testing.T) {
 		t.Fatalf("the cluster has %d node(s), this test needs 2", len(c.Nodes))
 	}
 	full, roomy := c.Nodes[0], c.Nodes[1]
-	const (
-		dir   = "hostpath/deploy/local-path-config"
-		class = "hostpath" // deploy/node-local's, WaitForFirstConsumer
-	)
+	const class = "hostpath" // deploy/node-local's, WaitForFirstConsumer
 	config := fmt.Sprintf(`{"nodePathMap":[{"node":%q,"paths":[%q],"pathCapacity":{%[2]q:"1Gi"}},{"node":%q,"paths":[%[2]q],"pathCapacity":{%[2]q:"10Gi"}}]}`,
 		full.Name, hostpathDir, roomy.Name)
-	ref, err := PushImage(ctx, c, "hostpath")
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := RenderOverlay(dir, Overlay{
-		Images:     []ImageOverride{{hostpathImage, ref}},
-		Components: []string{"hostpath/deploy/components/capacity"},
-		Patches: []string{`apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: hostpath-config
-  namespace: ` + hostpathNS + `
-data:
-  config.json: '` + config + `'
-`},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	installObjects(t, dir, objs)
-	if err := c.WaitDaemonSetReady(ctx, hostpathNS, "hostpath-provisioner"); err != nil {
-		t.Fatal(err)
-	}
+	installLocalPathConfig(ctx, t, config, []string{"hostpath/deploy/components/capacity"})
 	// What the scheduler will read: each node's instance publishes its
 	// node's room.
 	waitForPublishedRoom(ctx, t, class, map[string]string{full.Name: "1Gi", roomy.Name: "10Gi"})

@@ -28,30 +28,11 @@ import (
 func TestHostpathLocalPathConfig(t *testing.T) {
 	ctx := framework.TestContext(t, 10*time.Minute)
 	const (
-		dir    = "hostpath/deploy/local-path-config"
 		class  = "lp-readme"
 		paths  = `{"nodePathMap":[{"node":"DEFAULT_PATH_FOR_NON_LISTED_NODES","paths":["` + hostpathDir + `"]}]}`
 		config = `{"nodePathMap":[],"storageClassConfigs":{"hostpath":` + paths + `,"` + class + `":` + paths + `}}`
 	)
-	ref, err := PushImage(ctx, c, "hostpath")
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := RenderOverlay(dir, Overlay{Images: []ImageOverride{{hostpathImage, ref}}, Patches: []string{`apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: hostpath-config
-  namespace: ` + hostpathNS + `
-data:
-  config.json: '` + config + `'
-`}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	installObjects(t, dir, objs)
-	if err := c.WaitDaemonSetReady(ctx, hostpathNS, "hostpath-provisioner"); err != nil {
-		t.Fatal(err)
-	}
+	installLocalPathConfig(ctx, t, config, nil)
 	sc := &storagev1.StorageClass{
 		ObjectMeta:        metav1.ObjectMeta{Name: class},
 		Provisioner:       "kubeprov.io/hostpath",
@@ -109,5 +90,38 @@ data:
 	// administrator's to remove; later tests want the path as they found it.
 	if out, err := node.Exec(ctx, "rmdir", path.Join(hostpathDir, ns)); err != nil {
 		t.Errorf("removing %s on %s: %s %v", path.Join(hostpathDir, ns), node.Name, out, err)
+	}
+}
+
+// installLocalPathConfig installs deploy/local-path-config (the image just
+// built), its config.json replaced by config, with the kustomize
+// components (relative to the repository's root) and further strategic
+// merge patches a user would add, and waits for its DaemonSet to be ready.
+func installLocalPathConfig(ctx context.Context, t *testing.T, config string, components []string, patches ...string) {
+	t.Helper()
+	const dir = "hostpath/deploy/local-path-config"
+	ref, err := PushImage(ctx, c, "hostpath")
+	if err != nil {
+		t.Fatal(err)
+	}
+	configPatch := `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: hostpath-config
+  namespace: ` + hostpathNS + `
+data:
+  config.json: '` + config + `'
+`
+	objs, err := RenderOverlay(dir, Overlay{
+		Images:     []ImageOverride{{hostpathImage, ref}},
+		Components: components,
+		Patches:    append([]string{configPatch}, patches...),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installObjects(t, dir, objs)
+	if err := c.WaitDaemonSetReady(ctx, hostpathNS, "hostpath-provisioner"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -30,14 +30,7 @@ func TestLibraryRBACIsEnough(t *testing.T) {
 	ctx := framework.TestContext(t, 3*time.Minute)
 	const user = "kubeprov-lib-provisioner" // the subject in testdata/rbac
 	home := cp.CreateTestNamespace(t, "lib-home")
-	manifests.CreateTestRBAC(t, cp, "testdata/rbac", func(obj runtime.Object) {
-		switch o := obj.(type) {
-		case *rbacv1.Role:
-			o.Namespace = home
-		case *rbacv1.RoleBinding:
-			o.Namespace = home
-		}
-	})
+	manifests.CreateTestRBAC(t, cp, "testdata/rbac", namespacedInto(home))
 	cfg, _, err := cp.AddUser(user, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -116,14 +109,7 @@ func TestLateRBACLabelsFailLoudly(t *testing.T) {
 		}
 	}
 	home := cp.CreateTestNamespace(t, "lib-late-label")
-	cp.CreateTestRBACObjects(t, "testdata/rbac-late-label", objs, func(obj runtime.Object) {
-		switch o := obj.(type) {
-		case *rbacv1.Role:
-			o.Namespace = home
-		case *rbacv1.RoleBinding:
-			o.Namespace = home
-		}
-	})
+	cp.CreateTestRBACObjects(t, "testdata/rbac-late-label", objs, namespacedInto(home))
 	cfg, _, err := cp.AddUser(user, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -154,4 +140,17 @@ func containsAll(s string, parts []string) bool {
 		}
 	}
 	return true
+}
+
+// namespacedInto moves the Roles and RoleBindings of lib/deploy/rbac into
+// ns, the provisioner's own namespace, as a user's kustomization does.
+func namespacedInto(ns string) func(runtime.Object) {
+	return func(obj runtime.Object) {
+		switch o := obj.(type) {
+		case *rbacv1.Role:
+			o.Namespace = ns
+		case *rbacv1.RoleBinding:
+			o.Namespace = ns
+		}
+	}
 }
